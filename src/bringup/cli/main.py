@@ -1,0 +1,141 @@
+"""The ``bringup`` command line: a thin dispatcher over one module per command.
+
+Each command lives in ``bringup.cli.commands.<name>`` and provides::
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None: ...
+    def run(args: argparse.Namespace, ctx: Context) -> int: ...
+
+Everything after the first ``--`` is not parsed: it arrives as ``args.passthrough``
+(a list, or None when there was no ``--``), for commands that wrap a server command.
+
+Modules are imported only when their command runs, so ``bringup diagnose`` does not pay
+for HTTP or NVML imports. Errors become one line on stderr and an exit code; a traceback
+is shown only with BRINGUP_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from bringup import __version__
+from bringup.errors import BringupError
+
+# name -> one-line help. The order is the order of the story: verify, plan, guard, run...
+COMMANDS: dict[str, str] = {
+    "verify": "check a checkpoint is complete and intact before the engine reads it",
+    "plan": "predict per-GPU memory and the failure, before launch",
+    "guard": "wait until the GPUs are free, naming who holds them",
+    "unit": "write a systemd unit that runs the server under bringup",
+    "run": "start a server and follow it to a verified answer (or a diagnosis)",
+    "up": "start a systemd unit and follow it to a verdict",
+    "watch": "follow a server bringup did not start (unit, container, log, pid)",
+    "status": "one look at a service: state, phase, last failure",
+    "diagnose": "read a startup log: phase reached, root-cause line, remedy",
+    "bench": "measure what a ready server delivers, beside what the hardware allows",
+    "demo": "the whole story on a machine without a GPU, with the engine twin",
+    "twin": "run the engine twin (a stand-in vLLM for tests and demos)",
+}
+
+EXIT_USAGE = 2
+
+
+@dataclass
+class Context:
+    """What a command may touch: its streams and environment, passed in for testability."""
+
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    stdin: TextIO = field(default_factory=lambda: sys.stdin)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so errors print as one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise BringupError(f"{self.prog}: {message}", hint=f"see `{self.prog} --help`")
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    epilog = "commands:\n" + "\n".join(f"  {n:<9} {h}" for n, h in COMMANDS.items())
+    parser = _Parser(
+        prog="bringup",
+        description="From weights on disk to verified serving, and exactly why not.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"bringup {__version__}")
+    parser.add_argument("command", nargs="?", metavar="COMMAND", help="one of the commands below")
+    return parser
+
+
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The argument parser of one command (imports its module)."""
+    module = importlib.import_module(f"bringup.cli.commands.{name}")
+    parser = _Parser(prog=f"bringup {name}", description=COMMANDS[name])
+    module.add_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
+    """Run bringup with ``argv``; return the exit code."""
+    ctx = ctx or Context()
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(args, ctx)
+    except BringupError as exc:
+        ctx.stderr.write(f"bringup: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        ctx.stderr.write("bringup: interrupted\n")
+        return 130
+    except Exception as exc:
+        if ctx.environ.get("BRINGUP_DEBUG"):
+            raise
+        ctx.stderr.write(
+            f"bringup: internal error: {type(exc).__name__}: {exc} "
+            "(set BRINGUP_DEBUG=1 for a traceback, and please report it)\n"
+        )
+        return 70
+
+
+def _dispatch(args: list[str], ctx: Context) -> int:
+    top = _top_parser()
+    if not args or args[0] in ("-h", "--help"):
+        top.print_help(ctx.stdout)
+        return 0 if args else EXIT_USAGE
+    if args[0] == "--version":
+        ctx.stdout.write(f"bringup {__version__}\n")
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        raise BringupError(f"unknown command {name!r}", hint="see `bringup --help` for the list")
+    parser = command_parser(name)
+    if rest and rest[0] in ("-h", "--help"):
+        parser.print_help(ctx.stdout)
+        return 0
+    before, after = _split_dashes(rest)
+    namespace = parser.parse_args(before)
+    namespace.passthrough = after
+    module = importlib.import_module(f"bringup.cli.commands.{name}")
+    code: int = module.run(namespace, ctx)
+    return code
+
+
+def _split_dashes(args: list[str]) -> tuple[list[str], list[str] | None]:
+    """Split at the first ``--``: bringup's own flags before, the server command after."""
+    if "--" not in args:
+        return args, None
+    i = args.index("--")
+    return args[:i], args[i + 1 :]
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""Dataclasses and enums to JSON, the same way for every command's ``--json``."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert dataclasses, enums, tuples and mappings into plain JSON values.
+
+    Dataclass fields keep their names, except that a trailing ``_class`` field is written
+    as ``class`` (``failure_class`` → ``class``), the spelling the JSON vocabulary uses.
+    """
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(value):
+            key = "class" if f.name == "failure_class" else f.name
+            out[key] = to_jsonable(getattr(value, f.name))
+        return out
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (str, bytes)):
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    if isinstance(value, Sequence):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def dumps(value: Any, *, indent: int | None = 2) -> str:
+    """Serialise ``value`` (dataclasses allowed) to a JSON string."""
+    return json.dumps(to_jsonable(value), indent=indent, ensure_ascii=False)
+
+
+def print_json(value: Any, stream: TextIO, *, indent: int | None = 2) -> None:
+    """Write ``value`` as JSON followed by a newline, and flush."""
+    stream.write(dumps(value, indent=indent) + "\n")
+    stream.flush()
