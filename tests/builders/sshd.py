@@ -1,0 +1,102 @@
+"""A real OpenSSH server on 127.0.0.1 for tests, with throwaway host and client keys."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bringup.adapters.ssh import SshTarget
+
+SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
+
+
+@dataclass
+class SshServer:
+    """A running sshd and what a client needs to reach it."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+    client_key: Path
+    known_hosts: Path  # contains this server's key
+    empty_known_hosts: Path  # knows nothing: for refused-host-key tests
+    user: str
+
+    @property
+    def target_text(self) -> str:
+        return f"{self.user}@127.0.0.1:{self.port}"
+
+    def session_pids(self) -> list[int]:
+        """PIDs of the per-connection sshd children (kill one to drop a connection)."""
+        out = subprocess.run(["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_sshd(workdir: Path) -> Iterator[SshServer]:
+    """Start sshd in the foreground (-D) on a free port; stop it afterwards."""
+    if SSHD is None:
+        raise RuntimeError("sshd is not installed (Debian: apt-get install openssh-server)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    os.chmod(workdir, 0o700)
+    host_key = workdir / "host_ed25519"
+    client_key = workdir / "client_ed25519"
+    for key in (host_key, client_key):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    authorized = workdir / "authorized_keys"
+    authorized.write_text(client_key.with_suffix(".pub").read_text())
+    os.chmod(authorized, 0o600)
+    port = _free_port()
+    config = workdir / "sshd_config"
+    config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
+        f"AuthorizedKeysFile {authorized}\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nStrictModes no\n"
+        f"PidFile {workdir / 'sshd.pid'}\nPermitRootLogin yes\nUsePAM no\n"
+        "MaxSessions 50\nMaxStartups 50\nLogLevel ERROR\n"
+        f"SetEnv PATH={os.environ.get('PATH', '/usr/bin:/bin')}\n"
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.DEVNULL)
+    known = workdir / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {host_key.with_suffix('.pub').read_text()}")
+    empty = workdir / "known_hosts_empty"
+    empty.write_text("")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            time.sleep(0.05)
+    user = os.environ.get("USER") or subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
+    try:
+        yield SshServer(port, proc, client_key, known, empty, user)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def target_for(server: SshServer, *, known: bool = True) -> SshTarget:
+    """An SshTarget that reaches the test server with its throwaway keys."""
+    return SshTarget(
+        host="127.0.0.1", port=server.port, user=server.user,
+        identity_file=str(server.client_key),
+        known_hosts_file=str(server.known_hosts if known else server.empty_known_hosts),
+        config_file="/dev/null",
+    )
