@@ -1,0 +1,220 @@
+"""The server as a child process: spawned in its own process group, read line by line, stopped.
+
+Only processes bringup started are ever signalled: the child (a session and process-group
+leader, ``start_new_session``) and the members of its group or its descendants that were
+created after it. Command line equivalent of ``terminate``: ``kill -TERM -PGID``, wait the
+grace period, then ``kill -KILL -PGID``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO
+
+import psutil
+
+from bringup.errors import UsageError
+
+LineSink = Callable[[str, str], None]  # (stream name "stdout" | "stderr", line without "\n")
+EofSink = Callable[[str], None]  # (stream name)
+
+_DRAIN = (
+    "import os,sys,threading\n"
+    "out=open(sys.argv[1],'ab',buffering=0)\n"
+    "def pump(fd):\n"
+    "    while True:\n"
+    "        b=os.read(fd,65536)\n"
+    "        if not b: return\n"
+    "        out.write(b)\n"
+    "ts=[threading.Thread(target=pump,args=(int(f),)) for f in sys.argv[2:]]\n"
+    "[t.start() for t in ts]; [t.join() for t in ts]\n"
+)
+
+
+def decode_line(raw: bytes) -> str:
+    """One line of bytes as text: ``\\n`` and a trailing ``\\r`` removed, bad bytes replaced."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    return raw.decode("utf-8", errors="replace")
+
+
+def read_lines(stream: IO[bytes], name: str, on_line: LineSink, on_eof: EofSink | None) -> None:
+    """Deliver every line of ``stream`` (a partial last line included), then signal EOF."""
+    try:
+        for raw in iter(stream.readline, b""):
+            on_line(name, decode_line(raw))
+    except (OSError, ValueError):
+        pass  # the pipe was closed under us (detach, shutdown)
+    finally:
+        if on_eof is not None:
+            on_eof(name)
+
+
+def child_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: the caller's, with Python output unbuffered so lines arrive live."""
+    env = dict(environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class ChildProcess:
+    """A started server: its output arrives through ``on_line``; stop it with ``terminate``."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], on_line: LineSink, on_eof: EofSink | None) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+        self.pgid = popen.pid  # start_new_session: the child leads its own group
+        self._created = _create_time(popen.pid)
+        self._readers = [
+            threading.Thread(target=read_lines, args=(s, n, on_line, on_eof), daemon=True, name=f"read-{n}")
+            for s, n in ((popen.stdout, "stdout"), (popen.stderr, "stderr"))
+            if s is not None
+        ]
+        for t in self._readers:
+            t.start()
+
+    @classmethod
+    def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        environ: Mapping[str, str],
+        on_line: LineSink,
+        on_eof: EofSink | None = None,
+        cwd: str | None = None,
+    ) -> ChildProcess:
+        """Start ``argv`` in a new session; UsageError (exit 2) if it cannot be executed."""
+        if not argv:
+            raise UsageError("no server command given", hint="put it after `--`, e.g. `bringup run -- vllm serve MODEL`")
+        try:
+            popen = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=child_environ(environ),
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise UsageError(f"command not found: {argv[0]}", hint="check the spelling and PATH, or give an absolute path") from exc
+        except PermissionError as exc:
+            raise UsageError(f"cannot execute {argv[0]}: permission denied", hint="check that the file is executable") from exc
+        except OSError as exc:
+            raise UsageError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
+        return cls(popen, on_line, on_eof)
+
+    def poll(self) -> int | None:
+        """The exit status if the child has ended (negative: killed by that signal)."""
+        return self._popen.poll()
+
+    def wait(self, timeout_seconds: float) -> int | None:
+        """Wait up to ``timeout_seconds`` for the child; its status, or None if still running."""
+        try:
+            return self._popen.wait(timeout=timeout_seconds)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def wait_output(self, timeout_seconds: float) -> bool:
+        """Wait until both streams reached EOF (all lines delivered); False on timeout.
+
+        A grandchild that inherited the pipes can keep them open after the child exits,
+        which is why this is bounded.
+        """
+        deadline = time.monotonic() + timeout_seconds
+        for t in self._readers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._readers)
+
+    def members(self) -> list[psutil.Process]:
+        """Live processes that are ours: the child, its descendants, its group (created after it)."""
+        found: dict[int, psutil.Process] = {}
+        with contextlib.suppress(psutil.Error):
+            leader = psutil.Process(self.pid)
+            if self._is_ours(leader):
+                found[leader.pid] = leader
+                for p in leader.children(recursive=True):
+                    found[p.pid] = p
+        for p in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if p.pid not in found and os.getpgid(p.pid) == self.pgid and self._is_ours(p):
+                    found[p.pid] = p
+        return [p for p in found.values() if _alive(p)]
+
+    def terminate(self, grace_seconds: float) -> int | None:
+        """SIGTERM to the group and our descendants, SIGKILL after ``grace_seconds``."""
+        self._signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + grace_seconds
+        while time.monotonic() < deadline:
+            self._popen.poll()
+            if not self.members():
+                break
+            time.sleep(0.05)
+        else:
+            self._signal_all(signal.SIGKILL)
+        code = self.wait(max(1.0, grace_seconds))
+        self._reap_leftovers()
+        return code
+
+    def detach(self, log_path: str) -> None:
+        """Leave the server running: hand its output pipes to a small drainer writing ``log_path``.
+
+        Without a reader the server would get EPIPE on its next log line once bringup exits.
+        Lines our own reader threads have already taken are not in the file.
+        """
+        fds = [s.fileno() for s in (self._popen.stdout, self._popen.stderr) if s is not None]
+        subprocess.Popen(
+            [sys.executable, "-c", _DRAIN, log_path, *map(str, fds)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=fds,
+            start_new_session=True,
+        )
+
+    def _signal_all(self, sig: signal.Signals) -> None:
+        members = self.members()
+        if self._popen.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, sig)
+        for p in members:
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(sig)
+
+    def _reap_leftovers(self) -> None:
+        for p in self.members():
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(self.members(), timeout=2.0)
+
+    def _is_ours(self, p: psutil.Process) -> bool:
+        try:
+            created = p.create_time()
+        except psutil.Error:
+            return False
+        if p.pid == self.pid:
+            return abs(created - self._created) < 0.05  # the same process, not a reused pid
+        return created >= self._created - 0.05
+
+
+def _create_time(pid: int) -> float:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return time.time()
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

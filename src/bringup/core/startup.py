@@ -1,0 +1,469 @@
+"""The live supervisor's decisions, as a pure state machine.
+
+``StartupMachine`` is fed what the supervisor loop observes (analyzer events, log lines,
+HTTP probe observations, GPU samples, the process exit) together with ``now`` (monotonic
+seconds, passed in) and answers with ``LiveEvent`` values to report. It never reads a
+clock, a socket or a process: ``bringup.supervisor`` does that and asks this module what
+it means.
+
+The rules (issue 5):
+
+- ready only after the smoke request succeeds (health, then /v1/models, then a 1-token
+  completion); the engine's own "ready" line is a phase, not the verdict;
+- failed the moment a final root-cause ``FailureEvent`` arrives; a wrapper-only failure
+  (``is_final`` False) is settled after ``wrapper_grace_seconds`` or at process exit;
+- a process exit before ready is a failure whatever its code (vLLM can exit 0 after its
+  engine died), and so is an exit after ready;
+- stalled (class ``timeouts``) when no new phase, no progress line and no GPU memory
+  change arrived for ``stall_seconds``; a slow load that keeps progressing is never cut off;
+- stalled when ``deadline_seconds`` have passed without ready.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from bringup.core.diagnosis import (
+    EngineEvent,
+    Event,
+    Failure,
+    FailureEvent,
+    PhaseEvent,
+    ProgressEvent,
+    Remedy,
+)
+from bringup.core.gpu import GpuReading
+from bringup.core.vocab import FailureClass, Outcome, Phase
+
+GPU_CHANGE_BYTES = 16 * 1024 * 1024  # smaller moves are jitter, not progress
+
+
+class ProbeKind(StrEnum):
+    """The three probes, in the order readiness needs them."""
+
+    HEALTH = "health"  # GET the engine's health path
+    MODELS = "models"  # GET /v1/models for the served model name
+    SMOKE = "smoke"  # a 1-token completion: the model really answers
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeObservation:
+    """What one HTTP probe saw. Observations only; ``StartupMachine`` decides."""
+
+    kind: ProbeKind
+    url: str
+    ok: bool  # health 200 / models listed / smoke answered
+    status: int | None = None  # HTTP status, None when no response
+    refused: bool = False  # connection refused (vLLM's "not listening yet")
+    error: str | None = None  # short error text when not ok
+    latency_seconds: float = 0.0
+    model: str | None = None  # models: the first served model id; smoke: the model used
+    text: str | None = None  # smoke: the answer text
+
+
+@dataclass(frozen=True, slots=True)
+class StartupPolicy:
+    """Limits and pacing of one followed startup."""
+
+    stall_seconds: float | None = 300.0
+    deadline_seconds: float | None = 7200.0
+    wrapper_grace_seconds: float = 2.0
+    probe_interval_seconds: float = 0.25  # health probes while starting
+    smoke_retry_seconds: float = 1.0  # after a failed smoke request
+    liveness_interval_seconds: float = 5.0  # health probes after ready (0: none)
+    liveness_failures: int = 3  # consecutive failed health probes after ready = dead
+    fallback_model: str | None = None  # the model named on the command line
+    has_health: bool = True  # False when the engine has no health endpoint to ask
+
+
+@dataclass(frozen=True, slots=True)
+class LiveEvent:
+    """One thing to report: ``{"event": event, "t": t, **fields}`` in JSON Lines."""
+
+    event: str  # phase | progress | gpu | probe | failure | ready
+    t: float  # seconds since the start
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON Lines object."""
+        return {"event": self.event, "t": round(self.t, 3), **self.fields}
+
+
+class State(StrEnum):
+    """Where a followed startup stands."""
+
+    STARTING = "starting"  # no verdict yet
+    READY = "ready"  # the smoke request succeeded; still supervised
+    FAILED = "failed"  # terminal: a root cause, a death, or a dead engine after ready
+    STALLED = "stalled"  # terminal: no progress for --stall, or past --deadline
+    STOPPED = "stopped"  # terminal: stopped on request after ready
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseSpan:
+    """A phase reached at ``t`` seconds (since the start); ``line_number`` 0 if not from a line."""
+
+    phase: Phase
+    t: float
+    line_number: int
+
+
+class StartupMachine:
+    """The supervisor's state, advanced by observations; every method is pure given ``now``."""
+
+    def __init__(self, policy: StartupPolicy, start: float) -> None:
+        self.policy = policy
+        self.start = start
+        self.state = State.STARTING
+        self.phase = Phase.START
+        self.spans: list[PhaseSpan] = [PhaseSpan(Phase.START, 0.0, 0)]
+        self.progress: ProgressEvent | None = None
+        self.failure: Failure | None = None
+        self.engine: str | None = None
+        self.model: str | None = None
+        self.ready_at: float | None = None
+        self.ended_at: float | None = None
+        self.exit_code: int | None = None
+        self.last_line = ""
+        self.line_count = 0
+        self.probes: dict[ProbeKind, ProbeObservation] = {}
+        self.gpus: list[GpuReading] = []
+        self._last_activity = start
+        self._pending: tuple[Failure, float] | None = None
+        self._next_probe: ProbeKind = ProbeKind.HEALTH if policy.has_health else ProbeKind.MODELS
+        self._next_probe_at = start
+        self._probe_in_flight = False
+        self._liveness_failures = 0
+        self._probe_keys: dict[ProbeKind, tuple[Any, ...]] = {}
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once there is a final verdict."""
+        return self.state in (State.FAILED, State.STALLED, State.STOPPED)
+
+    @property
+    def outcome(self) -> Outcome:
+        """The verdict so far in the shared vocabulary (``ready`` also after a clean stop)."""
+        if self.state is State.STALLED:
+            return Outcome.STALLED
+        if self.state is State.FAILED:
+            return Outcome.FAILED
+        if self.ready_at is not None:
+            return Outcome.READY
+        return Outcome.INCOMPLETE
+
+    @property
+    def time_to_ready_seconds(self) -> float | None:
+        """Seconds from the start to the successful smoke request."""
+        return None if self.ready_at is None else self.ready_at - self.start
+
+    def elapsed(self, now: float) -> float:
+        """Seconds since the start."""
+        return now - self.start
+
+    def phase_elapsed(self, now: float) -> float:
+        """Seconds spent in the current phase so far."""
+        return now - self.start - self.spans[-1].t
+
+    def seconds_idle(self, now: float) -> float:
+        """Seconds since the last phase, progress line or GPU memory change."""
+        return now - self._last_activity
+
+    def next_probe(self, now: float) -> ProbeKind | None:
+        """The probe to send now, or None (one in flight, too early, or nothing to ask)."""
+        if self.is_terminal or self._probe_in_flight or now < self._next_probe_at:
+            return None
+        if self.state is State.READY and not self.policy.liveness_interval_seconds:
+            return None
+        return self._next_probe
+
+    def probe_model(self) -> str | None:
+        """The model name the smoke request should use."""
+        return self.model or self.policy.fallback_model
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def probe_sent(self, kind: ProbeKind) -> None:
+        """The supervisor started ``kind``; no other probe until its observation arrives."""
+        self._probe_in_flight = True
+
+    def on_line(self, line: str, now: float) -> None:
+        """A log line arrived (after it was fed to the analyzer)."""
+        self.line_count += 1
+        if line.strip():
+            self.last_line = line
+
+    def on_event(self, event: Event, now: float) -> list[LiveEvent]:
+        """An analyzer event arrived."""
+        if isinstance(event, PhaseEvent):
+            return self._on_phase(event, now)
+        if isinstance(event, ProgressEvent):
+            self._last_activity = now
+            self.progress = event
+            fields = {"phase": event.phase, "done": event.done, "total": event.total, "unit": event.unit}
+            return [self._live("progress", now, fields)]
+        if isinstance(event, FailureEvent):
+            return self._on_failure(event.failure, now)
+        if isinstance(event, EngineEvent):
+            self.engine = event.engine
+        return []
+
+    def on_gpu(self, readings: Sequence[GpuReading], now: float) -> list[LiveEvent]:
+        """A GPU sample arrived; a memory change counts as progress. Reported when it moved."""
+        before = {g.index: g.memory_used_bytes for g in self.gpus}
+        moved = [g for g in readings if abs(g.memory_used_bytes - before.get(g.index, -(2**62))) >= GPU_CHANGE_BYTES]
+        first = not self.gpus
+        self.gpus = list(readings)
+        if not moved:
+            return []
+        if not first:
+            self._last_activity = now
+        gpus = [
+            {"index": g.index, "used_bytes": g.memory_used_bytes, "total_bytes": g.memory_total_bytes}
+            for g in readings
+        ]
+        return [self._live("gpu", now, {"gpus": gpus})]
+
+    def on_probe(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
+        """A probe observation arrived: advance the readiness sequence."""
+        self._probe_in_flight = False
+        self.probes[obs.kind] = obs
+        out = self._report_probe(obs, now)
+        if self.is_terminal:
+            return out
+        if self.state is State.READY:
+            return out + self._on_liveness(obs, now)
+        return out + self._advance_readiness(obs, now)
+
+    def on_exit(self, exit_code: int | None, failure: Failure | None, now: float) -> list[LiveEvent]:
+        """The server process ended (``exit_code`` None when unknown, e.g. not our child).
+
+        ``failure`` is the analyzer's verdict on the whole log (``finish(exit_code)``), if any.
+        """
+        self.exit_code = exit_code
+        if self.is_terminal:
+            return []
+        chosen = failure if failure is not None and failure.is_final else None
+        if chosen is None and self._pending is not None:
+            chosen = self._pending[0]
+        if chosen is None:
+            chosen = failure or self._exit_failure(exit_code)
+        return self._fail(chosen, now, State.FAILED)
+
+    def stop(self, now: float) -> None:
+        """The user asked to stop (Ctrl-C, SIGTERM): not a failure of the server."""
+        if not self.is_terminal:
+            self.state = State.STOPPED
+            self.ended_at = now
+
+    def tick(self, now: float) -> list[LiveEvent]:
+        """Time passed: settle a wrapper failure, detect a stall or the deadline."""
+        if self.is_terminal:
+            return []
+        if self._pending is not None and now - self._pending[1] >= self.policy.wrapper_grace_seconds:
+            return self._fail(self._pending[0], now, State.FAILED)
+        if self.state is State.READY:
+            return []
+        stall = self.policy.stall_seconds
+        if stall is not None and now - self._last_activity >= stall:
+            return self._fail(self._stall_failure(stall, "no new phase, progress line or GPU memory change"), now, State.STALLED)
+        deadline = self.policy.deadline_seconds
+        if deadline is not None and now - self.start >= deadline:
+            return self._fail(self._stall_failure(deadline, "not ready within the deadline"), now, State.STALLED)
+        return []
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _live(self, event: str, now: float, fields: dict[str, Any]) -> LiveEvent:
+        return LiveEvent(event, now - self.start, fields)
+
+    def _on_phase(self, event: PhaseEvent, now: float) -> list[LiveEvent]:
+        phase = event.entry.phase
+        self._last_activity = now
+        if phase.order <= self.phase.order:
+            return []
+        self.phase = phase
+        self.progress = None
+        self.spans.append(PhaseSpan(phase, now - self.start, event.entry.line_number))
+        return [self._live("phase", now, {"phase": phase, "line_number": event.entry.line_number})]
+
+    def _on_failure(self, failure: Failure, now: float) -> list[LiveEvent]:
+        if self.is_terminal:
+            return []
+        if failure.is_final:
+            return self._fail(failure, now, State.FAILED)
+        if self._pending is None:
+            self._pending = (failure, now)
+        return []
+
+    def _fail(self, failure: Failure, now: float, state: State) -> list[LiveEvent]:
+        self.failure = failure
+        self.state = state
+        self.ended_at = now
+        self._pending = None
+        return [self._live("failure", now, failure_fields(failure))]
+
+    def _advance_readiness(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
+        interval = self.policy.probe_interval_seconds
+        if obs.kind is ProbeKind.HEALTH:
+            # 404: this server has no such health path; let the smoke request decide
+            passed = obs.ok or obs.status == 404
+            self._schedule(ProbeKind.MODELS if passed else ProbeKind.HEALTH, now, 0.0 if passed else interval)
+        elif obs.kind is ProbeKind.MODELS:
+            if obs.ok and obs.model:
+                self.model = obs.model
+            self._schedule(ProbeKind.SMOKE, now, 0.0)
+        elif obs.ok:
+            self.state = State.READY
+            self.ready_at = now
+            if self.phase is not Phase.READY:
+                self.phase = Phase.READY
+                self.spans.append(PhaseSpan(Phase.READY, now - self.start, 0))
+            self._schedule(ProbeKind.HEALTH, now, self.policy.liveness_interval_seconds)
+            fields = {"time_to_ready_seconds": round(now - self.start, 3), "model": obs.model, "url": obs.url}
+            return [self._live("ready", now, fields)]
+        else:
+            first = ProbeKind.HEALTH if self.policy.has_health else ProbeKind.MODELS
+            self._schedule(first, now, self.policy.smoke_retry_seconds)
+        return []
+
+    def _on_liveness(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
+        self._schedule(ProbeKind.HEALTH, now, self.policy.liveness_interval_seconds)
+        if obs.ok or obs.status == 404:
+            self._liveness_failures = 0
+            return []
+        self._liveness_failures += 1
+        if self._liveness_failures < self.policy.liveness_failures:
+            return []
+        why = f"HTTP {obs.status}" if obs.status is not None else (obs.error or "no answer")
+        failure = Failure(
+            failure_class=FailureClass.ENGINE_CORE_DIED,
+            phase=Phase.READY,
+            line=self.last_line,
+            line_number=self.line_count,
+            summary=f"the server stopped answering its health check after it was ready ({why}, {self._liveness_failures} times in a row)",
+            remedy=(Remedy("Read the server log above the last line for the error that stopped the engine, then restart it."),),
+        )
+        return self._fail(failure, now, State.FAILED)
+
+    def _schedule(self, kind: ProbeKind, now: float, delay_seconds: float) -> None:
+        if kind is ProbeKind.HEALTH and not self.policy.has_health:
+            kind = ProbeKind.MODELS
+        self._next_probe = kind
+        self._next_probe_at = now + delay_seconds
+
+    def _report_probe(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
+        key = (obs.ok, obs.status, obs.refused, obs.error)
+        if self._probe_keys.get(obs.kind) == key and not obs.ok:
+            return []  # the same refusal again: not news
+        self._probe_keys[obs.kind] = key
+        return [self._live("probe", now, probe_fields(obs))]
+
+    def _exit_failure(self, exit_code: int | None) -> Failure:
+        after = self.ready_at is not None
+        when = "after it was ready" if after else f"during {self.phase}"
+        code = "with an unknown status" if exit_code is None else f"with status {exit_code}"
+        killed = exit_code in (-9, 137)
+        cls = FailureClass.HOST_OOM if killed else FailureClass.ENGINE_CORE_DIED
+        summary = f"the server process exited {code} {when}"
+        if killed:
+            summary += "; SIGKILL usually means the kernel's OOM killer (see `journalctl -k | grep -i oom`)"
+        return Failure(
+            failure_class=cls,
+            phase=self.phase,
+            line=self.last_line,
+            line_number=self.line_count,
+            summary=summary,
+            remedy=(Remedy("Read the last lines of the server log for the error; no root-cause line was recognised."),),
+        )
+
+    def _stall_failure(self, limit_seconds: float, why: str) -> Failure:
+        hint = _STALL_HINTS.get(self.phase, "Check what the engine is waiting for, or raise --stall if this phase is legitimately slow.")
+        return Failure(
+            failure_class=FailureClass.TIMEOUTS,
+            phase=self.phase,
+            line=self.last_line,
+            line_number=self.line_count,
+            summary=f"{why} for {limit_seconds:g}s, in phase {self.phase}",
+            remedy=(Remedy(hint),),
+        )
+
+
+_STALL_HINTS: dict[Phase, str] = {
+    Phase.DISTRIBUTED_INIT: (
+        "A hang right after NCCL init usually means GPU peer-to-peer or the network fabric: "
+        "rerun with NCCL_DEBUG=INFO, and try NCCL_P2P_DISABLE=1 to confirm."
+    ),
+    Phase.WEIGHTS_LOADING: (
+        "Weight loading stopped moving: check the storage the checkpoint is read from "
+        "(network filesystem, disk) and that no download is stuck."
+    ),
+    Phase.START: (
+        "Nothing came from the engine: check that the command starts the server at all, "
+        "and that imports are not blocked (e.g. waiting on a network filesystem)."
+    ),
+}
+
+
+def failure_fields(failure: Failure) -> dict[str, Any]:
+    """The ``failure`` object of the JSON: class, phase, line, remedy."""
+    return {
+        "class": failure.failure_class.value,
+        "phase": failure.phase.value,
+        "line": failure.line,
+        "remedy": [_remedy_json(r) for r in failure.remedy],
+    }
+
+
+def _remedy_json(remedy: Remedy) -> dict[str, Any]:
+    return {"text": remedy.text, "flag": remedy.flag, "value": remedy.value, "env": remedy.env}
+
+
+def probe_fields(obs: ProbeObservation) -> dict[str, Any]:
+    """The fields of a ``probe`` event."""
+    return {
+        "probe": obs.kind.value,
+        "url": obs.url,
+        "ok": obs.ok,
+        "status": obs.status,
+        "refused": obs.refused,
+        "error": obs.error,
+        "latency_seconds": round(obs.latency_seconds, 4),
+        "model": obs.model,
+    }
+
+
+def timeline_json(spans: Sequence[PhaseSpan], end_t: float) -> list[dict[str, Any]]:
+    """The summary's timeline: each phase, when it was reached and how long it lasted."""
+    out = []
+    for i, span in enumerate(spans):
+        until = spans[i + 1].t if i + 1 < len(spans) else end_t
+        out.append(
+            {
+                "phase": span.phase.value,
+                "t": round(span.t, 3),
+                "duration_seconds": round(max(0.0, until - span.t), 3),
+                "line_number": span.line_number,
+            }
+        )
+    return out
+
+
+def summary_json(machine: StartupMachine, now: float) -> dict[str, Any]:
+    """The last JSON Lines object: ``{"event": "summary", "outcome", "phase", ...}``."""
+    end = (machine.ended_at if machine.ended_at is not None else now) - machine.start
+    ttr = machine.time_to_ready_seconds
+    outcome = machine.outcome
+    return {
+        "event": "summary",
+        "outcome": outcome.value if outcome is not Outcome.INCOMPLETE else Outcome.FAILED.value,
+        "phase": machine.phase.value,
+        "failure": None if machine.failure is None else failure_fields(machine.failure),
+        "time_to_ready_seconds": None if ttr is None else round(ttr, 3),
+        "timeline": timeline_json(machine.spans, end),
+    }
