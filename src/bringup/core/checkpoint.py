@@ -310,3 +310,64 @@ def _unannounced_quantization(tensors: Sequence[TensorInfo]) -> list[Problem]:
 def _has(tensors: Sequence[TensorInfo], suffix: str, dtypes: frozenset[str]) -> bool:
     return any(t.name.removesuffix("_inv").endswith(suffix) and (not dtypes or t.dtype in dtypes)
                for t in tensors)
+
+
+# ---------------------------------------------------------------- hashes and the report
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """A published digest to compare with: its algorithm and where it came from."""
+
+    algorithm: str  # "sha256" | "git-sha1"
+    hexdigest: str
+    source: str  # "the cache blob name" | "the manifest"
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """What hashing one file produced."""
+
+    sha256: str
+    git_sha1: str | None  # only when asked for (cache blobs named by a git sha1)
+    n_bytes: int
+
+
+def check_hashes(expected: Mapping[str, Expected], digests: Mapping[str, Digest]) -> list[Problem]:
+    """Compare digests with the published ones; a file that was expected but not hashed is missing."""
+    problems: list[Problem] = []
+    for name, want in sorted(expected.items()):
+        got = digests.get(name)
+        if got is None:
+            problems.append(Problem("missing_shard", name, f"{want.source} lists it, but it is not on disk",
+                                    fetch_again(name, f"{want.source} lists it")))
+            continue
+        actual = got.sha256 if want.algorithm == "sha256" else got.git_sha1
+        if actual is not None and actual != want.hexdigest:
+            problems.append(Problem(
+                "hash_mismatch", name,
+                f"{want.algorithm} is {actual[:16]}..., {want.source} says {want.hexdigest[:16]}...",
+                fetch_again(name, f"its contents differ from what was published ({format_size(got.n_bytes)} read)")))
+    return problems
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """The ``bringup verify --json`` document, field for field."""
+
+    ok: bool
+    format: str
+    files: int
+    tensors: int
+    parameters: int
+    bytes_by_dtype: dict[str, int]
+    problems: tuple[Problem, ...]
+
+
+def build_report(checkpoint: Checkpoint, extra: Sequence[Problem] = ()) -> VerifyReport:
+    """The verdict: totals of the checkpoint and all problems (header-level plus ``extra``)."""
+    seen = {(p.kind, p.file) for p in checkpoint.problems}
+    problems = tuple(checkpoint.problems) + tuple(p for p in extra if (p.kind, p.file) not in seen)
+    return VerifyReport(ok=not problems, format=checkpoint.format, files=len(checkpoint.files),
+                        tensors=len(checkpoint.tensors), parameters=checkpoint.parameters,
+                        bytes_by_dtype=checkpoint.bytes_by_dtype, problems=problems)

@@ -1,0 +1,127 @@
+"""Streaming sha256 of many files at once, HF cache blob names, and sha256sum manifests.
+
+Hashing runs one thread per file (up to the number of CPUs): ``hashlib`` releases the GIL
+while it digests a buffer, so threads use every core. Each file is read with ``readinto``
+into one reused 8 MiB buffer, so memory stays flat whatever the file size.
+
+In a Hugging Face cache, ``snapshots/<rev>/<file>`` is a symlink to ``blobs/<etag>``; for
+LFS files the etag is the file's sha256, for small files the git blob sha1
+(``sha1(b"blob <size>\\0" + data)``). Both are checked, in the same pass as the sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bringup.core.checkpoint import Digest, Expected
+from bringup.errors import InputError
+
+BUFFER_BYTES = 8 * 1024 * 1024
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+_MANIFEST_LINE = re.compile(r"^\\?([0-9a-fA-F]{64}) [ *](.+)$")
+
+Progress = Callable[[int], None]  # called with the number of bytes just hashed (from any thread)
+
+
+def hash_file(path: Path, *, git_sha1: bool = False, progress: Progress | None = None,
+              buffer_bytes: int = BUFFER_BYTES) -> Digest:
+    """sha256 (and optionally the git blob sha1) of one file, streamed."""
+    buf = bytearray(buffer_bytes)
+    view = memoryview(buf)
+    sha = hashlib.sha256()
+    try:
+        with path.open("rb", buffering=0) as f:
+            size = os.fstat(f.fileno()).st_size
+            sha1 = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False) if git_sha1 else None
+            total = 0
+            while n := f.readinto(buf):
+                chunk = view[:n]
+                sha.update(chunk)
+                if sha1 is not None:
+                    sha1.update(chunk)
+                total += n
+                if progress is not None:
+                    progress(n)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}", hint="check its permissions") from exc
+    return Digest(sha.hexdigest(), sha1.hexdigest() if sha1 is not None else None, total)
+
+
+def hash_files(paths: Mapping[str, Path], *, git_sha1: Iterable[str] = (), jobs: int | None = None,
+               progress: Progress | None = None) -> dict[str, Digest]:
+    """Hash every file in parallel (one thread per file, ``jobs`` at most); keyed like ``paths``."""
+    if not paths:
+        return {}
+    want_sha1 = set(git_sha1)
+    workers = max(1, min(len(paths), jobs or os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bringup-hash") as pool:
+        futures = {name: pool.submit(hash_file, path, git_sha1=name in want_sha1, progress=progress)
+                   for name, path in paths.items()}
+        return {name: fut.result() for name, fut in futures.items()}
+
+
+def files_to_hash(root: Path) -> dict[str, Path]:
+    """Every regular file under ``root`` (a folder, or one file), by name relative to it.
+
+    Symlinks are followed (cache snapshots are all symlinks); hidden folders (``.git``,
+    ``.cache``) are skipped.
+    """
+    if root.is_file():
+        return {root.name: root}
+    found: dict[str, Path] = {}
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            path = Path(folder, name)
+            if path.is_file():
+                found[path.relative_to(root).as_posix()] = path
+    return found
+
+
+def cache_expectations(folder: Path, names: Iterable[str]) -> dict[str, Expected]:
+    """Digests a Hugging Face cache publishes: the blob name each snapshot symlink points to."""
+    found: dict[str, Expected] = {}
+    for name in names:
+        path = folder / name
+        if not path.is_symlink():
+            continue
+        blob = Path(os.readlink(path)).name
+        if _SHA256.match(blob):
+            found[name] = Expected("sha256", blob, "the cache blob name")
+        elif _SHA1.match(blob):
+            found[name] = Expected("git-sha1", blob, "the cache blob name")
+    return found
+
+
+def read_manifest(path: Path) -> dict[str, Expected]:
+    """Parse a ``sha256sum`` manifest (``<hex>  <name>`` or ``<hex> *<name>`` per line)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read manifest {path}: {exc.strerror}", hint="check the path") from exc
+    found: dict[str, Expected] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = _MANIFEST_LINE.match(line.rstrip("\r"))
+        if m is None:
+            raise InputError(f"{path} line {number} is not `<sha256>  <file>`: {line[:60]!r}",
+                             hint="write it with `sha256sum FILES > MANIFEST` or --write-manifest")
+        name = m[2].removeprefix("./")
+        found[name] = Expected("sha256", m[1].lower(), "the manifest")
+    return found
+
+
+def write_manifest(path: Path, digests: Mapping[str, Digest]) -> None:
+    """Write ``<sha256>  <name>`` lines, sorted by name (``sha256sum -c`` reads it)."""
+    lines = "".join(f"{digests[name].sha256}  {name}\n" for name in sorted(digests))
+    try:
+        path.write_text(lines, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write manifest {path}: {exc.strerror}", hint="check the folder exists") from exc
