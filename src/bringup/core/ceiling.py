@@ -26,11 +26,27 @@ routed weights are read per token.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from bringup.core.checkpoint import TensorInfo
 from bringup.units import format_bytes
 
 ALLREDUCES_PER_LAYER = 2
+
+# Fixed cost of one small (one token's hidden state) NCCL allreduce, by link kind. Typical
+# nccl-tests all_reduce_perf latencies at a few KiB; approximate, and the basis says so.
+ALLREDUCE_LATENCY_SECONDS: dict[str, float] = {"nvlink": 10e-6, "xgmi": 15e-6, "pcie": 50e-6}
+LINK_NAMES = {"nvlink": "NVLink", "xgmi": "xGMI", "pcie": "PCIe"}
+
+_ROUTED_EXPERT = re.compile(r"(\.experts\.|_exps\.)")
+_SHARED_EXPERT = re.compile(r"shared|_shexp")
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+_TOPK_KEYS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "top_k")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +89,65 @@ class MoeShape:
     routed_expert_bytes: int  # all routed experts of all layers together
     num_experts: int
     experts_per_token: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """What the ceiling needs to know about a model."""
+
+    weight_bytes: int  # all stored tensors
+    num_layers: int
+    hidden_size: int
+    moe: MoeShape | None
+
+
+def link_for(interconnect: str, bandwidth_bytes_per_second: float) -> Link:
+    """A ``Link`` for a catalog interconnect kind ("nvlink", "pcie", "xgmi")."""
+    kind = interconnect.lower()
+    return Link(LINK_NAMES.get(kind, interconnect), bandwidth_bytes_per_second,
+                ALLREDUCE_LATENCY_SECONDS.get(kind, ALLREDUCE_LATENCY_SECONDS["pcie"]))
+
+
+def model_shape(
+    tensors: Sequence[TensorInfo],
+    config: Mapping[str, Any] | None,
+    gguf_metadata: Mapping[str, Any] | None = None,
+) -> ModelShape | str:
+    """The model's shape from its tensors and config (or GGUF metadata); a reason if unknown."""
+    if not tensors:
+        return "no weight files found next to the config (give the checkpoint folder)"
+    fields = _shape_fields(config, gguf_metadata)
+    layers, hidden = fields.get("layers"), fields.get("hidden")
+    if not layers or not hidden:
+        return "the model config names no layer count or hidden size"
+    routed = sum(t.nbytes for t in tensors
+                 if _ROUTED_EXPERT.search(t.name) and not _SHARED_EXPERT.search(t.name))
+    experts, topk = fields.get("experts") or 0, fields.get("topk") or 0
+    moe = MoeShape(routed, experts, topk) if routed and experts and topk else None
+    return ModelShape(sum(t.nbytes for t in tensors), layers, hidden, moe)
+
+
+def _shape_fields(
+    config: Mapping[str, Any] | None, gguf_metadata: Mapping[str, Any] | None
+) -> dict[str, int]:
+    if gguf_metadata:
+        arch = str(gguf_metadata.get("general.architecture", ""))
+        names = {"layers": "block_count", "hidden": "embedding_length",
+                 "experts": "expert_count", "topk": "expert_used_count"}
+        return {k: int(v) for k, key in names.items()
+                if isinstance(v := gguf_metadata.get(f"{arch}.{key}"), int)}
+    if not config:
+        return {}
+    text = config.get("text_config")
+    merged = {**config, **text} if isinstance(text, Mapping) else dict(config)
+    keys = {"layers": _LAYER_KEYS, "hidden": _HIDDEN_KEYS, "experts": _EXPERT_KEYS,
+            "topk": _TOPK_KEYS}
+    out: dict[str, int] = {}
+    for field_name, candidates in keys.items():
+        value = next((merged[k] for k in candidates if isinstance(merged.get(k), int)), None)
+        if value is not None:
+            out[field_name] = int(value)
+    return out
 
 
 def active_weight_bytes(total_weight_bytes: int, moe: MoeShape | None) -> int:

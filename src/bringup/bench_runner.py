@@ -1,0 +1,378 @@
+"""The bounded load loop behind ``bringup bench`` (and ``run --bench`` / ``up --bench``).
+
+``run_bench(config)`` asks the server which model it serves, builds prompts of the requested
+token length (with the server's tokenizer where it has one), checks one streamed request
+works, then runs each concurrency level in turn and returns a ``BenchReport``.
+
+Every loop is bounded:
+
+- per level, at most ``requests`` requests (default ``max(8, 4 * concurrency)``);
+- the whole run, at most ``duration_seconds``: each level may *start* requests for an
+  equal share of the time left, and every request is cut at the run's end;
+- a failing server ends the run: ``max(3, concurrency)`` failures in a row with no success
+  in between stop it, and later levels are skipped. The errors are in the report.
+
+Workers are daemon threads, so nothing is left running even if a server misbehaves.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bringup.adapters.openai_stream import COMPLETIONS, OpenAIStream, StreamRequest
+from bringup.core.bench_stats import LevelStats, RequestTiming, summarize_level
+from bringup.core.ceiling import DecodeCeiling
+from bringup.errors import AdapterError, UsageError
+
+EXIT_UNREACHABLE = 3
+CHARS_PER_TOKEN = 4.0  # English text, when the server cannot count tokens for us
+JOIN_GRACE_SECONDS = 2.0
+_TEXT = (
+    "the service answers every request with a short story about rivers mountains and the "
+    "people who live between them while the engine keeps its caches warm and its queues short"
+)
+_WORDS = tuple(_TEXT.split(" "))
+_EXTRAS: dict[str, Any] = {
+    "temperature": 0.0,
+    "ignore_eos": True,  # vLLM, SGLang, llama.cpp: generate exactly max_tokens
+    "stream_options": {"include_usage": True},  # exact output token counts
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """What to measure and the bounds to measure it within."""
+
+    url: str
+    model: str | None = None  # served model name; None: the first one /v1/models lists
+    input_tokens: int = 512
+    output_tokens: int = 128
+    concurrency: tuple[int, ...] = (1, 2, 4, 8, 16)
+    requests: int | None = None  # per level; None: max(8, 4 * concurrency)
+    duration_seconds: float = 60.0  # the whole run, calibration included
+    api_key: str | None = None
+    endpoint: str = COMPLETIONS  # "completions" or "chat"
+    predicted: DecodeCeiling | None = None  # computed beforehand (core.ceiling)
+    no_ceiling_reason: str = "no ceiling computed: give --gpu and a model config to predict one"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptInfo:
+    """How prompts of the requested length were made."""
+
+    method: str  # "tokenize" (the server's tokenizer), "usage" (calibrated), "approximate"
+    detail: str  # e.g. "vllm /tokenize" or "4 characters per token"
+    tokens: int  # the measured (or, approximate, estimated) prompt length
+
+
+@dataclass(frozen=True, slots=True)
+class PredictedCeiling:
+    """The predicted batch-1 decode ceiling, as it appears in the report."""
+
+    decode_tokens_per_second: float
+    basis: str
+
+
+@dataclass(frozen=True, slots=True)
+class CeilingReport:
+    """Predicted ceiling beside the measurement; ``note`` says why when there is none."""
+
+    predicted: PredictedCeiling | None
+    measured_over_predicted: float | None
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BenchReport:
+    """Everything ``bringup bench --json`` prints."""
+
+    url: str
+    model: str
+    endpoint: str
+    input_tokens: int
+    output_tokens: int
+    prompt: PromptInfo
+    levels: tuple[LevelStats, ...]
+    single_stream_decode_tokens_per_second: float | None
+    ceiling: CeilingReport
+    stop_reason: str  # "completed", "errors" or "duration"
+    failed: int  # failed requests over all levels
+    skipped_concurrency: tuple[int, ...] = ()  # levels not run (errors or time)
+
+    @property
+    def is_clean(self) -> bool:
+        """True when every level ran and no request failed."""
+        return self.failed == 0 and self.stop_reason == "completed"
+
+
+@dataclass
+class _LevelState:
+    """Shared between one level's workers (guarded by ``lock``)."""
+
+    limit: int
+    abort_after: int
+    next_index: int = 0
+    consecutive_failures: int = 0
+    aborted: bool = False  # the server kept failing
+    closed: bool = False  # the level is over: no more requests
+    results: list[RequestTiming] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def claim(self, now: float, soft_deadline: float) -> int | None:
+        with self.lock:
+            if self.aborted or self.closed or self.next_index >= self.limit or now >= soft_deadline:
+                return None
+            self.next_index += 1
+            return self.next_index - 1
+
+    def record(self, timing: RequestTiming) -> None:
+        with self.lock:
+            self.results.append(timing)
+            self.consecutive_failures = 0 if timing.is_success else self.consecutive_failures + 1
+            if self.consecutive_failures >= self.abort_after:
+                self.aborted = True
+
+
+def run_bench(config: BenchConfig, *, clock: Callable[[], float] = time.perf_counter) -> BenchReport:
+    """Measure the server at ``config.url``; AdapterError (exit 3) when it cannot be asked."""
+    _check(config)
+    run_end = clock() + config.duration_seconds
+    with OpenAIStream(
+        config.url, api_key=config.api_key, timeout_seconds=config.duration_seconds, clock=clock
+    ) as client:
+        model = _pick_model(client, config.model)
+        prompt_info, words = _calibrate(client, config, model)
+        extras = _probe_extras(client, config, model, words, run_end)
+        make = _request_factory(config, model, words, prompt_info.tokens, extras)
+        levels, stop, skipped = _run_levels(client, config, make, run_end, clock)
+    return _report(config, client.base_url, model, prompt_info, levels, stop, skipped)
+
+
+def _check(config: BenchConfig) -> None:
+    if config.input_tokens < 1 or config.output_tokens < 1:
+        raise UsageError("--input-tokens and --output-tokens must be at least 1")
+    if not config.concurrency or min(config.concurrency) < 1:
+        raise UsageError("--concurrency needs positive integers, e.g. 1,2,4,8")
+    if config.requests is not None and config.requests < 1:
+        raise UsageError("--requests must be at least 1")
+    if config.duration_seconds <= 0:
+        raise UsageError("--duration must be positive, e.g. 60s")
+
+
+def _pick_model(client: OpenAIStream, wanted: str | None) -> str:
+    try:
+        served = client.list_models()
+    except AdapterError as exc:
+        raise AdapterError(exc.message, hint="is the server up? check the URL and port",
+                           exit_code=EXIT_UNREACHABLE) from exc
+    if wanted is not None:
+        return wanted
+    if not served:
+        raise AdapterError(f"{client.base_url}/v1/models lists no model", exit_code=EXIT_UNREACHABLE)
+    return served[0]
+
+
+def prompt_text(words: int, index: int = 0) -> str:
+    """A deterministic English prompt of ``words`` words; ``index`` makes its start unique.
+
+    The unique start defeats prefix caching, so every request pays its full prefill.
+    """
+    body = " ".join(_WORDS[i % len(_WORDS)] for i in range(max(0, words - 1)))
+    return f"{index}: {body}".rstrip()
+
+
+def _calibrate(client: OpenAIStream, config: BenchConfig, model: str) -> tuple[PromptInfo, int]:
+    """Find how many words make ``input_tokens`` tokens, and say how it was found."""
+    target = config.input_tokens
+    counted = client.count_tokens(model, prompt_text(target))
+    if counted is not None:
+        first = counted[0]
+        words, tokens = _fit_words(
+            target, lambda w: first if w == target else _must_count(client, model, w)
+        )
+        return PromptInfo("tokenize", counted[1], tokens), words
+    usage = _usage_counter(client, config, model)
+    if usage is not None:
+        words, tokens = _fit_words(target, usage)
+        return PromptInfo("usage", "calibrated from usage.prompt_tokens of probe requests", tokens), words
+    words = max(1, round(target * CHARS_PER_TOKEN / _mean_word_chars()))
+    return PromptInfo("approximate", f"{CHARS_PER_TOKEN:.0f} characters per token", target), words
+
+
+def _must_count(client: OpenAIStream, model: str, words: int) -> int:
+    counted = client.count_tokens(model, prompt_text(words))
+    if counted is None:
+        raise AdapterError(f"{client.base_url}: the tokenizer stopped answering",
+                           exit_code=EXIT_UNREACHABLE)
+    return counted[0]
+
+
+def _usage_counter(
+    client: OpenAIStream, config: BenchConfig, model: str
+) -> Callable[[int], int] | None:
+    """A token counter built on ``usage.prompt_tokens``, or None when the server reports none."""
+
+    def count(words: int) -> int:
+        req = StreamRequest(model, prompt_text(words), 1, 0, config.endpoint)
+        usage = client.complete(req).get("usage") or {}
+        tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        if not isinstance(tokens, int) or tokens <= 0:
+            raise _NoUsage
+        return tokens
+
+    try:
+        count(8)
+    except _NoUsage:
+        return None
+    except AdapterError as exc:
+        raise AdapterError(f"the server does not answer a completion: {exc.message}",
+                           exit_code=EXIT_UNREACHABLE) from exc
+    return count
+
+
+class _NoUsage(Exception):
+    """The server's completion carried no usage.prompt_tokens."""
+
+
+def _fit_words(target: int, count: Callable[[int], int], rounds: int = 4) -> tuple[int, int]:
+    """Adjust a word count until ``count(words)`` is ``target`` tokens (or rounds run out)."""
+    words = max(1, target)
+    tokens = count(words)
+    for _ in range(rounds):
+        if tokens == target:
+            break
+        per_word = max(tokens, 1) / words
+        words = max(1, words + round((target - tokens) / per_word))
+        tokens = count(words)
+    return words, tokens
+
+
+def _mean_word_chars() -> float:
+    return sum(len(w) + 1 for w in _WORDS) / len(_WORDS)
+
+
+def _probe_extras(
+    client: OpenAIStream, config: BenchConfig, model: str, words: int, run_end: float
+) -> dict[str, Any]:
+    """Stream one short request; drop the optional fields if the server rejects them."""
+    last = ""
+    for extras in (_EXTRAS, {}):
+        req = StreamRequest(model, prompt_text(words, -1), 2, 0, config.endpoint, dict(extras))
+        timing = client.stream(req, run_end)
+        if timing.is_success:
+            return dict(extras)
+        last = timing.error or "no generated text"
+        if not last.startswith(("HTTP 400", "HTTP 422")):
+            break
+    raise AdapterError(f"{client.base_url}: a streamed completion failed: {last}",
+                       hint="check --model and the server log", exit_code=EXIT_UNREACHABLE)
+
+
+def _request_factory(
+    config: BenchConfig, model: str, words: int, tokens: int, extras: dict[str, Any]
+) -> Callable[[int], StreamRequest]:
+    def make(index: int) -> StreamRequest:
+        return StreamRequest(model, prompt_text(words, index), config.output_tokens, tokens,
+                             config.endpoint, extras)
+
+    return make
+
+
+def _run_levels(
+    client: OpenAIStream,
+    config: BenchConfig,
+    make: Callable[[int], StreamRequest],
+    run_end: float,
+    clock: Callable[[], float],
+) -> tuple[list[LevelStats], str, tuple[int, ...]]:
+    levels: list[LevelStats] = []
+    sent = 0
+    for position, concurrency in enumerate(config.concurrency):
+        now = clock()
+        if now >= run_end:
+            return levels, "duration", tuple(config.concurrency[position:])
+        soft_deadline = now + (run_end - now) / (len(config.concurrency) - position)
+        limit = config.requests or max(8, 4 * concurrency)
+        state = _LevelState(limit=limit, abort_after=max(3, concurrency))
+        _drive(client, state, concurrency, _offset(make, sent), soft_deadline, run_end, clock)
+        sent += state.next_index
+        levels.append(summarize_level(concurrency, state.results))
+        if state.aborted or not any(t.is_success for t in state.results):
+            return levels, "errors", tuple(config.concurrency[position + 1 :])
+    return levels, "completed", ()
+
+
+def _offset(make: Callable[[int], StreamRequest], base: int) -> Callable[[int], StreamRequest]:
+    """Number requests across levels, so no two requests of a run share a prompt."""
+    return lambda index: make(base + index)
+
+
+def _drive(
+    client: OpenAIStream,
+    state: _LevelState,
+    concurrency: int,
+    make: Callable[[int], StreamRequest],
+    soft_deadline: float,
+    run_end: float,
+    clock: Callable[[], float],
+) -> None:
+    """Run one level: ``concurrency`` workers, each sending requests back to back."""
+
+    def worker() -> None:
+        while (index := state.claim(clock(), soft_deadline)) is not None:
+            state.record(client.stream(make(index), run_end))
+
+    threads = [threading.Thread(target=worker, daemon=True, name=f"bench-{i}")
+               for i in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=max(0.0, run_end - clock()) + JOIN_GRACE_SECONDS)
+    with state.lock:
+        state.closed = True  # a worker still stuck past the bound sends nothing more
+
+
+def _report(
+    config: BenchConfig,
+    base_url: str,
+    model: str,
+    prompt: PromptInfo,
+    levels: Sequence[LevelStats],
+    stop: str,
+    skipped: tuple[int, ...],
+) -> BenchReport:
+    single = next((lv.decode_tokens_per_second for lv in levels if lv.concurrency == 1), None)
+    return BenchReport(
+        url=base_url,
+        model=model,
+        endpoint=config.endpoint,
+        input_tokens=config.input_tokens,
+        output_tokens=config.output_tokens,
+        prompt=prompt,
+        levels=tuple(levels),
+        single_stream_decode_tokens_per_second=single,
+        ceiling=ceiling_report(config.predicted, single, config.no_ceiling_reason),
+        stop_reason=stop,
+        failed=sum(lv.failed for lv in levels),
+        skipped_concurrency=skipped,
+    )
+
+
+def ceiling_report(
+    predicted: DecodeCeiling | None, measured_tokens_per_second: float | None, reason: str
+) -> CeilingReport:
+    """The ceiling section: the prediction, measured/predicted, or why there is none."""
+    if predicted is None:
+        return CeilingReport(None, None, reason)
+    ratio = None
+    note = None
+    if measured_tokens_per_second is None:
+        note = "no single-stream measurement (concurrency 1 was not run or failed)"
+    else:
+        ratio = measured_tokens_per_second / predicted.decode_tokens_per_second
+    shown = PredictedCeiling(predicted.decode_tokens_per_second, predicted.basis)
+    return CeilingReport(shown, ratio, note)

@@ -1,0 +1,148 @@
+"""``bringup bench URL``: what a ready server delivers, beside what the hardware allows.
+
+Exit codes: 0 every level ran and every request succeeded; 1 some requests failed or the
+run stopped early (errors or the --duration bound); 2 bad usage or input; 3 the server could
+not be asked at all (unreachable, no model, a first streamed request failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from bringup.bench_runner import BenchConfig, BenchReport, run_bench
+from bringup.cli.main import Context
+from bringup.core import ceiling as ceiling_core
+from bringup.errors import InputError, UsageError
+from bringup.render import bench as bench_render
+from bringup.render.console import make_console
+from bringup.render.json_out import print_json
+from bringup.units import parse_duration
+
+API_KEY_VARIABLES = ("OPENAI_API_KEY", "VLLM_API_KEY")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", metavar="URL", help="the server, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--model", help="served model name (default: the first /v1/models lists);"
+                        " a local checkpoint folder or config.json also feeds the ceiling")
+    parser.add_argument("--input-tokens", type=int, default=512, help="prompt length (512)")
+    parser.add_argument("--output-tokens", type=int, default=128, help="tokens per answer (128)")
+    parser.add_argument("--concurrency", default="1,2,4,8,16", help="levels, e.g. 1,2,4,8,16")
+    parser.add_argument("--requests", type=int, help="requests per level (default 4 x concurrency, at least 8)")
+    parser.add_argument("--duration", default="60s", help="bound on the whole run (60s)")
+    parser.add_argument("--api-key", help="bearer token (default $OPENAI_API_KEY or $VLLM_API_KEY)")
+    parser.add_argument("--endpoint", choices=("completions", "chat"), default="completions",
+                        help="/v1/completions (default) or /v1/chat/completions")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--plot", metavar="FILE", help="write throughput and latency against concurrency (SVG)")
+    ceiling = parser.add_argument_group("predicted ceiling")
+    ceiling.add_argument("--gpu", help="GPU model, e.g. H100, L40S, 'RTX PRO 6000'")
+    ceiling.add_argument("--gpus", type=int, help="number of GPUs the server uses (default: -tp)")
+    ceiling.add_argument("-tp", "--tensor-parallel-size", dest="tp", type=int,
+                         help="tensor parallel size (default: --gpus, else 1)")
+    ceiling.add_argument("--checkpoint", metavar="PATH",
+                         help="model folder, GGUF file or config.json for the ceiling")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    if args.passthrough:
+        raise UsageError("bench takes no server command after --")
+    if args.plot and not args.plot.lower().endswith(".svg"):
+        raise UsageError(f"--plot {args.plot}: only SVG is written", hint="name the file *.svg")
+    config = build_config(args, ctx)
+    report = run_bench(config)
+    if args.plot:
+        write_plot(report, args.plot)
+    if args.json:
+        print_json(report, ctx.stdout)
+    else:
+        bench_render.print_report(report, make_console(ctx.stdout, ctx.environ))
+        if args.plot:
+            ctx.stdout.write(f"Plot written to {args.plot}\n")
+    return 0 if report.is_clean else 1
+
+
+def build_config(args: argparse.Namespace, ctx: Context) -> BenchConfig:
+    """Flags and environment to a ``BenchConfig`` (the ceiling predicted here, if possible)."""
+    predicted, reason = predict(args)
+    model = args.model
+    if model and _is_local_model(model) and not args.checkpoint:
+        model = None  # a path: the served name is whatever /v1/models says
+    return BenchConfig(
+        url=args.url,
+        model=model,
+        input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens,
+        concurrency=parse_concurrency(args.concurrency),
+        requests=args.requests,
+        duration_seconds=parse_duration(args.duration),
+        api_key=args.api_key or next((ctx.environ[v] for v in API_KEY_VARIABLES if ctx.environ.get(v)), None),
+        endpoint=args.endpoint,
+        predicted=predicted,
+        no_ceiling_reason=reason,
+    )
+
+
+def parse_concurrency(text: str) -> tuple[int, ...]:
+    """``"1,2,4"`` → ``(1, 2, 4)``; anything else is a UsageError."""
+    try:
+        levels = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        levels = ()
+    if not levels or min(levels) < 1:
+        raise UsageError(f"--concurrency {text!r} is not a list of positive integers",
+                         hint="use e.g. --concurrency 1,2,4,8")
+    return levels
+
+
+def predict(args: argparse.Namespace) -> tuple[ceiling_core.DecodeCeiling | None, str]:
+    """The predicted decode ceiling, or None and the reason none was computed."""
+    path = args.checkpoint or (args.model if args.model and _is_local_model(args.model) else None)
+    if not args.gpu or not path:
+        missing = " and ".join(n for n, v in (("--gpu", args.gpu), ("--checkpoint", path)) if not v)
+        return None, f"no ceiling computed: give {missing} to predict one"
+    from bringup.core import gpu_catalog
+
+    gpu = gpu_catalog.lookup(args.gpu)
+    tp = args.tp or args.gpus or 1
+    if tp < 1:
+        raise UsageError("-tp/--gpus must be at least 1")
+    shape = _model_shape(path)
+    if isinstance(shape, str):
+        return None, f"no ceiling computed: {shape}"
+    inputs = ceiling_core.DecodeInputs(
+        active_weight_bytes=ceiling_core.active_weight_bytes(shape.weight_bytes, shape.moe),
+        num_layers=shape.num_layers,
+        hidden_size=shape.hidden_size,
+        tensor_parallel=tp,
+        memory_bandwidth_bytes_per_second=gpu.memory_bandwidth_bytes_per_second,
+        link=ceiling_core.link_for(gpu.interconnect, gpu.interconnect_bytes_per_second),
+        gpu_name=gpu.name,
+    )
+    return ceiling_core.predict_decode_ceiling(inputs), ""
+
+
+def _model_shape(path: str) -> ceiling_core.ModelShape | str:
+    from bringup.adapters.checkpoint import scan_checkpoint
+
+    target = Path(path)
+    if target.name == "config.json":
+        target = target.parent
+    if not target.exists():
+        raise InputError(f"no such checkpoint: {path}", hint="give a model folder, GGUF file or config.json")
+    checkpoint = scan_checkpoint(target)
+    return ceiling_core.model_shape(checkpoint.tensors, checkpoint.config, checkpoint.gguf_metadata)
+
+
+def _is_local_model(text: str) -> bool:
+    return os.path.sep in text and Path(text).exists()
+
+
+def write_plot(report: BenchReport, path: str) -> None:
+    """Write the SVG plot; InputError when the file cannot be written."""
+    try:
+        Path(path).write_text(bench_render.render_svg(report), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the plot to {path}: {exc.strerror}") from exc
