@@ -1,0 +1,102 @@
+"""--hash: streaming sha256 in parallel, cache blob names, sha256sum manifests."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bringup.adapters.hashing import files_to_hash, hash_file, hash_files
+
+from builders.safetensors import shard_name, write_checkpoint, write_hf_cache
+
+
+def test_hash_file_streams_exactly(tmp_path: Path) -> None:
+    """A file read in many small buffers hashes to hashlib's sha256 of its bytes, and reports every byte."""
+    data = bytes(range(256)) * 1000 + b"tail"
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    seen: list[int] = []
+    digest = hash_file(path, buffer_bytes=4096, progress=seen.append)
+    assert digest.sha256 == hashlib.sha256(data).hexdigest()
+    assert digest.git_sha1 is None
+    assert sum(seen) == digest.n_bytes == len(data)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_blob_sha1_matches_git(tmp_path: Path) -> None:
+    """The git blob sha1 (the name of small files' cache blobs) equals `git hash-object`."""
+    path = tmp_path / "config.json"
+    path.write_text('{"architectures": ["X"]}\n')
+    expected = subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True, check=True)
+    assert hash_file(path, git_sha1=True).git_sha1 == expected.stdout.strip()
+
+
+def test_parallel_hashing_equals_one_by_one(tmp_path: Path) -> None:
+    """Hashing several files on a thread pool gives each file its own digest."""
+    write_checkpoint(tmp_path, n_shards=4, fill=True)
+    paths = files_to_hash(tmp_path)
+    together = hash_files(paths, jobs=4)
+    assert together.keys() == paths.keys()
+    assert all(together[n] == hash_file(p) for n, p in paths.items())
+
+
+def test_written_manifest_is_sha256sum_compatible(tmp_path: Path, verify) -> None:
+    """--write-manifest writes a file `sha256sum -c` accepts, and --manifest accepts it back."""
+    model = write_checkpoint(tmp_path / "m", n_shards=2, fill=True)
+    manifest = tmp_path / "SHA256SUMS"
+    assert verify(model, "--write-manifest", manifest, "--json").code == 0
+    assert len(manifest.read_text().splitlines()) == len(files_to_hash(model))
+    if shutil.which("sha256sum"):
+        subprocess.run(["sha256sum", "--quiet", "-c", str(manifest)], cwd=model, check=True)
+    assert verify(model, "--manifest", manifest, "--json").code == 0
+
+
+def test_manifest_mismatch_and_missing_file(tmp_path: Path, verify) -> None:
+    """A changed file is hash_mismatch against the manifest; a listed file that is gone is missing_shard."""
+    model = write_checkpoint(tmp_path / "m", n_shards=2, fill=True)
+    manifest = tmp_path / "SHA256SUMS"
+    verify(model, "--write-manifest", manifest)
+    (model / "tokenizer_config.json").write_text('{"model_max_length": 8192}')
+    (model / "tokenizer.json").unlink()
+    result = verify(model, "--manifest", manifest, "--json")
+    assert result.code == 1
+    assert sorted(result.kinds()) == [("config_missing", "tokenizer.json"),
+                                      ("hash_mismatch", "tokenizer_config.json"),
+                                      ("missing_shard", "tokenizer.json")]
+    assert "the manifest says" in result.problem("hash_mismatch")["detail"]
+
+
+def test_small_cache_files_checked_by_git_sha1(tmp_path: Path, verify) -> None:
+    """In a cache, a small file whose bytes no longer match its git-sha1 blob name is hash_mismatch."""
+    write_checkpoint(tmp_path / "m", n_shards=2)
+    repo = write_hf_cache(tmp_path / "hub", "org/m", tmp_path / "m")
+    blob = (repo / "snapshots" / ("0" * 40) / "tokenizer.json").resolve()
+    blob.write_text('{"version": "2.0"}')
+    result = verify(repo, "--hash", "--json")
+    assert result.kinds() == [("hash_mismatch", "tokenizer.json")]
+    assert result.problem("hash_mismatch")["detail"].startswith("git-sha1 is ")
+
+
+def test_cache_hash_passes_and_counts_compared_files(tmp_path: Path, verify) -> None:
+    """An intact cache snapshot passes --hash and every file was compared with its blob name."""
+    write_checkpoint(tmp_path / "m", n_shards=3, fill=True)
+    repo = write_hf_cache(tmp_path / "hub", "org/m", tmp_path / "m")
+    result = verify(repo, "--hash")
+    assert result.code == 0, result.out
+    assert "sha256 of 7 files" in result.out
+    assert "7 compared with a published digest" in result.out
+
+
+def test_bad_manifest_is_exit_2(tmp_path: Path, verify) -> None:
+    """A manifest line that is not `<sha256>  <file>` is a one-line error, exit 2."""
+    model = write_checkpoint(tmp_path / "m", n_shards=2)
+    (tmp_path / "bad").write_text(f"nothex  {shard_name(1, 2)}\n")
+    result = verify(model, "--manifest", tmp_path / "bad")
+    assert result.code == 2
+    assert result.err.startswith("bringup: error: ")
+    assert "line 1" in result.err
+    assert result.err.count("\n") == 1
