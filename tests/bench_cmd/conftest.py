@@ -32,6 +32,7 @@ class Behaviour:
     models_hang: bool = False  # /v1/models never answers
     completions: int = 0  # how many completion requests arrived
     prompts: list[str] = field(default_factory=list)
+    authorization: list[str] = field(default_factory=list)  # Authorization headers seen
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -68,6 +69,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _complete(self, body: dict[str, Any]) -> None:
         b = self.behaviour
         with b.lock:
+            b.authorization.append(self.headers.get("Authorization", ""))
             b.completions += 1
             number = b.completions
             prompt = body.get("prompt") or body["messages"][0]["content"]

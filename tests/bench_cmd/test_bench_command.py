@@ -1,0 +1,242 @@
+"""`bringup bench` end to end against a real streaming server on 127.0.0.1 with known rates."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bringup.cli.main import Context, main
+
+from builders.safetensors import write_checkpoint
+
+FakeServer = Any  # the `sse_server` fixture (tests/bench_cmd/conftest.py)
+
+# The fake server: TTFT 50 ms, then one token every 20 ms (50 tok/s). Tolerances are wide
+# enough for a loaded 2-core machine; they check the arithmetic, not bringup's speed.
+TTFT_MS, ITL_MS, RATE = 50.0, 20.0, 50.0
+REL = 0.3
+
+
+def bench(argv: list[str], environ: dict[str, str] | None = None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["bench", *argv], Context(stdout=out, stderr=err, environ=environ or {"NO_COLOR": "1"}))
+    return code, out.getvalue(), err.getvalue()
+
+
+def bench_json(server: FakeServer, *extra: str) -> tuple[int, dict[str, Any]]:
+    code, out, err = bench([server.url, "--json", "--input-tokens", "32", "--output-tokens", "12",
+                            "--duration", "30s", *extra])
+    assert out, err
+    return code, json.loads(out)
+
+
+def test_known_rate_gives_known_metrics(sse_server: FakeServer) -> None:
+    """TTFT, TPOT, ITL, E2EL and throughputs match the server's known TTFT and token rate."""
+    code, report = bench_json(sse_server, "--concurrency", "1,3", "--requests", "3")
+    assert code == 0
+    one, three = report["levels"]
+    assert (one["completed"], three["completed"], one["failed"]) == (3, 3, 0)
+    for level in (one, three):
+        assert level["mean_tpot_ms"] == pytest.approx(ITL_MS, rel=REL)
+        assert level["median_itl_ms"] == pytest.approx(ITL_MS, rel=REL)
+        assert TTFT_MS * 0.9 <= level["median_ttft_ms"] <= TTFT_MS * 3
+        assert level["total_output_tokens"] == 36
+        assert level["total_input_tokens"] == 3 * 32
+    e2el_ms = TTFT_MS + 11 * ITL_MS
+    assert one["mean_e2el_ms"] == pytest.approx(e2el_ms, rel=REL)
+    # three streams in parallel deliver about three times one stream's tokens per second
+    assert three["output_throughput"] == pytest.approx(3 * 12 / (e2el_ms / 1000), rel=REL)
+    assert one["request_throughput"] == pytest.approx(1000 / e2el_ms, rel=REL)
+    assert report["single_stream_decode_tokens_per_second"] == pytest.approx(RATE, rel=REL)
+    assert report["prompt"] == {"method": "tokenize", "detail": "vllm /tokenize", "tokens": 32}
+    assert report["stop_reason"] == "completed"
+
+
+def test_json_has_vllm_key_names_and_the_ceiling_section(sse_server: FakeServer) -> None:
+    """The JSON report uses vLLM's snake_case keys and always carries a ceiling section."""
+    _, report = bench_json(sse_server, "--concurrency", "1", "--requests", "1")
+    level = report["levels"][0]
+    for key in ("completed", "errors", "duration", "request_throughput", "output_throughput",
+                "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
+                "mean_tpot_ms", "mean_itl_ms", "mean_e2el_ms", "p90_e2el_ms"):
+        assert key in level
+    assert report["ceiling"]["predicted"] is None
+    assert report["ceiling"]["measured_over_predicted"] is None
+    assert "no ceiling computed" in report["ceiling"]["note"]
+
+
+def test_every_prompt_is_unique(sse_server: FakeServer) -> None:
+    """Each request starts differently, so a prefix cache cannot skip the prefill."""
+    bench_json(sse_server, "--concurrency", "1,2", "--requests", "2")
+    streamed = sse_server.behaviour.prompts[1:]  # after the probe
+    assert len(streamed) == 4
+    assert len(set(streamed)) == 4
+
+
+def test_usage_calibrates_prompts_without_a_tokenize_endpoint(sse_server: FakeServer) -> None:
+    """With no /tokenize, prompt length is calibrated from usage.prompt_tokens, and says so."""
+    sse_server.behaviour.tokenize = False
+    code, report = bench_json(sse_server, "--concurrency", "1", "--requests", "2")
+    assert code == 0
+    assert report["prompt"]["method"] == "usage"
+    assert report["prompt"]["tokens"] == 32
+    assert report["levels"][0]["total_input_tokens"] == 64
+
+
+def test_approximation_and_chunk_counting_without_usage(sse_server: FakeServer) -> None:
+    """No tokenizer and no usage: prompts use 4 characters per token, tokens are counted by chunk."""
+    sse_server.behaviour.tokenize = False
+    sse_server.behaviour.usage = False
+    code, report = bench_json(sse_server, "--concurrency", "1", "--requests", "2")
+    assert code == 0
+    assert report["prompt"]["method"] == "approximate"
+    assert report["levels"][0]["total_output_tokens"] == 24
+
+
+def test_strict_server_gets_requests_without_optional_fields(sse_server: FakeServer) -> None:
+    """A server that rejects ignore_eos is benchmarked with a plain request body instead."""
+    sse_server.behaviour.reject_extras = True
+    code, report = bench_json(sse_server, "--concurrency", "1", "--requests", "2")
+    assert code == 0
+    assert report["levels"][0]["completed"] == 2
+
+
+def test_chat_endpoint(sse_server: FakeServer) -> None:
+    """--endpoint chat streams /v1/chat/completions deltas with the same arithmetic."""
+    code, report = bench_json(sse_server, "--concurrency", "1", "--requests", "2", "--endpoint", "chat")
+    assert code == 0
+    assert report["endpoint"] == "chat"
+    assert report["levels"][0]["mean_tpot_ms"] == pytest.approx(ITL_MS, rel=REL)
+
+
+def test_api_key_from_the_environment_is_sent(sse_server: FakeServer) -> None:
+    """Without --api-key, OPENAI_API_KEY from the environment is sent as a bearer token."""
+    code, _, _ = bench([sse_server.url, "--json", "--concurrency", "1", "--requests", "1",
+                        "--input-tokens", "8", "--output-tokens", "2"],
+                       {"NO_COLOR": "1", "OPENAI_API_KEY": "sk-test"})
+    assert code == 0
+    assert set(sse_server.behaviour.authorization) == {"Bearer sk-test"}
+
+
+def test_server_errors_end_the_run_with_the_errors(sse_server: FakeServer) -> None:
+    """A server that starts answering 500 stops the run early, and the report says why."""
+    sse_server.behaviour.fail_after = 3  # the probe and two measured requests succeed
+    code, report = bench_json(sse_server, "--concurrency", "1,2", "--requests", "20")
+    assert code == 1
+    level = report["levels"][0]
+    assert level["completed"] == 2
+    assert level["failed"] == 3
+    assert level["errors"][0]["message"].startswith("HTTP 500")
+    assert report["stop_reason"] == "errors"
+    assert report["skipped_concurrency"] == [2]
+
+
+def test_dropped_connections_are_errors(sse_server: FakeServer) -> None:
+    """A stream cut before [DONE] counts as a failed request, not a short success."""
+    sse_server.behaviour.fail_after = 2
+    sse_server.behaviour.failure = "drop"
+    code, report = bench_json(sse_server, "--concurrency", "1", "--requests", "4")
+    assert code == 1
+    assert report["levels"][0]["completed"] == 1
+    assert "before [DONE]" in report["levels"][0]["errors"][0]["message"]
+
+
+def test_a_server_that_stops_answering_is_bounded_by_duration(sse_server: FakeServer) -> None:
+    """Requests to a server that goes silent are cut at --duration and reported."""
+    sse_server.behaviour.fail_after = 2
+    sse_server.behaviour.failure = "hang"
+    code, out, _ = bench([sse_server.url, "--json", "--concurrency", "1,2", "--requests", "3",
+                          "--input-tokens", "8", "--output-tokens", "4", "--duration", "2s"])
+    report = json.loads(out)
+    assert code == 1
+    errors = [e["message"] for lv in report["levels"] for e in lv["errors"]]
+    assert errors
+    assert all("timeout" in m or "time bound" in m for m in errors)
+
+
+def test_a_server_that_never_answers_fails_fast_with_one_line(sse_server: FakeServer) -> None:
+    """If /v1/models never answers, bench gives up at --duration with exit 3 and one line."""
+    sse_server.behaviour.models_hang = True
+    code, out, err = bench([sse_server.url, "--duration", "1s"])
+    assert code == 3
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "read timeout" in err
+
+
+def test_a_server_that_always_fails_is_exit_3(sse_server: FakeServer) -> None:
+    """When even the first streamed request fails, bench stops before measuring and says why."""
+    sse_server.behaviour.fail_after = 0
+    code, _, err = bench([sse_server.url, "--duration", "10s"])
+    assert code == 3
+    assert "HTTP 500" in err
+
+
+def test_nothing_listening_is_exit_3() -> None:
+    """A closed port is reported as unreachable, not a traceback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, _, err = bench([f"http://127.0.0.1:{port}", "--duration", "5s"])
+    assert code == 3
+    assert "connection refused" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--concurrency", "1,x"], "--concurrency"),
+        (["--concurrency", "0"], "--concurrency"),
+        (["--duration", "soon"], "duration"),
+        (["--plot", "out.png"], "SVG"),
+        (["--gpu", "Z9000", "--checkpoint", "."], "unknown GPU"),
+    ],
+)
+def test_bad_flags_are_one_line_exit_2(argv: list[str], needle: str) -> None:
+    """Bad flags are one clear line on stderr and exit 2, before anything is sent."""
+    code, _out, err = bench(["http://127.0.0.1:9", *argv])
+    assert code == 2
+    assert needle in err
+    assert err.count("\n") == 1
+
+
+def test_human_output_and_plot_with_predicted_ceiling(sse_server: FakeServer, tmp_path: Path) -> None:
+    """The table has vLLM's labels, the ceiling line shows measured/predicted, the SVG parses."""
+    model = write_checkpoint(tmp_path / "model", n_shards=1)
+    plot = tmp_path / "bench.svg"
+    code, out, _ = bench([sse_server.url, "--concurrency", "1,2", "--requests", "2",
+                          "--input-tokens", "16", "--output-tokens", "6", "--gpu", "L4",
+                          "--checkpoint", str(model), "--plot", str(plot)])
+    assert code == 0, out
+    for label in ("Successful requests:", "Benchmark duration (s):", "Request throughput (req/s):",
+                  "Output token throughput (tok/s):", "Total Token throughput (tok/s):",
+                  "Median TTFT (ms):", "P99 TPOT (ms):", "Mean ITL (ms):", "P90 E2EL (ms):"):
+        assert label in out
+    assert "Predicted decode ceiling:" in out
+    assert "Measured / predicted:" in out
+    root = ET.parse(plot).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "predicted batch-1 decode ceiling" in texts
+    assert len(list(root.iter("{http://www.w3.org/2000/svg}polyline"))) == 5
+
+
+def test_ceiling_in_json_is_measured_over_predicted(sse_server: FakeServer, tmp_path: Path) -> None:
+    """With --gpu and a checkpoint, the JSON has the prediction, its basis and the ratio."""
+    model = write_checkpoint(tmp_path / "model", n_shards=1)
+    _, report = bench_json(sse_server, "--concurrency", "1", "--requests", "2", "--gpu", "H100",
+                           "--checkpoint", str(model), "-tp", "2")
+    ceiling = report["ceiling"]
+    predicted = ceiling["predicted"]
+    assert set(predicted) == {"decode_tokens_per_second", "basis"}
+    assert "tp=2 over NVLink" in predicted["basis"]
+    measured = report["single_stream_decode_tokens_per_second"]
+    assert ceiling["measured_over_predicted"] == pytest.approx(
+        measured / predicted["decode_tokens_per_second"])
