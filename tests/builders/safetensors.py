@@ -157,17 +157,16 @@ def write_checkpoint(folder: str | Path, *, n_shards: int = 2, tensors: Mapping[
 
     Tensors default to :func:`llama_tensors` (``llama`` keyword arguments pass through,
     e.g. ``hidden=16384`` for multi-GB sparse shards) and are dealt to ``n_shards`` shards
-    in order. ``n_shards=1`` writes ``model.safetensors`` (and no index unless asked).
+    evenly, in order. ``n_shards=1`` writes ``model.safetensors`` (and no index unless asked).
     """
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     specs = dict(tensors) if tensors is not None else llama_tensors(quant=quant, **llama)
     names = list(specs)
-    per = -(-len(names) // n_shards)
     weight_map: dict[str, str] = {}
     for i in range(n_shards):
         file = "model.safetensors" if n_shards == 1 else shard_name(i + 1, n_shards)
-        part = {n: specs[n] for n in names[i * per : (i + 1) * per]}
+        part = {n: specs[n] for n in names[i * len(names) // n_shards : (i + 1) * len(names) // n_shards]}
         write_safetensors(root / file, part, fill=fill)
         weight_map.update(dict.fromkeys(part, file))
     if index and n_shards > 1:

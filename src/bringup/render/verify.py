@@ -8,14 +8,6 @@ from dataclasses import dataclass
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
 from bringup.core.checkpoint import VerifyReport, format_size
 from bringup.units import format_seconds
@@ -84,6 +76,15 @@ def hash_progress(console: Console, total_bytes: int, *,
     if not (enabled and console.is_terminal):
         yield None
         return
+    from rich.progress import (  # lazy: only a terminal ever draws the bar
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     columns = (TextColumn("sha256"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("sha256", total=total_bytes)
