@@ -177,6 +177,7 @@ def test_bad_input_is_one_line_exit_2(bin_dir: Path, args: list[str], message: s
     """Each mistake gets one line saying what is wrong, and exit 2."""
     code, out, err = run_unit(args, env_for(bin_dir))
     assert code == 2
+    assert out == ""
     assert message in err
     assert len(err.strip().splitlines()) == 1
 
