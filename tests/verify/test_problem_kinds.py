@@ -100,11 +100,13 @@ def test_header_too_large(tmp_path: Path, verify) -> None:
 
 
 def test_lfs_pointer(tmp_path: Path, verify) -> None:
-    """A git-lfs pointer in place of a shard is lfs_pointer, fix: git lfs pull."""
+    """A git-lfs pointer in place of a shard is lfs_pointer only (no index noise), fix: git lfs pull."""
     write_checkpoint(tmp_path, n_shards=2)
     (tmp_path / SHARD1).write_text("version https://git-lfs.github.com/spec/v1\n"
                                    "oid sha256:" + "ab" * 32 + "\nsize 4294967296\n")
-    problem = verify(tmp_path, "--json").problem("lfs_pointer")
+    result = verify(tmp_path, "--json")
+    assert result.kinds() == [("lfs_pointer", SHARD1)]
+    problem = result.problem("lfs_pointer")
     assert problem["file"] == SHARD1
     assert "4.29 GB" in problem["detail"]
     assert f"git lfs pull --include {SHARD1}" in problem["fix"]

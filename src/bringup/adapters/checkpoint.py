@@ -134,14 +134,16 @@ def _scan_folder(root: Path, weights: list[str]) -> Checkpoint:
             continue
         present.append(name)
         tensors, found, sizes[name] = read_safetensors(root / name, name)
-        by_file[name], problems = tensors, problems + found
+        problems += found
+        if tensors or not found:  # a header that could not be read says nothing about the index
+            by_file[name] = tensors
     if weight_map is not None:
         problems += check_index(weight_map, present, {f: [t.name for t in ts] for f, ts in by_file.items()})
         loaded = set(weight_map.values())
     else:
         problems += [_dangling(root, n) for n in weights if n not in present]
         loaded = set(present)
-    tensors = [t for name in present if name in loaded for t in by_file[name]]
+    tensors = [t for name in present if name in loaded for t in by_file.get(name, ())]
     config, found = parse_config(_read_text(root / "config.json"))
     problems += check_duplicates(tensors) + found + check_tokenizer(c.name for c in _listdir(root))
     problems += check_quantization(config, tensors)
