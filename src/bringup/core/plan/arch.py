@@ -1,0 +1,199 @@
+"""A model's architecture, read from its config.json: what the memory planner needs.
+
+Handles dense GQA/MHA (Llama, Qwen, Mistral, Gemma), MoE (Mixtral, Qwen-MoE, DeepSeek,
+MiniMax, gpt-oss), MLA (DeepSeek-V2/V3, Kimi-K2), sliding-window layers (``layer_types``,
+``sliding_window_pattern``, Gemma-2 interleaving), linear-attention/mamba layers, and
+multimodal configs whose language model sits under ``text_config``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bringup.errors import InputError
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp8": 1}
+
+
+@dataclass(frozen=True, slots=True)
+class Moe:
+    """Mixture-of-experts shape."""
+
+    num_experts: int
+    experts_per_token: int
+    intermediate_size: int  # per expert
+    shared_intermediate_size: int  # all shared experts together (0 if none)
+    dense_layers: frozenset[int]  # layer indices with a dense MLP instead of experts
+
+
+@dataclass(frozen=True, slots=True)
+class Mla:
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)."""
+
+    kv_lora_rank: int
+    q_lora_rank: int | None
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True, slots=True)
+class Architecture:
+    """The numbers of a model that decide its memory."""
+
+    name: str  # architectures[0], e.g. "LlamaForCausalLM"
+    model_type: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    dtype_bytes: int  # of the unquantized weights and activations
+    layer_kinds: tuple[str, ...]  # per layer: "full" | "sliding" | "linear"
+    sliding_window: int | None
+    moe: Moe | None
+    mla: Mla | None
+    linear_state_bytes: int  # per request per linear/mamba layer (recurrent state), 0 if none
+    quantization: Mapping[str, Any] | None  # config's quantization_config
+
+
+def parse_architecture(config: Mapping[str, Any]) -> Architecture:
+    """Read an Architecture from a parsed config.json; InputError when fields are missing."""
+    cfg = _merged(config)
+    try:
+        return _parse(cfg)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise InputError(
+            f"config.json lacks what the planner needs ({type(exc).__name__}: {exc})",
+            hint="expected num_hidden_layers, hidden_size, num_attention_heads, vocab_size",
+        ) from exc
+
+
+def _merged(config: Mapping[str, Any]) -> dict[str, Any]:
+    text = config.get("text_config") or config.get("llm_config")
+    merged = dict(config)
+    if isinstance(text, Mapping):
+        merged.update({k: v for k, v in text.items() if v is not None})
+        merged.setdefault("architectures", config.get("architectures"))
+        if "quantization_config" in config:
+            merged["quantization_config"] = config["quantization_config"]
+    return merged
+
+
+def _parse(cfg: Mapping[str, Any]) -> Architecture:
+    layers = int(cfg.get("num_hidden_layers") or cfg["n_layer"])
+    hidden = int(cfg.get("hidden_size") or cfg["n_embd"])
+    heads = int(cfg.get("num_attention_heads") or cfg["n_head"])
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    names = cfg.get("architectures") or [cfg.get("model_type", "unknown")]
+    return Architecture(
+        name=str(names[0]),
+        model_type=str(cfg.get("model_type", "")),
+        num_layers=layers,
+        hidden_size=hidden,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=int(cfg.get("intermediate_size") or cfg.get("ffn_hidden_size") or 4 * hidden),
+        vocab_size=int(cfg["vocab_size"]),
+        max_position_embeddings=int(cfg.get("max_position_embeddings") or cfg.get("seq_length") or 4096),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        dtype_bytes=DTYPE_BYTES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), 2),
+        layer_kinds=_layer_kinds(cfg, layers),
+        sliding_window=_window(cfg),
+        moe=_moe(cfg, layers),
+        mla=_mla(cfg),
+        linear_state_bytes=_linear_state_bytes(cfg),
+        quantization=cfg.get("quantization_config") or cfg.get("compression_config"),
+    )
+
+
+def _window(cfg: Mapping[str, Any]) -> int | None:
+    value = cfg.get("sliding_window")
+    if not value or cfg.get("use_sliding_window") is False:
+        return None
+    return int(value)
+
+
+def _layer_kinds(cfg: Mapping[str, Any], layers: int) -> tuple[str, ...]:
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        return tuple(_kind(str(t)) for t in types)
+    window = _window(cfg)
+    if window is None:
+        return ("full",) * layers
+    pattern = cfg.get("sliding_window_pattern")
+    if isinstance(pattern, int) and pattern > 1:  # Gemma-3: every pattern-th layer is global
+        return tuple("full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers))
+    if cfg.get("model_type") in ("gemma2", "cohere2") or cfg.get("interleaved_sliding_window"):
+        return tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
+    max_window_layers = cfg.get("max_window_layers")
+    if isinstance(max_window_layers, int) and cfg.get("use_sliding_window"):
+        return tuple("sliding" if i >= max_window_layers else "full" for i in range(layers))
+    return ("sliding",) * layers  # Mistral-7B v0.1: every layer windowed
+
+
+def _kind(layer_type: str) -> str:
+    t = layer_type.lower()
+    if "sliding" in t or "local" in t or "chunked" in t:
+        return "sliding"
+    if "linear" in t or "mamba" in t or "recurrent" in t:
+        return "linear"
+    return "full"
+
+
+def _moe(cfg: Mapping[str, Any], layers: int) -> Moe | None:
+    experts = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
+    if not experts:
+        return None
+    per_token = int(cfg.get("num_experts_per_tok") or cfg.get("num_experts_per_token") or cfg.get("moe_topk") or 2)
+    inter = int(cfg.get("moe_intermediate_size") or cfg["intermediate_size"])
+    shared = int(cfg.get("shared_expert_intermediate_size") or 0)
+    if not shared and cfg.get("n_shared_experts"):
+        shared = int(cfg["n_shared_experts"]) * inter
+    dense = set(range(int(cfg.get("first_k_dense_replace") or 0)))
+    sparse_step = int(cfg.get("decoder_sparse_step") or 1)
+    if sparse_step > 1:
+        dense |= {i for i in range(layers) if (i + 1) % sparse_step != 0}
+    dense |= {int(i) for i in cfg.get("mlp_only_layers") or []}
+    return Moe(int(experts), per_token, inter, shared, frozenset(dense))
+
+
+def _mla(cfg: Mapping[str, Any]) -> Mla | None:
+    if not cfg.get("kv_lora_rank"):
+        return None
+    q_rank = cfg.get("q_lora_rank")
+    return Mla(
+        kv_lora_rank=int(cfg["kv_lora_rank"]),
+        q_lora_rank=int(q_rank) if q_rank else None,
+        qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 64),
+        qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 128),
+        v_head_dim=int(cfg.get("v_head_dim") or 128),
+    )
+
+
+def _linear_state_bytes(cfg: Mapping[str, Any]) -> int:
+    """Recurrent state per request per linear-attention/mamba layer (whole model width, fp32/bf16)."""
+    if cfg.get("linear_num_value_heads"):  # Qwen3-Next gated delta net
+        v_heads = int(cfg["linear_num_value_heads"])
+        k_heads = int(cfg.get("linear_num_key_heads") or v_heads)
+        k_dim = int(cfg.get("linear_key_head_dim") or 128)
+        v_dim = int(cfg.get("linear_value_head_dim") or 128)
+        conv = int(cfg.get("linear_conv_kernel_dim") or 4)
+        ssm = v_heads * k_dim * v_dim * 4
+        conv_state = (2 * k_heads * k_dim + v_heads * v_dim) * (conv - 1) * 2
+        return ssm + conv_state
+    if cfg.get("mamba_n_heads") or cfg.get("ssm_state_size") or cfg.get("mamba_d_state"):
+        heads = int(cfg.get("mamba_n_heads") or 128)
+        head_dim = int(cfg.get("mamba_d_head") or cfg.get("mamba_head_dim") or 64)
+        state = int(cfg.get("ssm_state_size") or cfg.get("mamba_d_state") or 128)
+        conv = int(cfg.get("conv_kernel") or cfg.get("mamba_d_conv") or 4)
+        return heads * head_dim * state * 4 + heads * head_dim * (conv - 1) * 2
+    return 0

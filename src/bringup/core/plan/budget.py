@@ -1,0 +1,198 @@
+"""vLLM's budget rule on one GPU rank, and the first failure a startup would hit.
+
+Per rank, with ``T`` the GPU's total memory and ``u`` the utilization (engines.md 1.6):
+
+1. ``requested = ceil(T x u)``; the startup fails at ``distributed_init`` if the free memory
+   at start is below it (other processes count).
+2. Before the snapshot, the CUDA context and NCCL take ``C``: outside the budget.
+3. Weights ``W`` load (``cuda_oom`` at ``weights_loading`` if ``C + W > T``), the profile run
+   adds the activation peak ``A`` and non-torch growth ``N`` (``cuda_oom`` at
+   ``memory_profiling`` if ``C + W + A + N > T``).
+4. ``KV = requested - W - A - N`` (``- G`` from 0.21, when the graph pool ``G`` is estimated
+   and charged to the budget); the minimum over ranks is used. ``KV ≤ 0`` or less than one
+   ``max_model_len`` request is ``kv_cache_insufficient`` at ``kv_cache_alloc``.
+5. After the pool: graphs are captured (before 0.21 into the memory outside the budget:
+   ``cuda_oom`` at ``cuda_graph_capture`` when ``T - requested - C < G``), then the sampler
+   warmup needs its transient ``S``. Nothing in the budget is reserved for it, so
+   ``headroom = T - requested - C - G_outside - S`` must stay ≥ 0, else ``cuda_oom`` at
+   ``warmup`` — the MiniMax-M2.5 failure.
+
+The parts of :class:`~bringup.core.plan.result.PerGpu` add up to ``T``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bringup.core.checkpoint import TensorInfo
+from bringup.core.plan import kv as kvmod
+from bringup.core.plan import peaks
+from bringup.core.plan.arch import Architecture
+from bringup.core.plan.settings import Settings
+from bringup.core.plan.weights import Parallel, StageWeights, weights_per_stage
+from bringup.core.vocab import FailureClass, Phase
+from bringup.units import format_bytes
+
+GiB = 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSet:
+    """The GPUs one instance runs on."""
+
+    name: str
+    count: int  # GPUs available
+    total_bytes: int  # per GPU (the smallest)
+    free_bytes: int  # the least free memory among them at start (= total when unknown)
+    treats_as_a100: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Corrections measured from a successful startup log of the same model and GPUs."""
+
+    weights_scale: float = 1.0
+    overhead_delta_bytes: int = 0  # measured minus predicted (activation + non-torch [+ graphs])
+    cuda_graph_bytes: int | None = None
+    kv_bytes_per_token_scale: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RankBudget:
+    """Everything on one rank of one pipeline stage, in bytes."""
+
+    stage: int
+    total: int
+    requested: int
+    weights: int
+    activation: int
+    non_torch_in_budget: int
+    context: int  # outside the budget
+    graphs: int
+    graphs_in_budget: bool
+    kv: int
+    sampler: int
+    spec: kvmod.KvSpec
+
+    @property
+    def headroom(self) -> int:
+        """Free at the worst moment after the KV pool exists (sampler warmup)."""
+        graphs_outside = 0 if self.graphs_in_budget else self.graphs
+        # an overdrawn budget allocates no pool: its shortfall comes out of the headroom
+        return self.total - self.requested - self.context - graphs_outside - self.sampler + min(self.kv, 0)
+
+
+def stages_for(arch: Architecture, tensors: Sequence[TensorInfo], s: Settings) -> list[StageWeights]:
+    """Weights per rank for each pipeline stage under these settings."""
+    par = Parallel(s.tensor_parallel_size, s.pipeline_parallel_size, s.enable_expert_parallel)
+    return weights_per_stage(tensors, arch, par)
+
+
+def rank_budgets(arch: Architecture, stages: Sequence[StageWeights], gpus: GpuSet, s: Settings,
+                 calib: Calibration | None = None) -> list[RankBudget]:
+    """The budget of one rank per pipeline stage."""
+    c = calib or Calibration()
+    return [_rank(arch, gpus, s, c, st, last=st.stage == len(stages) - 1) for st in stages]
+
+
+def _rank(arch: Architecture, gpus: GpuSet, s: Settings, c: Calibration, st: StageWeights, *, last: bool) -> RankBudget:
+    tp = s.tensor_parallel_size
+    spec = kvmod.kv_spec(arch, st.layers, tp, s.kv_cache_dtype)
+    if c.kv_bytes_per_token_scale != 1.0:
+        spec = kvmod.KvSpec(round(spec.full_bytes_per_token * c.kv_bytes_per_token_scale),
+                            round(spec.sliding_bytes_per_token * c.kv_bytes_per_token_scale),
+                            spec.sliding_window, spec.state_bytes_per_request, spec.block_size)
+    weights = round(st.total_bytes * c.weights_scale)
+    activation = peaks.activation_peak_bytes(arch, tp, s.max_num_seqs, s.max_num_batched_tokens,
+                                             last_stage=last, expert_parallel=s.enable_expert_parallel)
+    activation = max(0, activation + c.overhead_delta_bytes)
+    graphs = peaks.cuda_graph_bytes(arch, st.layers[1] - st.layers[0], s.max_num_seqs, enforce_eager=s.enforce_eager)
+    if c.cuda_graph_bytes is not None and not s.enforce_eager:
+        graphs = c.cuda_graph_bytes
+    in_budget = s.cuda_graphs_in_budget
+    requested = math.ceil(gpus.total_bytes * s.gpu_memory_utilization)
+    non_torch = peaks.non_torch_growth_bytes(s.world_size)
+    kv = requested - weights - activation - non_torch - (graphs if in_budget else 0)
+    sampler = peaks.sampler_warmup_bytes(arch, s.max_num_seqs, s.max_num_batched_tokens) if last else 0
+    return RankBudget(st.stage, gpus.total_bytes, requested, weights, activation, non_torch,
+                      peaks.context_bytes(s.world_size), graphs, in_budget, kv, sampler, spec)
+
+
+def tightest(ranks: Sequence[RankBudget], s: Settings) -> RankBudget:
+    """The rank that decides: the first to fail, else the one with the least KV capacity."""
+    failing = [r for r in ranks if _failure(r, s, None) is not None]
+    if failing:
+        return failing[0]
+    return min(ranks, key=lambda r: kvmod.max_concurrency(r.spec, r.kv, s.max_model_len, s.max_num_batched_tokens))
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A predicted failure."""
+
+    failure_class: FailureClass
+    phase: Phase
+    reason: str
+
+
+def first_failure(ranks: Sequence[RankBudget], s: Settings, gpus: GpuSet, arch: Architecture) -> Found | None:
+    """The first failure in startup order, over all ranks; None if the startup would succeed."""
+    config = config_failure(arch, s, gpus)
+    if config is not None:
+        return config
+    found = [f for f in (_failure(r, s, gpus) for r in ranks) if f is not None]
+    return min(found, key=lambda f: f.phase.order) if found else None
+
+
+def config_failure(arch: Architecture, s: Settings, gpus: GpuSet) -> Found | None:
+    """Settings vLLM rejects before touching a GPU."""
+    tp = s.tensor_parallel_size
+    if s.world_size > gpus.count:
+        return Found(FailureClass.CONFIG_ERROR, Phase.CONFIG,
+                     f"tensor x pipeline parallel = {s.world_size} GPUs, but only {gpus.count} are available")
+    if arch.num_heads % tp:
+        return Found(FailureClass.CONFIG_ERROR, Phase.CONFIG,
+                     f"{arch.num_heads} attention heads are not divisible by tensor parallel size {tp}")
+    if s.max_model_len > arch.max_position_embeddings:
+        return Found(FailureClass.CONFIG_ERROR, Phase.CONFIG,
+                     f"max_model_len {s.max_model_len} exceeds the model's {arch.max_position_embeddings} positions")
+    if s.max_num_batched_tokens < s.max_num_seqs:
+        return Found(FailureClass.CONFIG_ERROR, Phase.CONFIG,
+                     f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be at least max_num_seqs ({s.max_num_seqs})")
+    return None
+
+
+def _failure(r: RankBudget, s: Settings, gpus: GpuSet | None) -> Found | None:
+    fb = format_bytes
+    if gpus is not None and gpus.free_bytes < r.requested:
+        return Found(FailureClass.GPU_MEMORY_UTILIZATION, Phase.DISTRIBUTED_INIT,
+                     f"free memory at start ({fb(gpus.free_bytes)}) is below utilization "
+                     f"{s.gpu_memory_utilization} x {fb(r.total)} = {fb(r.requested)}")
+    if r.context + r.weights > r.total:
+        return Found(FailureClass.CUDA_OOM, Phase.WEIGHTS_LOADING,
+                     f"weights need {fb(r.weights)} per GPU, more than the {fb(r.total - r.context)} a GPU has")
+    if r.context + r.weights + r.activation + r.non_torch_in_budget > r.total:
+        return Found(FailureClass.CUDA_OOM, Phase.MEMORY_PROFILING,
+                     f"weights {fb(r.weights)} + profile peak {fb(r.activation)} exceed the GPU")
+    if r.kv <= 0:
+        return Found(FailureClass.KV_CACHE_INSUFFICIENT, Phase.KV_CACHE_ALLOC,
+                     f"no memory left for the KV cache: {fb(r.requested)} budget minus weights, "
+                     f"activations{' and graphs' if r.graphs_in_budget else ''} is {fb(r.kv)}")
+    need = kvmod.request_bytes(r.spec, s.max_model_len, s.max_num_batched_tokens)
+    if need > r.kv:
+        longest = kvmod.longest_fitting_len(r.spec, r.kv, s.max_num_batched_tokens, s.max_model_len)
+        return Found(FailureClass.KV_CACHE_INSUFFICIENT, Phase.KV_CACHE_ALLOC,
+                     f"one request of max_model_len {s.max_model_len} needs {fb(need)} of KV cache, "
+                     f"{fb(r.kv)} is available; the longest that fits is {longest}")
+    outside = r.total - r.requested - r.context
+    if not r.graphs_in_budget and r.graphs > outside:
+        return Found(FailureClass.CUDA_OOM, Phase.CUDA_GRAPH_CAPTURE,
+                     f"CUDA graphs need {fb(r.graphs)} outside the budget, {fb(outside)} is left")
+    if r.headroom < 0:
+        n = peaks.sampler_requests(s.max_num_seqs, s.max_num_batched_tokens)
+        return Found(FailureClass.CUDA_OOM, Phase.WARMUP,
+                     f"the sampler warmup with {n} dummy requests needs {fb(r.sampler)} after the KV pool "
+                     f"and graphs; only {fb(r.sampler + r.headroom)} is free")
+    return None

@@ -1,0 +1,114 @@
+"""KV cache bytes per token per GPU rank, and what a KV pool of a given size holds.
+
+Per layer and token, on one rank (vLLM ``kv_cache_interface``):
+
+- full or sliding attention (MHA/GQA): ``2 x max(1, kv_heads // tp) x head_dim x dtype``
+  (K and V; heads replicated when TP exceeds the KV heads);
+- MLA: ``(kv_lora_rank + qk_rope_head_dim) x dtype``, the same on every TP rank (the
+  latent is replicated); ``fp8_ds_mla`` is a fixed 656 bytes;
+- linear-attention/mamba layers: a constant state per request, no per-token cost.
+
+A sliding-window layer needs at most ``window - 1 + max_num_batched_tokens`` tokens (plus a
+block) per request, so it bounds per-request memory but not the token count vLLM reports:
+"GPU KV cache size" is ``pool // bytes_per_token`` (all attention layers counted), and the
+concurrency at ``max_model_len`` accounts for the windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bringup.core.plan.arch import Architecture
+
+FP8_DS_MLA_BYTES = 656
+
+
+@dataclass(frozen=True, slots=True)
+class KvSpec:
+    """KV cost on one rank of one pipeline stage."""
+
+    full_bytes_per_token: int  # summed over the stage's full-attention layers
+    sliding_bytes_per_token: int  # summed over its sliding-window layers
+    sliding_window: int | None
+    state_bytes_per_request: int  # linear-attention / mamba state
+    block_size: int
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one token costs in every attention layer (what vLLM divides the pool by)."""
+        return self.full_bytes_per_token + self.sliding_bytes_per_token
+
+
+def kv_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
+    """Bytes per KV element for ``--kv-cache-dtype``."""
+    d = kv_cache_dtype.lower()
+    if d.startswith(("fp8", "int8")):
+        return 1
+    if d in ("fp4", "nvfp4", "int4"):
+        return 1  # stored with scales; treated as one byte per element (conservative)
+    if d in ("float32", "fp32"):
+        return 4
+    return model_dtype_bytes if d == "auto" else 2
+
+
+def kv_spec(arch: Architecture, layers: tuple[int, int], tp: int, kv_cache_dtype: str) -> KvSpec:
+    """The KV spec of the layers ``[first, last)`` on one rank."""
+    dtype = kv_dtype_bytes(kv_cache_dtype, arch.dtype_bytes)
+    if arch.mla is not None:
+        per_layer = FP8_DS_MLA_BYTES if kv_cache_dtype == "fp8_ds_mla" else (
+            (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * dtype)
+        block = 64
+    else:
+        per_layer = 2 * max(1, arch.num_kv_heads // tp) * arch.head_dim * dtype
+        block = 16
+    kinds = arch.layer_kinds[layers[0] : layers[1]]
+    return KvSpec(
+        full_bytes_per_token=per_layer * kinds.count("full"),
+        sliding_bytes_per_token=per_layer * kinds.count("sliding"),
+        sliding_window=arch.sliding_window,
+        state_bytes_per_request=arch.linear_state_bytes * kinds.count("linear") // max(1, tp),
+        block_size=block,
+    )
+
+
+def _round_up(tokens: int, block: int) -> int:
+    return -(-tokens // block) * block
+
+
+def request_bytes(spec: KvSpec, max_model_len: int, max_num_batched_tokens: int) -> int:
+    """KV bytes one request of ``max_model_len`` tokens needs on this rank."""
+    full = _round_up(max_model_len, spec.block_size) * spec.full_bytes_per_token
+    sliding = 0
+    if spec.sliding_bytes_per_token:
+        window = spec.sliding_window or max_model_len
+        tokens = min(window - 1 + max_num_batched_tokens, max_model_len)
+        sliding = (_round_up(tokens, spec.block_size) + spec.block_size) * spec.sliding_bytes_per_token
+    return full + sliding + spec.state_bytes_per_request
+
+
+def tokens_in(spec: KvSpec, kv_bytes: int) -> int:
+    """Tokens a pool of ``kv_bytes`` holds, whole blocks only (vLLM's "GPU KV cache size")."""
+    if kv_bytes <= 0 or spec.bytes_per_token <= 0:
+        return 0
+    blocks = kv_bytes // (spec.bytes_per_token * spec.block_size)
+    return int(blocks * spec.block_size)
+
+
+def max_concurrency(spec: KvSpec, kv_bytes: int, max_model_len: int, max_num_batched_tokens: int) -> float:
+    """How many requests of ``max_model_len`` tokens fit at once."""
+    need = request_bytes(spec, max_model_len, max_num_batched_tokens)
+    if kv_bytes <= 0 or need <= 0:
+        return 0.0
+    return kv_bytes / need
+
+
+def longest_fitting_len(spec: KvSpec, kv_bytes: int, max_num_batched_tokens: int, upper: int) -> int:
+    """The longest ``max_model_len`` (≤ ``upper``) one request of which fits in ``kv_bytes``."""
+    low, high = 0, upper
+    while low < high:
+        mid = (low + high + 1) // 2
+        if request_bytes(spec, mid, max_num_batched_tokens) <= kv_bytes:
+            low = mid
+        else:
+            high = mid - 1
+    return low

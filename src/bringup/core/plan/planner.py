@@ -1,0 +1,119 @@
+"""Make a plan: the budget of every rank, the verdict, the recommendations.
+
+``Planner`` holds what does not change between candidate settings (architecture, tensors,
+GPUs, calibration) and caches weights per rank by parallel layout, so the recommendation
+search can try many settings cheaply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bringup.core.checkpoint import TensorInfo
+from bringup.core.plan import kv as kvmod
+from bringup.core.plan.arch import Architecture
+from bringup.core.plan.budget import (
+    Calibration,
+    Found,
+    GpuSet,
+    RankBudget,
+    first_failure,
+    rank_budgets,
+    stages_for,
+    tightest,
+)
+from bringup.core.plan.result import KvCache, ModelInfo, PerGpu, Plan, Verdict
+from bringup.core.plan.settings import Settings
+from bringup.core.plan.weights import StageWeights, layer_of, parameter_count
+from bringup.units import format_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One evaluation of one set of settings."""
+
+    settings: Settings
+    ranks: tuple[RankBudget, ...]
+    rank: RankBudget  # the tightest
+    failure: Found | None
+
+    @property
+    def fits(self) -> bool:
+        """Whether the startup is predicted to succeed."""
+        return self.failure is None
+
+
+@dataclass
+class Planner:
+    """Evaluates settings for one model on one set of GPUs."""
+
+    arch: Architecture
+    tensors: Sequence[TensorInfo]
+    gpus: GpuSet
+    calibration: Calibration | None = None
+    _stages: dict[tuple[int, int, bool], list[StageWeights]] = field(default_factory=dict)
+
+    def stages(self, s: Settings) -> list[StageWeights]:
+        """Weights per rank for each stage (cached by parallel layout)."""
+        key = (s.tensor_parallel_size, s.pipeline_parallel_size, s.enable_expert_parallel)
+        if key not in self._stages:
+            self._stages[key] = stages_for(self.arch, self.tensors, s)
+        return self._stages[key]
+
+    def evaluate(self, s: Settings) -> Outcome:
+        """Budget every rank and find the first failure."""
+        ranks = tuple(rank_budgets(self.arch, self.stages(s), self.gpus, s, self.calibration))
+        failure = first_failure(ranks, s, self.gpus, self.arch)
+        return Outcome(s, ranks, tightest(ranks, s), failure)
+
+    def plan(self, s: Settings) -> Plan:
+        """The full plan for ``s``, with recommendations."""
+        from bringup.core.plan.recommend import recommend  # cycle: recommend uses Planner
+
+        outcome = self.evaluate(s)
+        return Plan(
+            model=self.model_info(),
+            settings=s,
+            per_gpu=per_gpu(outcome.rank),
+            kv_cache=kv_cache(outcome.rank, s),
+            verdict=verdict(outcome),
+            recommendations=tuple(recommend(self, outcome)),
+        )
+
+    def model_info(self) -> ModelInfo:
+        """Architecture, parameters and stored weight bytes."""
+        layers = self.arch.num_layers
+        kept = [t for t in self.tensors if (layer_of(t.name) or 0) < layers]
+        return ModelInfo(self.arch.name, parameter_count(kept, self.arch), sum(t.nbytes for t in kept))
+
+
+def per_gpu(r: RankBudget) -> PerGpu:
+    """The per-GPU breakdown of one rank; the parts add up to its total."""
+    return PerGpu(
+        total_bytes=r.total,
+        weights_bytes=r.weights,
+        activation_peak_bytes=r.activation,
+        non_torch_bytes=r.context + r.non_torch_in_budget,
+        cuda_graph_bytes=r.graphs,
+        kv_cache_bytes=max(0, r.kv),
+        sampler_warmup_bytes=r.sampler,
+        headroom_bytes=r.headroom,
+    )
+
+
+def kv_cache(r: RankBudget, s: Settings) -> KvCache:
+    """KV capacity of the tightest rank."""
+    pool = max(0, r.kv)
+    concurrency = kvmod.max_concurrency(r.spec, pool, s.max_model_len, s.max_num_batched_tokens)
+    return KvCache(r.spec.bytes_per_token, kvmod.tokens_in(r.spec, pool), round(concurrency, 2))
+
+
+def verdict(o: Outcome) -> Verdict:
+    """The verdict in diagnose's vocabulary."""
+    if o.failure is None:
+        r = o.rank
+        return Verdict(True, None, None,
+                       f"fits: {format_bytes(max(0, r.kv))} of KV cache per GPU and "
+                       f"{format_bytes(r.headroom)} free at the sampler warmup")
+    return Verdict(False, o.failure.failure_class, o.failure.phase, o.failure.reason)

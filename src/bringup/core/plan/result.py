@@ -1,0 +1,76 @@
+"""The plan as values: exactly the ``bringup plan --json`` object.
+
+``{"model": {...}, "settings": {...}, "per_gpu": {...}, "kv_cache": {...},
+"verdict": {"fits", "class", "phase", "reason"}, "recommendations": [{"flag", "value", "why"}]}``
+(``failure_class`` is written as ``class``, the diagnose vocabulary's spelling).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bringup.core.plan.settings import Settings
+from bringup.core.vocab import FailureClass, Phase
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What model this is."""
+
+    architecture: str
+    parameters: int
+    weights_bytes_total: int  # all ranks together, as stored (no replication or padding)
+
+
+@dataclass(frozen=True, slots=True)
+class PerGpu:
+    """One GPU (the tightest rank), in bytes. The parts add up to ``total_bytes``."""
+
+    total_bytes: int
+    weights_bytes: int
+    activation_peak_bytes: int
+    non_torch_bytes: int  # CUDA context + NCCL (before vLLM's snapshot) + growth while profiling
+    cuda_graph_bytes: int
+    kv_cache_bytes: int
+    sampler_warmup_bytes: int
+    headroom_bytes: int  # what is still free at the worst moment after the KV pool exists
+
+
+@dataclass(frozen=True, slots=True)
+class KvCache:
+    """KV capacity."""
+
+    bytes_per_token: int  # one token, every attention layer, one rank
+    tokens: int
+    max_concurrency: float  # requests of max_model_len tokens at once
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Fits, or the first failure a startup would hit, in diagnose's vocabulary."""
+
+    fits: bool
+    failure_class: FailureClass | None
+    phase: Phase | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """A flag to append to the server command, and why."""
+
+    flag: str
+    value: str | None  # None for boolean flags
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The whole prediction."""
+
+    model: ModelInfo
+    settings: Settings
+    per_gpu: PerGpu
+    kv_cache: KvCache
+    verdict: Verdict
+    recommendations: tuple[Recommendation, ...] = ()

@@ -1,0 +1,125 @@
+"""Engine settings with vLLM's names, and vLLM's defaults by version and GPU.
+
+Defaults (``engine/arg_utils.py::get_batch_defaults``, engines.md 1.6/1.8):
+
+=========================================  =============  ======================
+GPU memory (as CUDA reports it)            max_num_seqs   max_num_batched_tokens
+=========================================  =============  ======================
+≥ 160 GiB (0.33 and later)                 1024           16384
+≥ 70 GiB and not an A100 (0.9 and later)   1024           8192
+otherwise                                  256            2048
+=========================================  =============  ======================
+
+``gpu_memory_utilization`` is 0.9, and 0.92 from 0.33. CUDA graphs are estimated and
+subtracted from the KV budget from 0.21 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``);
+before that they are captured after the KV pool, in the memory outside the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from bringup.errors import UsageError
+
+GiB = 1024**3
+DEFAULT_ENGINE_VERSION = "0.33"
+
+
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """What the user set (None: take the engine's default)."""
+
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    enable_expert_parallel: bool = False
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_dtype: str | None = None
+    quantization: str | None = None
+    enforce_eager: bool = False
+    engine_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The effective settings a plan is made for (the JSON ``settings`` object)."""
+
+    engine_version: str
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    enable_expert_parallel: bool
+    gpu_memory_utilization: float
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_dtype: str
+    quantization: str | None
+    enforce_eager: bool
+    cuda_graphs_in_budget: bool  # True from 0.21: the graph estimate is subtracted from KV
+
+    @property
+    def world_size(self) -> int:
+        """GPUs one instance uses."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    def with_(self, **changes: object) -> Settings:
+        """A copy with some settings changed (batch defaults are not re-derived)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """``"0.33"``, ``"v0.11.2"``, ``"0.8.5.post1"`` → (major, minor)."""
+    parts = text.strip().lstrip("vV").split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError as exc:
+        raise UsageError(f"not an engine version: {text!r}", hint="use e.g. 0.11 or 0.33.0") from exc
+
+
+def batch_defaults(version: tuple[int, int], memory_bytes: int, treats_as_a100: bool) -> tuple[int, int]:
+    """vLLM's (max_num_seqs, max_num_batched_tokens) for `vllm serve` on this GPU."""
+    if version >= (0, 33) and memory_bytes >= 160 * GiB:
+        return 1024, 16384
+    if memory_bytes >= 70 * GiB and (not treats_as_a100 or version < (0, 9)):
+        return 1024, 8192
+    return 256, 2048
+
+
+def resolve(req: Requested, *, memory_bytes: int, treats_as_a100: bool, max_position_embeddings: int,
+            default_quantization: str | None) -> Settings:
+    """Fill in vLLM's defaults for what the user did not set; UsageError on nonsense."""
+    version_text = req.engine_version or DEFAULT_ENGINE_VERSION
+    version = parse_version(version_text)
+    seqs, batched = batch_defaults(version, memory_bytes, treats_as_a100)
+    util = req.gpu_memory_utilization
+    if util is None:
+        util = 0.92 if version >= (0, 33) else 0.9
+    settings = Settings(
+        engine_version=version_text,
+        tensor_parallel_size=req.tensor_parallel_size or 1,
+        pipeline_parallel_size=req.pipeline_parallel_size or 1,
+        enable_expert_parallel=req.enable_expert_parallel,
+        gpu_memory_utilization=util,
+        max_model_len=req.max_model_len if req.max_model_len and req.max_model_len > 0 else max_position_embeddings,
+        max_num_seqs=req.max_num_seqs or seqs,
+        max_num_batched_tokens=req.max_num_batched_tokens or batched,
+        kv_cache_dtype=req.kv_cache_dtype or "auto",
+        quantization=req.quantization or default_quantization,
+        enforce_eager=req.enforce_eager,
+        cuda_graphs_in_budget=version >= (0, 21),
+    )
+    _check(settings)
+    return settings
+
+
+def _check(s: Settings) -> None:
+    if not 0 < s.gpu_memory_utilization <= 1:
+        raise UsageError(f"--gpu-memory-utilization must be in (0, 1], got {s.gpu_memory_utilization}")
+    for name, value in (("--tensor-parallel-size", s.tensor_parallel_size),
+                        ("--pipeline-parallel-size", s.pipeline_parallel_size),
+                        ("--max-num-seqs", s.max_num_seqs),
+                        ("--max-num-batched-tokens", s.max_num_batched_tokens)):
+        if value < 1:
+            raise UsageError(f"{name} must be at least 1, got {value}")
