@@ -117,6 +117,10 @@ class ChildProcess:
         """The exit status if the child has ended (negative: killed by that signal)."""
         return self._popen.poll()
 
+    def join(self) -> int:
+        """Wait for the child to end; its exit status."""
+        return self._popen.wait()
+
     def wait(self, timeout_seconds: float) -> int | None:
         """Wait up to ``timeout_seconds`` for the child; its status, or None if still running."""
         try:
@@ -149,6 +153,15 @@ class ChildProcess:
                 if p.pid not in found and os.getpgid(p.pid) == self.pgid and self._is_ours(p):
                     found[p.pid] = p
         return [p for p in found.values() if _alive(p)]
+
+    def listens_on(self, port: int) -> bool:
+        """Whether one of our processes listens on TCP ``port`` (True when it cannot be told)."""
+        pids = {p.pid for p in self.members()}
+        try:
+            conns = psutil.net_connections(kind="inet")
+        except psutil.Error:
+            return True
+        return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid in pids for c in conns)
 
     def terminate(self, grace_seconds: float) -> int | None:
         """SIGTERM to the group and our descendants, SIGKILL after ``grace_seconds``."""

@@ -306,7 +306,8 @@ class StartupMachine:
         self.state = state
         self.ended_at = now
         self._pending = None
-        return [self._live("failure", now, failure_fields(failure))]
+        fields = {**failure_fields(failure), "line_number": failure.line_number, "summary": failure.summary}
+        return [self._live("failure", now, fields)]
 
     def _advance_readiness(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
         interval = self.policy.probe_interval_seconds

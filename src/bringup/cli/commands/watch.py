@@ -1,0 +1,49 @@
+"""``bringup watch (--unit NAME | --container NAME | --log FILE | --pid PID)``: follow a server
+bringup did not start, to the same verdict as ``run``. It never signals that server.
+
+Exit codes: 0 ready (or, with --follow, stopped watching by Ctrl-C after ready), 1 failed,
+4 stalled or past --deadline, 2 usage or a source that cannot be followed, 128+N
+interrupted by signal N before a verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from bringup.adapters.sources import ContainerSource, FileSource, PidSource, Source, UnitSource
+from bringup.cli.commands.run import add_common, config_from
+from bringup.cli.main import Context
+from bringup.errors import UsageError
+from bringup.render.live import make_observer
+from bringup.supervisor import run_startup
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--unit", help="a systemd unit (systemctl show + journalctl -u NAME -o json -f)")
+    what.add_argument("--container", help="a docker container (docker inspect + docker logs -f)")
+    what.add_argument("--log", metavar="FILE", help="a log file, followed like tail -F (renames, truncation)")
+    what.add_argument("--pid", type=int, help="a process id: liveness only, no log")
+    add_common(parser)
+    parser.add_argument("--follow", action="store_true", help="keep watching after ready until the server dies (exit 1) or Ctrl-C (exit 0)")
+
+
+def make_source(args: argparse.Namespace, ctx: Context) -> Source:
+    """The source named by the flags."""
+    if args.unit:
+        return UnitSource(args.unit, ctx.environ)
+    if args.container:
+        return ContainerSource(args.container, ctx.environ)
+    if args.log:
+        return FileSource(args.log)
+    return PidSource(args.pid)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    if args.passthrough:
+        raise UsageError("watch takes no server command", hint="use `bringup run -- CMD` to start one")
+    config = config_from(args, ctx, ())
+    source = make_source(args, ctx)
+    observer = make_observer(ctx.stdout, ctx.stderr, ctx.environ, as_json=args.json, quiet=args.quiet, title=f"bringup watch {source.description}")
+    result = run_startup(config, source=source, observer=observer, follow=args.follow)
+    return result.exit_code

@@ -1,0 +1,279 @@
+"""How a followed startup looks: a rich live view on a terminal, plain lines otherwise,
+JSON Lines with ``--json``. Observers of ``bringup.supervisor``; they never decide anything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from bringup.core.startup import LiveEvent, ProbeKind, StartupMachine, State, summary_json
+from bringup.core.vocab import Phase
+from bringup.render.console import make_console
+from bringup.units import format_bytes, format_seconds
+
+if TYPE_CHECKING:
+    from bringup.supervisor import StartupResult
+
+PHASE_WORDS: dict[Phase, str] = {
+    Phase.START: "starting",
+    Phase.CONFIG: "reading the model config",
+    Phase.DISTRIBUTED_INIT: "initialising devices",
+    Phase.WEIGHTS_LOADING: "loading weights",
+    Phase.WEIGHTS_LOADED: "weights loaded",
+    Phase.MEMORY_PROFILING: "profiling memory",
+    Phase.KV_CACHE_ALLOC: "allocating the KV cache",
+    Phase.CUDA_GRAPH_CAPTURE: "capturing CUDA graphs",
+    Phase.WARMUP: "warming up",
+    Phase.API_SERVER_STARTING: "starting the API server",
+    Phase.READY: "ready",
+}
+
+
+def status_text(machine: StartupMachine) -> str:
+    """One line for ``systemctl status``: ``loading weights 45/125``."""
+    words = PHASE_WORDS[machine.phase]
+    p = machine.progress
+    if p is not None and p.phase is machine.phase:
+        return f"{words} {p.done}/{p.total}"
+    return words
+
+
+def format_failure(fields: Mapping[str, Any]) -> list[str]:
+    """The diagnosis block: class, phase, why, root-cause line, remedy."""
+    out = [f"FAILED: {fields['class']} during {fields['phase']}"]
+    if fields.get("summary"):
+        out.append(f"  why:        {fields['summary']}")
+    if fields.get("line"):
+        out.append(f"  root cause: {fields['line']}")
+    for r in fields.get("remedy") or []:
+        flag = f" ({r['flag']}{' ' + r['value'] if r.get('value') else ''})" if r.get("flag") else ""
+        env = f" ({r['env']})" if r.get("env") else ""
+        out.append(f"  remedy:     {r['text']}{flag}{env}")
+    return out
+
+
+def format_probe(fields: Mapping[str, Any]) -> str:
+    """``probe health: HTTP 503 (Loading model)`` / ``probe smoke: ok (35ms)``."""
+    if fields["ok"]:
+        what = f"ok ({format_seconds(fields['latency_seconds'])})"
+    elif fields.get("refused"):
+        what = "connection refused (not listening yet)"
+    elif fields.get("status") is not None:
+        what = f"HTTP {fields['status']}" + (f" ({fields['error']})" if fields.get("error") else "")
+    else:
+        what = fields.get("error") or "no answer"
+    return f"probe {fields['probe']}: {what}"
+
+
+def format_timeline(timeline: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per phase: when it was reached and how long it took."""
+    return [
+        f"  {t['phase']:<20} at {format_seconds(t['t']):>7}   took {format_seconds(t['duration_seconds']):>7}"
+        for t in timeline
+    ]
+
+
+def format_ending(result: StartupResult, machine: StartupMachine) -> list[str]:
+    """The closing lines: the verdict, the time to ready and the phase timeline."""
+    summary = result.summary
+    lines: list[str] = []
+    if machine.state is State.READY:
+        lines.append(f"ready in {format_seconds(result.time_to_ready_seconds or 0.0)}: {result.model or 'the model'} answered at {result.url}")
+    elif machine.state is State.STOPPED:
+        lines.append(f"stopped on request; it had been ready in {format_seconds(result.time_to_ready_seconds or 0.0)}")
+    elif machine.state is State.STALLED:
+        lines.append(f"stalled in {machine.phase}: {machine.failure.summary if machine.failure else ''}")
+    elif machine.state is State.FAILED:
+        lines.append(f"failed in {machine.phase}" + (f" (server exit status {result.server_exit_code})" if result.server_exit_code is not None else ""))
+    else:
+        lines.append(f"interrupted in {machine.phase} before a verdict")
+    lines.append("timeline:")
+    lines += format_timeline(summary["timeline"])
+    return lines
+
+
+class JsonLinesObserver:
+    """One JSON object per event on ``stream``, then the summary as the last line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def _write(self, obj: Mapping[str, Any]) -> None:
+        self.stream.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+        self.stream.flush()
+
+    def event(self, event: LiveEvent) -> None:
+        self._write(event.to_json())
+
+    def line(self, stream: str, text: str) -> None: ...
+    def note(self, text: str) -> None: ...
+    def refresh(self, machine: StartupMachine, now: float) -> None: ...
+
+    def close(self, result: StartupResult, machine: StartupMachine) -> None:
+        self._write(result.summary)
+
+
+class PlainObserver:
+    """Plain lines: bringup's own prefixed ``bringup:``; the engine's lines echoed verbatim."""
+
+    def __init__(self, stream: TextIO, *, echo: bool = True, gpu_every_seconds: float = 5.0) -> None:
+        self.stream = stream
+        self.echo = echo
+        self.gpu_every_seconds = gpu_every_seconds
+        self._last_gpu_t = -1e9
+        self._last_progress_t = -1e9
+
+    def _say(self, t: float | None, text: str) -> None:
+        stamp = f"[{format_seconds(t):>7}] " if t is not None else ""
+        self.stream.write(f"bringup: {stamp}{text}\n")
+        self.stream.flush()
+
+    def event(self, event: LiveEvent) -> None:
+        f = event.fields
+        if event.event == "phase":
+            self._say(event.t, f"phase {f['phase']}: {PHASE_WORDS[Phase(f['phase'])]}")
+        elif event.event == "progress":
+            if f["done"] == f["total"] or event.t - self._last_progress_t >= 1.0:
+                self._last_progress_t = event.t
+                self._say(event.t, f"{PHASE_WORDS[Phase(f['phase'])]} {f['done']}/{f['total']} {f['unit']}")
+        elif event.event == "gpu":
+            if event.t - self._last_gpu_t >= self.gpu_every_seconds:
+                self._last_gpu_t = event.t
+                used = ", ".join(f"GPU {g['index']} {format_bytes(g['used_bytes'])}/{format_bytes(g['total_bytes'])}" for g in f["gpus"])
+                self._say(event.t, f"memory: {used}")
+        elif event.event == "probe":
+            self._say(event.t, format_probe(f))
+        elif event.event == "failure":
+            for i, line in enumerate(format_failure(f)):
+                self._say(event.t if i == 0 else None, line)
+        elif event.event == "ready":
+            self._say(event.t, f"READY: {f.get('model') or 'the model'} answered the smoke request ({f.get('url')})")
+
+    def line(self, stream: str, text: str) -> None:
+        if self.echo:
+            self.stream.write(text + "\n")
+
+    def note(self, text: str) -> None:
+        self._say(None, text)
+
+    def refresh(self, machine: StartupMachine, now: float) -> None:
+        if self.echo:
+            self.stream.flush()
+
+    def close(self, result: StartupResult, machine: StartupMachine) -> None:
+        for line in format_ending(result, machine):
+            self._say(None, line)
+
+
+class RichObserver:
+    """A live panel on a terminal: phase and elapsed time, progress, phases, GPUs, probes."""
+
+    def __init__(self, console: Console, *, title: str = "bringup") -> None:
+        self.console = console
+        self.title = title
+        self._live = Live(console=console, auto_refresh=False, transient=True)
+        self._live.start()
+        self._last_refresh = -1e9
+        self._last_line = ""
+
+    def event(self, event: LiveEvent) -> None:
+        if event.event == "failure":
+            for line in format_failure(event.fields):
+                self.console.print(Text(line, style="bold red" if line.startswith("FAILED") else ""))
+        elif event.event == "ready":
+            self.console.print(Text(f"READY in {format_seconds(event.t)}: the model answered", style="bold green"))
+        elif event.event == "phase":
+            self.console.print(Text(f"[{format_seconds(event.t):>7}] {PHASE_WORDS[Phase(event.fields['phase'])]}", style="cyan"))
+
+    def line(self, stream: str, text: str) -> None:
+        if text.strip():
+            self._last_line = text
+
+    def note(self, text: str) -> None:
+        self.console.print(Text(f"bringup: {text}", style="yellow"))
+
+    def refresh(self, machine: StartupMachine, now: float) -> None:
+        if now - self._last_refresh < 0.25:
+            return
+        self._last_refresh = now
+        self._live.update(self._panel(machine, now), refresh=True)
+
+    def _panel(self, m: StartupMachine, now: float) -> RenderableType:
+        head = Text(f"{self.title}: {status_text(m)}", style="bold")
+        head.append(f"   {format_seconds(m.phase_elapsed(now))} in phase, {format_seconds(m.elapsed(now))} in all", style="dim")
+        phases = Table.grid(padding=(0, 2))
+        spans = m.spans
+        for i, span in enumerate(spans):
+            until = spans[i + 1].t if i + 1 < len(spans) else m.elapsed(now)
+            phases.add_row(span.phase.value, format_seconds(span.t), format_seconds(until - span.t))
+        parts: list[RenderableType] = [head, phases]
+        for g in m.gpus:
+            share = g.memory_used_bytes / g.memory_total_bytes if g.memory_total_bytes else 0.0
+            bar = "█" * int(share * 30) + "·" * (30 - int(share * 30))
+            parts.append(Text(f"GPU {g.index} {bar} {format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}"))
+        for kind in ProbeKind:
+            obs = m.probes.get(kind)
+            if obs is not None:
+                parts.append(Text(format_probe({"probe": kind.value, "ok": obs.ok, "refused": obs.refused, "status": obs.status, "error": obs.error, "latency_seconds": obs.latency_seconds}), style="dim"))
+        if self._last_line:
+            parts.append(Text(self._last_line[: self.console.width - 1], style="dim"))
+        return Group(*parts)
+
+    def close(self, result: StartupResult, machine: StartupMachine) -> None:
+        self._live.stop()
+        for line in format_ending(result, machine):
+            self.console.print(line)
+
+
+class Observers:
+    """Several observers as one."""
+
+    def __init__(self, *observers: Any) -> None:
+        self.observers = observers
+
+    def event(self, event: LiveEvent) -> None:
+        for o in self.observers:
+            o.event(event)
+
+    def line(self, stream: str, text: str) -> None:
+        for o in self.observers:
+            o.line(stream, text)
+
+    def note(self, text: str) -> None:
+        for o in self.observers:
+            o.note(text)
+
+    def refresh(self, machine: StartupMachine, now: float) -> None:
+        for o in self.observers:
+            o.refresh(machine, now)
+
+    def close(self, result: StartupResult, machine: StartupMachine) -> None:
+        for o in self.observers:
+            o.close(result, machine)
+
+
+def is_terminal(stream: TextIO, environ: Mapping[str, str]) -> bool:
+    """A live view only on a real terminal (TERM=dumb counts as none); colour is make_console's call."""
+    return environ.get("TERM") != "dumb" and bool(getattr(stream, "isatty", lambda: False)())
+
+
+def make_observer(
+    stdout: TextIO, stderr: TextIO, environ: Mapping[str, str], *, as_json: bool, quiet: bool, title: str = "bringup"
+) -> Observers:
+    """JSON Lines on stdout with ``--json`` (human output then on stderr); rich or plain human output."""
+    human_stream = stderr if as_json else stdout
+    if is_terminal(human_stream, environ):
+        human: Any = RichObserver(make_console(human_stream, environ), title=title)
+    else:
+        human = PlainObserver(human_stream, echo=not quiet)
+    return Observers(JsonLinesObserver(stdout), human) if as_json else Observers(human)
+
+
+__all__ = ["PHASE_WORDS", "JsonLinesObserver", "Observers", "PlainObserver", "RichObserver", "make_observer", "status_text", "summary_json"]
