@@ -1,0 +1,71 @@
+"""Human output of ``bringup plan``: the per-GPU table, KV capacity, verdict, flags to append."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from bringup.core.plan.result import Plan
+from bringup.units import format_bytes
+
+_ROWS = (
+    ("weights", "weights_bytes", "this rank's share of the checkpoint"),
+    ("activation peak", "activation_peak_bytes", "profile run at max_num_batched_tokens"),
+    ("non-torch", "non_torch_bytes", "CUDA context, NCCL, cuBLAS"),
+    ("CUDA graphs", "cuda_graph_bytes", "graph pool"),
+    ("KV cache", "kv_cache_bytes", "what is left of the budget"),
+    ("sampler warmup", "sampler_warmup_bytes", "transient after the KV pool"),
+    ("headroom", "headroom_bytes", "free at the worst moment"),
+)
+
+
+def format_plan(plan: Plan) -> Group:
+    """The plan as rich renderables."""
+    s, g = plan.settings, plan.per_gpu
+    head = Text(
+        f"{plan.model.architecture}: {plan.model.parameters / 1e9:.1f}B parameters, "
+        f"{format_bytes(plan.model.weights_bytes_total)} of weights; vLLM {s.engine_version}, "
+        f"tp {s.tensor_parallel_size}, pp {s.pipeline_parallel_size}"
+        f"{', expert parallel' if s.enable_expert_parallel else ''}, "
+        f"utilization {s.gpu_memory_utilization}, max_num_seqs {s.max_num_seqs}, "
+        f"max_num_batched_tokens {s.max_num_batched_tokens}, max_model_len {s.max_model_len}, "
+        f"kv-cache-dtype {s.kv_cache_dtype}"
+    )
+    table = Table(title=f"per GPU ({format_bytes(g.total_bytes)} total)", title_justify="left")
+    table.add_column("part")
+    table.add_column("bytes", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("what")
+    for label, field, what in _ROWS:
+        value = getattr(g, field)
+        style = "red" if field == "headroom_bytes" and value < 0 else None
+        table.add_row(label, format_bytes(value), f"{100 * value / g.total_bytes:.1f}%", what, style=style)
+    kv = plan.kv_cache
+    kv_line = Text(
+        f"KV cache: {kv.bytes_per_token:,} bytes per token, {kv.tokens:,} tokens, "
+        f"max concurrency {kv.max_concurrency:.2f} at {s.max_model_len:,} tokens per request"
+    )
+    return Group(head, table, kv_line, _verdict(plan), *_recommendations(plan))
+
+
+def _verdict(plan: Plan) -> Text:
+    v = plan.verdict
+    if v.fits:
+        return Text(f"verdict: FITS - {v.reason}", style="green")
+    return Text(f"verdict: DOES NOT FIT - {v.failure_class} at {v.phase}: {v.reason}", style="bold red")
+
+
+def _recommendations(plan: Plan) -> list[Text]:
+    if not plan.recommendations:
+        return []
+    lines = [Text("append one of:")]
+    for r in plan.recommendations:
+        flag = r.flag if r.value is None else f"{r.flag} {r.value}"
+        lines.append(Text(f"  {flag:<34} # {r.why}"))
+    return lines
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    """Print the plan."""
+    console.print(format_plan(plan))
