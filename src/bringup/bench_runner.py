@@ -41,6 +41,7 @@ _EXTRAS: dict[str, Any] = {
     "ignore_eos": True,  # vLLM, SGLang, llama.cpp: generate exactly max_tokens
     "stream_options": {"include_usage": True},  # exact output token counts
 }
+PROBE_TOKENS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,13 +259,18 @@ def _mean_word_chars() -> float:
 def _probe_extras(
     client: OpenAIStream, config: BenchConfig, model: str, words: int, run_end: float
 ) -> dict[str, Any]:
-    """Stream one short request; drop the optional fields if the server rejects them."""
+    """Stream one short request; drop the optional fields if the server rejects them.
+
+    ``min_tokens`` (vLLM, llama-cpp-python) joins ``ignore_eos`` so that every answer has
+    the requested length even on servers that ignore one of them.
+    """
     last = ""
     for extras in (_EXTRAS, {}):
-        req = StreamRequest(model, prompt_text(words, -1), 2, 0, config.endpoint, dict(extras))
+        probe = {**extras, "min_tokens": PROBE_TOKENS} if extras else {}
+        req = StreamRequest(model, prompt_text(words, -1), PROBE_TOKENS, 0, config.endpoint, probe)
         timing = client.stream(req, run_end)
         if timing.is_success:
-            return dict(extras)
+            return {**extras, "min_tokens": config.output_tokens} if extras else {}
         last = timing.error or "no generated text"
         if not last.startswith(("HTTP 400", "HTTP 422")):
             break

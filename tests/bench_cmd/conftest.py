@@ -27,7 +27,8 @@ class Behaviour:
     tokenize: bool = True  # serve vLLM's /tokenize
     usage: bool = True  # honour stream_options.include_usage and report usage
     fail_after: int | None = None  # completions after this many answer with `failure`
-    failure: str = "500"  # "500", "drop" (close mid-stream) or "hang" (never answer)
+    failure: str = "500"  # "500", "drop" (close mid-stream), "hang" (never answer) or
+    # "interrupt" (end with [DONE] after 2 tokens and no finish_reason, as llama-cpp-python does)
     reject_extras: bool = False  # 400 when ignore_eos is sent (a strict server)
     models_hang: bool = False  # /v1/models never answers
     completions: int = 0  # how many completion requests arrived
@@ -89,9 +90,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"choices": [{"text": "x", "finish_reason": "length"}],
                              **({"usage": usage} if b.usage else {})})
             return
-        self._stream(body, prompt, drop=failing and b.failure == "drop")
+        self._stream(body, prompt, drop=failing and b.failure == "drop",
+                     interrupt=failing and b.failure == "interrupt")
 
-    def _stream(self, body: dict[str, Any], prompt: str, *, drop: bool) -> None:
+    def _stream(self, body: dict[str, Any], prompt: str, *, drop: bool, interrupt: bool) -> None:
         b = self.behaviour
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -105,6 +107,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 self.close_connection = True
                 return
+            if interrupt and i == 2:
+                break
             self._event(_chunk(chat, f" t{i}", "length" if i == n - 1 else None))
         if b.usage and (body.get("stream_options") or {}).get("include_usage"):
             self._event({"choices": [], "usage": {"prompt_tokens": count_tokens(prompt),

@@ -73,16 +73,28 @@ def request_body(req: StreamRequest, *, stream: bool = True) -> dict[str, Any]:
     return body
 
 
-def chunk_text(event: dict[str, Any]) -> str:
-    """The generated text in one streamed chunk (completions or chat), '' when none."""
+def is_token_chunk(event: dict[str, Any]) -> bool:
+    """Whether a streamed chunk carries one generated token.
+
+    A chunk with text counts. So does a chunk with empty text that does not end the stream:
+    llama.cpp streams tokens whose text is empty (a partial UTF-8 byte), and closes with an
+    empty chunk that only carries ``finish_reason``. A chat chunk that only announces the
+    assistant role does not count.
+    """
     choices = event.get("choices") or []
     if not choices or not isinstance(choices[0], dict):
-        return ""
+        return False
     choice = choices[0]
     if isinstance(choice.get("text"), str):
-        return str(choice["text"])
-    delta = choice.get("delta") or {}
-    return str(delta.get("content") or delta.get("reasoning_content") or "")
+        text: Any = choice["text"]
+    else:
+        delta = choice.get("delta")
+        if not isinstance(delta, dict) or "role" in delta:
+            return bool(isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")))
+        text = delta.get("content") or delta.get("reasoning_content")
+    if not isinstance(text, str):
+        return False
+    return bool(text) or not choice.get("finish_reason")
 
 
 class OpenAIStream:
@@ -178,7 +190,7 @@ class OpenAIStream:
         for event in _sse_data(response.iter_text()):
             now = self._clock()
             if event == "[DONE]":
-                return recorder.finish(now)
+                return recorder.done(now)
             verdict = recorder.on_event(event, now)
             if verdict is not None:
                 return verdict
@@ -216,7 +228,7 @@ class _Recorder:
         if "error" in event:
             return self.fail(f"error in the stream: {_error_message(event['error'])}", now)
         self._take_usage(event.get("usage"))
-        if chunk_text(event):
+        if is_token_chunk(event):
             self.chunk_times.append(now)
         choices = event.get("choices") or []
         if choices and isinstance(choices[0], dict) and choices[0].get("finish_reason"):
@@ -229,6 +241,13 @@ class _Recorder:
                 self.usage_output = usage["completion_tokens"]
             if isinstance(usage.get("prompt_tokens"), int) and usage["prompt_tokens"] > 0:
                 self.input_tokens = usage["prompt_tokens"]
+
+    def done(self, now: float) -> RequestTiming:
+        if self.finished:
+            return self.finish(now)
+        return self.fail(
+            f"the answer ended without a finish_reason after {_tokens(len(self.chunk_times))}"
+            " (interrupted by the server?)", now)
 
     def end_without_done(self, now: float) -> RequestTiming:
         if self.finished:
@@ -322,3 +341,7 @@ def _token_count(response: httpx2.Response) -> int | None:
     if not isinstance(count, int):
         count = len(tokens) if isinstance(tokens, list) else None
     return count if count else None  # 0 tokens for a non-empty text: not a real tokenizer
+
+
+def _tokens(n: int) -> str:
+    return f"{n} token" if n == 1 else f"{n} tokens"

@@ -196,7 +196,7 @@ def _basis(inputs: DecodeInputs, per_rank_bytes: float, weight_s: float, allredu
     bandwidth = inputs.memory_bandwidth_bytes_per_second / 1e12
     text = (
         f"batch-1 decode reads {format_bytes(per_rank_bytes)} of active weights per GPU per token"
-        f" at {bandwidth:.2f} TB/s{gpu} ({weight_s * 1e3:.2f} ms)"
+        f" at {bandwidth:.2f} TB/s{gpu} ({_ms(weight_s)})"
     )
     if inputs.tensor_parallel > 1 and inputs.link is not None:
         count = ALLREDUCES_PER_LAYER * inputs.num_layers
@@ -204,6 +204,11 @@ def _basis(inputs: DecodeInputs, per_rank_bytes: float, weight_s: float, allredu
         text += (
             f", plus {count} allreduces per token at tp={inputs.tensor_parallel} over {link.name}"
             f" ({link.latency_seconds * 1e6:.0f} us each + {link.bandwidth_bytes_per_second / 1e9:.0f} GB/s:"
-            f" {allreduce_s * 1e3:.2f} ms)"
+            f" {_ms(allreduce_s)})"
         )
     return text
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds to three significant digits (``'19.6 ms'``, ``'0.000231 ms'``)."""
+    return f"{seconds * 1e3:.3g} ms"

@@ -79,7 +79,9 @@ def format_ceiling(ceiling: CeilingReport) -> list[str]:
         f" ({ceiling.predicted.basis})")
     ]
     if ceiling.measured_over_predicted is not None:
-        lines.append(f"Measured / predicted: {ceiling.measured_over_predicted:.2f}")
+        ratio = ceiling.measured_over_predicted
+        lines.append(f"Measured / predicted: {ratio:.2f}" if ratio >= 0.01 else
+                     f"Measured / predicted: {ratio:.2g}")
     elif ceiling.note:
         lines.append(f"Measured / predicted: - ({ceiling.note})")
     return lines
