@@ -86,6 +86,7 @@ def test_user_manager_itself_is_not_a_service_to_share() -> None:
         (("/usr/bin/python3.11", "-u", "/v/bin/vllm", "serve", "m"), ("vllm", "serve", "m"), True),
         (("/usr/bin/python3", "/v/bin/vllm", "serve", "m", "--extra"), ("vllm", "serve", "m"), False),
         (("bash", "/v/bin/vllm", "serve", "m"), ("vllm", "serve", "m"), False),
+        (("/usr/bin/python3", "-m", "sglang.launch_server"), ("python3.11", "-m", "sglang.launch_server"), True),
         ((), ("vllm",), False),
         (("vllm",), (), False),
     ],

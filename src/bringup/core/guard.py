@@ -235,7 +235,7 @@ def matches_cmdline(actual: Sequence[str], wanted: Sequence[str]) -> bool:
     """Whether a process command line is ``wanted``, allowing a Python interpreter prefix.
 
     The executable is compared by base name (``vllm`` matches ``/opt/venv/bin/vllm``), the
-    arguments exactly. A console script runs as ``python3 /opt/venv/bin/vllm serve …``,
+    arguments exactly (two Python interpreters count as the same executable). A console script runs as ``python3 /opt/venv/bin/vllm serve …``,
     so an interpreter (with its own ``-`` options) may come first; nothing else may.
 
     >>> matches_cmdline(["/usr/bin/python3", "/v/bin/vllm", "serve", "m"], ["vllm", "serve", "m"])
@@ -247,11 +247,17 @@ def matches_cmdline(actual: Sequence[str], wanted: Sequence[str]) -> bool:
     if n == 0 or len(actual) < n:
         return False
     tail, prefix = actual[len(actual) - n :], actual[: len(actual) - n]
-    if _base(tail[0]) != _base(wanted[0]) or list(tail[1:]) != list(wanted[1:]):
+    if not _same_executable(tail[0], wanted[0]) or list(tail[1:]) != list(wanted[1:]):
         return False
     if not prefix:
         return True
     return bool(_INTERPRETER.match(_base(prefix[0]))) and all(a.startswith("-") for a in prefix[1:])
+
+
+def _same_executable(a: str, b: str) -> bool:
+    """Equal base names; any two Python interpreters (``python3``, ``python3.11``) count as one."""
+    base_a, base_b = _base(a), _base(b)
+    return base_a == base_b or bool(_INTERPRETER.match(base_a) and _INTERPRETER.match(base_b))
 
 
 def _base(arg: str) -> str:

@@ -64,8 +64,8 @@ def format_waiting(
     """The block printed every few seconds while the guard waits."""
     busy = [str(s.index) for s in states if not s.ok]
     head = Text(
-        f"waiting {format_seconds(waited_seconds)} of {format_seconds(timeout_seconds)} "
-        f"for GPU {','.join(busy)} to have {format_limit(threshold)}"
+        f"waiting for GPU {','.join(busy)} to have {format_limit(threshold)} "
+        f"({_elapsed(waited_seconds)} of {_elapsed(timeout_seconds)})"
     )
     return [head, *(line for s in states for line in format_gpu(s))]
 
@@ -85,7 +85,7 @@ def format_ended(ended: Ended) -> Text:
 def format_result(result: GuardResult, threshold: Threshold, timeout_seconds: float) -> list[Text]:
     """The final verdict, with the holders of every GPU still busy."""
     gpus = ",".join(str(s.index) for s in result.gpus)
-    waited = format_seconds(result.waited_seconds)
+    waited = _elapsed(result.waited_seconds)
     if result.ok:
         line = Text(f"GPU {gpus}: ")
         line.append("free", style="green")
@@ -93,7 +93,7 @@ def format_result(result: GuardResult, threshold: Threshold, timeout_seconds: fl
         return [line]
     line = Text("timed out", style="red")
     line.append(
-        f" after {waited} (--timeout {format_seconds(timeout_seconds)}): "
+        f" after {waited} (--timeout {_elapsed(timeout_seconds)}): "
         f"GPU {','.join(str(s.index) for s in result.gpus if not s.ok)} "
         f"still not {format_limit(threshold)}"
     )
@@ -104,6 +104,10 @@ def print_lines(console: Console, lines: Iterable[Text]) -> None:
     """Write each line as it is (no markup, no wrapping of command lines)."""
     for line in lines:
         console.print(line, markup=False, highlight=False)
+
+
+def _elapsed(seconds: float) -> str:
+    return f"{seconds:.1f}s" if seconds < 60 else format_seconds(seconds)
 
 
 def _shorten(text: str, width: int) -> str:
