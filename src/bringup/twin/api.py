@@ -27,7 +27,14 @@ from bringup.twin.http import ROUTES, EarlyBoundServer, bind_early
 from bringup.twin.logfmt import LogWriter
 from bringup.twin.memory import MemoryPlan
 from bringup.twin.openai import ServerState
-from bringup.twin.procs import Channel, Terminated, install_termination, spawn, stop
+from bringup.twin.procs import (
+    Channel,
+    Terminated,
+    ignore_termination,
+    install_termination,
+    spawn,
+    stop,
+)
 from bringup.twin.readings import Ledger, visible
 
 _ARG_NAMES = {
@@ -58,10 +65,12 @@ class ApiServer:
         try:
             return self._run()
         except Terminated:
+            ignore_termination()
             if self.http is not None:
                 self._uvicorn_shutdown()
             return 0
         finally:
+            ignore_termination()
             self._cleanup()
 
     # -- startup ------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from bringup.twin.procs import (
     Terminated,
     become_child,
     child_channel,
+    ignore_termination,
     install_termination,
     spawn,
     stop,
@@ -63,6 +64,7 @@ class EngineCore:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.channels: list[Channel] = []
         self.local: Worker | None = None
+        self._last: list[dict[str, Any]] = []
         gpus = visible(Ledger(cfg.gpus_file).gpus(), cfg.cuda_visible_devices)[: cfg.tp]
         self.gpus = gpus
         self.plan = MemoryPlan(
@@ -140,6 +142,12 @@ class EngineCore:
 
     def _size_kv_cache(self, kv_bytes: int) -> None:
         plan = self.plan
+        if kv_bytes <= 0:
+            raise StartupFailure(
+                "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                "when initializing the engine.",
+                "kv",
+            )
         if self.cfg.scenario == "kv_insufficient" and not plan.kv_fits:
             raise StartupFailure(
                 f"ValueError: To serve at least one request with the model's max seq len ({self.cfg.max_model_len}), "
@@ -218,6 +226,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         code = int(exc.code or 0)
     finally:
+        ignore_termination()
         if engine is not None:
             engine.shutdown()
     return code

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bringup.twin.procs import Terminated, install_termination
+from bringup.twin.procs import Terminated, ignore_termination, install_termination
 from bringup.twin.readings import Ledger
 
 TITLE = "VLLM::EngineCore"
@@ -75,6 +75,7 @@ def main(argv: list[str]) -> int:
     except Terminated:
         pass
     finally:
+        ignore_termination()
         Ledger(args.gpus_file).release({os.getpid()})
     return 0
 

@@ -39,6 +39,12 @@ def install_termination() -> None:
     signal.signal(signal.SIGINT, _raise_terminated)
 
 
+def ignore_termination() -> None:
+    """From here on (cleanup), further SIGTERM/SIGINT are ignored: cleanup is bounded."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _prctl(option: int, arg: int | bytes) -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)

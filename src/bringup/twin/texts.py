@@ -94,6 +94,28 @@ def sampler_traceback(oom_line: str, n: int, in_worker: bool) -> str:
     )
 
 
+def load_oom_traceback(oom_line: str, in_worker: bool) -> str:
+    """The weights overflow the GPU while loading."""
+    outer = (
+        [(f"{VLLM}/v1/executor/multiproc_executor.py", 712, "worker_main", "worker = WorkerProc(*args, **kwargs)"),
+         (f"{VLLM}/v1/executor/multiproc_executor.py", 552, "__init__", "self.worker.load_model()")]
+        if in_worker
+        else []
+    )
+    return (
+        "Traceback (most recent call last):\n"
+        + _frames(
+            *outer,
+            (f"{VLLM}/v1/worker/gpu_worker.py", 301, "load_model", "self.model_runner.load_model(eep_scale_up=eep_scale_up)"),
+            (f"{VLLM}/v1/worker/gpu_model_runner.py", 4340, "load_model", "self.model = model_loader.load_model("),
+            (f"{VLLM}/model_executor/model_loader/default_loader.py", 310, "load_weights", "loaded_weights = model.load_weights(self.get_all_weights(model_config, model))"),
+            (f"{SITE}/torch/utils/_device.py", 104, "__torch_function__", "return func(*args, **kwargs)"),
+        )
+        + oom_line
+        + "\n"
+    )
+
+
 def free_memory_traceback(message: str, in_worker: bool) -> str:
     outer = (
         [(f"{VLLM}/v1/executor/multiproc_executor.py", 712, "worker_main", "worker = WorkerProc(*args, **kwargs)"),

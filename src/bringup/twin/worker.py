@@ -23,6 +23,7 @@ from bringup.twin.procs import (
     become_child,
     child_channel,
     comm_name,
+    ignore_termination,
     install_termination,
 )
 from bringup.twin.readings import Ledger
@@ -131,6 +132,8 @@ class Worker:
             self.log.stderr_raw(shards_bar(0, total, 0.0))
         for done in range(1, total + 1):
             self._pace(per_shard)
+            if self.plan.context_bytes + self.plan.weights_bytes * done // total > self.plan.total_bytes:
+                raise self._load_oom(done)
             self._hold(self.plan.context_bytes + self.plan.weights_bytes * done // total, force=done == total)
             if self.rank == 0:
                 self.log.stderr_raw(shards_bar(done, total, time.monotonic() - load_started))
@@ -200,6 +203,21 @@ class Worker:
         if self.rank == 0:
             self.log.stderr_raw("\n")
 
+    def _load_oom(self, done: int) -> WorkerError:
+        """The weights do not fit on the GPU at all (e.g. this model at TP < 4)."""
+        self.log.error(
+            "gpu_model_runner.py:4351",
+            "Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization to free "
+            "memory for weights, increasing --tensor-parallel-size, or using --quantization.",
+        )
+        shard_bytes = self.plan.weights_bytes // timeline.NUM_SHARDS
+        held = self.plan.context_bytes + self.plan.weights_bytes * (done - 1) // timeline.NUM_SHARDS
+        oom = texts.torch_oom(
+            gpu=self.rank, tried_gib=gib(shard_bytes), total_gib=gib(self.plan.total_bytes),
+            free_gib=gib(max(0, self.plan.total_bytes - held)), in_use_gib=gib(held), graphs_gib=0.0,
+        )
+        return WorkerError(oom.split(": ", 1)[1], texts.load_oom_traceback(oom, self.in_worker))
+
     def _sampler_oom(self) -> WorkerError:
         n = self.plan.sampler_requests
         vocab_bytes = self.plan.sampler_bytes // 12
@@ -235,6 +253,7 @@ def main(argv: list[str]) -> int:
     except (Terminated, EOFError):
         pass
     finally:
+        ignore_termination()
         if worker is not None:
             worker.release()
     return 0

@@ -19,9 +19,11 @@ together, in bytes per element:
 ====  ==========================================================================
 
 28 bytes per element: :data:`SAMPLER_BYTES_PER_ELEMENT`. For MiniMax-M2.5 (V = 200,064)
-at N = 1,024 that is 5.34 GiB. The profile run's own sampler pass is counted in the
-activation peak with the 6 bytes of the logits only (FlashInfer's top-k/top-p kernels do
-not sort), which is why the profile passes and the warmup can still fail.
+at N = 1,024 that is 5.34 GiB. The profile run ends with the same sampler pass, so the
+activation peak is the larger of the forward (with its logits) and this transient: the
+measured non-KV memory of gpt-oss-120b on one H100 (about 7.5 GiB at N = 1,024, vllm#23278,
+vllm#27508) is only explained with the sampler counted. The warmup pass after the KV pool
+is charged again, to the memory outside the budget (see ``budget``).
 """
 
 from __future__ import annotations
@@ -76,10 +78,12 @@ def activation_peak_bytes(arch: Architecture, tp: int, max_num_seqs: int, max_nu
         mlp = routed * (3 * inter + h) * d + t * arch.moe.num_experts * 4
     else:
         mlp = 3 * t * (arch.intermediate_size // tp) * d
-    logits = 0
+    forward = hidden + qkv + mlp
     if last_stage:
-        logits = sampler_requests(max_num_seqs, t) * padded_vocab(arch) * PROFILE_LOGITS_BYTES_PER_ELEMENT
-    return hidden + qkv + mlp + logits + KERNEL_WORKSPACE_BYTES
+        rows = sampler_requests(max_num_seqs, t) * padded_vocab(arch)
+        # the forward's activations are freed before the sampler runs: the peak is the larger
+        forward = max(forward + rows * PROFILE_LOGITS_BYTES_PER_ELEMENT, rows * SAMPLER_BYTES_PER_ELEMENT)
+    return forward + KERNEL_WORKSPACE_BYTES
 
 
 def capture_sizes(max_num_seqs: int) -> int:
