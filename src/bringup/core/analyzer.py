@@ -1,0 +1,389 @@
+"""Reading a startup log, line by line or all at once, into events and a verdict.
+
+``LogAnalyzer`` is the streaming reader the supervisor feeds live; ``diagnose_bytes`` is
+the fast path for whole files. Both walk the same knowledge-pack tables and give the same
+verdict. The fast path first screens the buffer for the few substrings every interesting
+line carries (``Pack.screen``), so noise lines (NCCL INFO, access logs, download bars) cost
+one ``bytes.find`` pass per substring and are never decoded.
+
+Root cause: the first line that states a cause wins; a wrapper (``Engine core
+initialization failed``) holds the place until a specific line arrives; a more specific
+line of the same class shortly after refines a generic one (the sampler-warmup line after
+the torch OOM it wraps). A new attempt in the same log (banner again) starts over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+
+from bringup.core import logline, packs
+from bringup.core.diagnosis import (
+    Diagnosis,
+    EngineEvent,
+    Event,
+    FactEvent,
+    Failure,
+    FailureEvent,
+    PhaseEvent,
+    ProgressEvent,
+    TimelineEntry,
+)
+from bringup.core.logline import LogLine
+from bringup.core.packs import remedies
+from bringup.core.packs.types import Pack, RemedyContext, Signature
+from bringup.core.vocab import Engine, FailureClass, Outcome, Phase
+
+_FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in (?P<func>[\w<>.]+)')
+_TRACEBACK = "Traceback (most recent call last)"
+_REFINE_WINDOW_LINES = 200  # a specific line this close after a generic one refines it
+_MAX_PENDING = 5_000  # lines kept before the engine is recognised, replayed once it is
+_MAX_FRAMES = 400
+_KILLED_EXIT_CODES = frozenset({-9, 137})
+
+
+class _SafeGroups(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+class LogAnalyzer:
+    """Feed lines; get events as they happen and a ``Diagnosis`` at any moment."""
+
+    def __init__(self, engine: Engine | None = None, *, screen: bool = True) -> None:
+        self._pack: Pack | None = packs.get(engine) if engine is not None else None
+        self._use_screen = screen
+        self._number = 0
+        self._version: str | None = None
+        self._pending: list[tuple[int, str]] = []
+        self._last: tuple[int, str] | None = None
+        self._reset_attempt()
+
+    def _reset_attempt(self) -> None:
+        self._phase = Phase.START
+        self._timeline: list[TimelineEntry] = []
+        self._facts: dict[str, float | int | str] = {}
+        self._failure: Failure | None = None
+        self._priority = 0
+        self._frames: dict[str, list[str]] = {}
+        self._heartbeats = 0
+        self._progress_line: LogLine | None = None
+        self._progress: dict[str, tuple[int, int]] = {}
+
+    @property
+    def engine(self) -> Engine | None:
+        """The engine, given or recognised from the lines; None until known."""
+        return self._pack.engine if self._pack is not None else None
+
+    @property
+    def pack(self) -> Pack | None:
+        """The knowledge pack in use; None until the engine is known."""
+        return self._pack
+
+    def feed(self, line: str) -> list[Event]:
+        """Read the next line (without its newline). Line numbers count from 1."""
+        self._number += 1
+        return self.feed_numbered(self._number, line)
+
+    def feed_numbered(self, number: int, line: str) -> list[Event]:
+        """Read ``line`` as line ``number`` (lines in between were noise, skipped unread)."""
+        self._number = max(self._number, number)
+        if line.strip():
+            self._last = (number, line)
+        if self._pack is None:
+            return self._detect(number, line)
+        screen = self._pack.screen
+        if (
+            self._use_screen
+            and screen is not None
+            and not any(t in line for t in screen)
+            and not line.startswith("{")  # a JSON record may hide its text (journald bytes)
+        ):
+            return []
+        try:
+            return self._process(logline.parse(line, number))
+        except RecursionError:  # pragma: no cover - pathological regex input
+            return []
+
+    def note_last(self, number: int, line: str) -> None:
+        """Record the last non-blank line (the fast path skips lines; exits point here)."""
+        self._number = max(self._number, number)
+        self._last = (number, line)
+
+    def diagnosis(self) -> Diagnosis:
+        """The verdict so far (``incomplete`` while the startup is still going)."""
+        return self._verdict(self._failure)
+
+    def finish(self, exit_code: int | None = None) -> Diagnosis:
+        """The verdict at end of input, or when the process exited with ``exit_code``."""
+        return self._verdict(self._settle(exit_code))
+
+    # -- detection -------------------------------------------------------------------------
+
+    def _detect(self, number: int, line: str) -> list[Event]:
+        text = line
+        if line.lstrip().startswith("{"):
+            text = logline.parse(line, number).text
+        pack = detect_engine(text)
+        if pack is None:
+            self._pending.append((number, line))
+            if len(self._pending) > _MAX_PENDING:
+                del self._pending[: _MAX_PENDING // 10]
+            return []
+        self._pack = pack
+        events: list[Event] = [EngineEvent(pack.engine.value, None)]
+        pending, self._pending = self._pending, []
+        for n, text_line in [*pending, (number, line)]:
+            events.extend(self.feed_numbered(n, text_line))
+        return events
+
+    # -- one line --------------------------------------------------------------------------
+
+    def _process(self, ll: LogLine) -> list[Event]:
+        pack = self._pack
+        assert pack is not None
+        msg = ll.message
+        events: list[Event] = []
+        if self._version is None:
+            self._find_version(pack, msg, events)
+        if (self._failure is not None or self._phase.order > Phase.CONFIG.order) and any(
+            p.search(msg) for p in pack.restart
+        ):
+            self._reset_attempt()
+        key = ll.process or ""
+        frame = _FRAME.match(msg)
+        if frame:
+            frames = self._frames.setdefault(key, [])
+            frames.append(frame.group("func"))
+            del frames[:-_MAX_FRAMES]
+            return events
+        if msg.startswith(_TRACEBACK):
+            self._frames[key] = []
+            return events
+        if any(p.search(msg) for p in pack.exclusions):
+            return events
+        for sig in pack.signatures:
+            m = sig.pattern.search(msg)
+            if m:
+                self._offer(sig, m, ll, key, events)
+                break
+        self._progress_and_phase(pack, ll, events)
+        self._read_facts(pack, msg, ll.number, events)
+        return events
+
+    def _find_version(self, pack: Pack, msg: str, events: list[Event]) -> None:
+        for pattern in pack.version:
+            m = pattern.search(msg)
+            if m:
+                self._version = m.group("version")
+                events.append(EngineEvent(pack.engine.value, self._version))
+                return
+
+    def _offer(
+        self, sig: Signature, m: re.Match[str], ll: LogLine, key: str, events: list[Event]
+    ) -> None:
+        groups = _SafeGroups({k: v for k, v in m.groupdict().items() if v is not None})
+        phase = sig.phase or self._frame_phase(key) or self._current_phase()
+        ctx = RemedyContext(groups, dict(self._facts), phase)
+        new = Failure(sig.failure_class, phase, ll.text, ll.number,
+                      sig.summary.format_map(groups), sig.remedy(ctx), not sig.is_wrapper)
+        if self._takes(new, sig.priority):
+            self._failure, self._priority = new, sig.priority
+            events.append(FailureEvent(new))
+
+    def _takes(self, new: Failure, priority: int) -> bool:
+        cur = self._failure
+        if cur is None:
+            return True
+        if not cur.is_final:
+            return new.is_final or priority > self._priority
+        return (
+            new.is_final
+            and priority > self._priority
+            and new.failure_class is cur.failure_class
+            and new.line_number - cur.line_number <= _REFINE_WINDOW_LINES
+        )
+
+    def _frame_phase(self, key: str) -> Phase | None:
+        frames = set(self._frames.get(key, ()))
+        if not frames or self._pack is None:
+            return None
+        for rule in self._pack.frames:
+            if frames & rule.functions:
+                return rule.phase
+        return None
+
+    def _current_phase(self) -> Phase:
+        assert self._pack is not None
+        return self._pack.phase_after.get(self._phase, self._phase)
+
+    def _progress_and_phase(self, pack: Pack, ll: LogLine, events: list[Event]) -> None:
+        msg = ll.message
+        moved = False
+        for rule in pack.progress:
+            m = rule.pattern.search(msg)
+            if not m:
+                continue
+            done, total = int(m.group("done")), int(m.group("total"))
+            moved = self._advance(rule.phase, ll, events) or moved
+            if self._progress.get(rule.unit) != (done, total):
+                self._progress[rule.unit] = (done, total)
+                events.append(ProgressEvent(rule.phase, done, total, rule.unit, ll.number))
+                moved = True
+                for fact, value in ((rule.done_fact, done), (rule.total_fact, total)):
+                    if fact is not None:
+                        self._set_fact(fact, value, ll.number, events)
+            break
+        else:
+            for marker in pack.phases:
+                if marker.pattern.search(msg):
+                    if marker.requires is None or self._phase.order >= marker.requires.order:
+                        self._advance(marker.phase, ll, events)
+                        moved = True  # a phase line, even of the same phase, is progress
+                    break
+        if moved:
+            self._heartbeats = 0
+            self._progress_line = ll
+        elif any(p.search(msg) for p in pack.heartbeats):
+            self._heartbeats += 1
+
+    def _advance(self, phase: Phase, ll: LogLine, events: list[Event]) -> bool:
+        if phase.order < self._phase.order or (phase is self._phase and self._timeline):
+            return False
+        self._phase = phase
+        entry = TimelineEntry(phase, ll.number, ll.timestamp)
+        self._timeline.append(entry)
+        events.append(PhaseEvent(entry))
+        return True
+
+    def _read_facts(self, pack: Pack, msg: str, number: int, events: list[Event]) -> None:
+        for rule in pack.facts:
+            m = rule.pattern.search(msg)
+            if not m:
+                continue
+            for group, raw in m.groupdict().items():
+                if raw is None:
+                    continue
+                name = group.split("__")[0]
+                convert = rule.convert.get(name)
+                try:
+                    value = convert(raw) if convert is not None else raw
+                except ValueError:
+                    continue
+                self._set_fact(name, value, number, events)
+
+    def _set_fact(self, name: str, value: float | int | str, number: int, events: list[Event]) -> None:
+        if self._facts.get(name) != value:
+            self._facts[name] = value
+            events.append(FactEvent(name, value, number))
+
+    # -- verdict ---------------------------------------------------------------------------
+
+    def _settle(self, exit_code: int | None) -> Failure | None:
+        failure = self._failure
+        if failure is not None and not failure.is_final:
+            cls = FailureClass.HOST_OOM if exit_code in _KILLED_EXIT_CODES else failure.failure_class
+            if cls is not failure.failure_class:
+                return self._exit_failure(exit_code, at=failure)
+            return dataclasses.replace(failure, is_final=True)
+        if failure is None and exit_code is not None and (
+            exit_code != 0 or self._phase is not Phase.READY
+        ):
+            return self._exit_failure(exit_code, at=None)
+        return failure
+
+    def _exit_failure(self, exit_code: int | None, at: Failure | None) -> Failure:
+        killed = exit_code in _KILLED_EXIT_CODES
+        cls = FailureClass.HOST_OOM if killed else FailureClass.ENGINE_CORE_DIED
+        phase = self._current_phase() if self._pack is not None else self._phase
+        if at is not None:
+            line, number, phase = at.line, at.line_number, at.phase
+        elif self._last is not None:
+            number, raw = self._last
+            line = logline.parse(raw, number).text
+        else:
+            line, number = "", 0
+        base = self._pack.exit_summary if self._pack is not None else "The process exited."
+        summary = (f"The process was killed with SIGKILL (exit {exit_code}), usually by the "
+                   "kernel's OOM killer." if killed else f"{base} (exit code {exit_code})")
+        ctx = RemedyContext({}, dict(self._facts), phase)
+        remedy = remedies.host_oom(ctx) if killed else remedies.engine_died(ctx)
+        return Failure(cls, phase, line, number, summary, remedy, True)
+
+    def _hang(self) -> Failure | None:
+        pack = self._pack
+        if pack is None or self._heartbeats < pack.stall_heartbeats:
+            return None
+        phase = self._current_phase()
+        cls = pack.hang_classes.get(phase, FailureClass.TIMEOUTS)
+        ll = self._progress_line
+        line, number = (ll.text, ll.number) if ll is not None else ("", 0)
+        ctx = RemedyContext({}, dict(self._facts), phase)
+        remedy = remedies.nccl(ctx) if cls is FailureClass.NCCL_ERROR else remedies.stalled(ctx)
+        summary = (f"The startup stopped in {phase.value}: {self._heartbeats} 'still waiting' "
+                   "lines and no progress after this line.")
+        return Failure(cls, phase, line, number, summary, remedy, True)
+
+    def _verdict(self, failure: Failure | None) -> Diagnosis:
+        outcome = Outcome.INCOMPLETE
+        if failure is not None:
+            outcome = Outcome.FAILED
+        elif self._phase is Phase.READY:
+            outcome = Outcome.READY
+        else:
+            failure = self._hang()
+            if failure is not None:
+                outcome = Outcome.HUNG
+        return Diagnosis(
+            engine=self.engine.value if self.engine is not None else None,
+            engine_version=self._version,
+            outcome=outcome,
+            phase=self._phase,
+            failure=failure,
+            timeline=tuple(self._timeline),
+            facts=dict(self._facts),
+        )
+
+
+def detect_engine(text: str) -> Pack | None:
+    """The pack whose detection substring occurs earliest in ``text``; None if none does."""
+    best: tuple[int, int] | None = None
+    found: Pack | None = None
+    for i, pack in enumerate(packs.all_packs()):
+        for token in pack.detect:
+            pos = text.find(token)
+            if pos >= 0 and (best is None or (pos, i) < best):
+                best, found = (pos, i), pack
+    return found
+
+
+def diagnose_lines(lines: Iterable[str], engine: Engine | None = None) -> Diagnosis:
+    """The verdict on a whole log given as lines (without newlines)."""
+    analyzer = LogAnalyzer(engine)
+    for line in lines:
+        analyzer.feed(line)
+    return analyzer.finish()
+
+
+def diagnose_bytes(data: bytes, engine: Engine | None = None) -> Diagnosis:
+    """The verdict on a whole log given as bytes: the fast path (screen, then read)."""
+    pack = packs.get(engine) if engine is not None else detect_bytes(data)
+    analyzer = LogAnalyzer(pack.engine if pack is not None else None)
+    if pack is None or pack.screen is None or logline.needs_full_read(data):
+        for number, line in enumerate(logline.iter_lines(data), start=1):
+            analyzer.feed_numbered(number, line)
+        return analyzer.finish()
+    for number, line in logline.candidates(data, pack.screen):
+        analyzer.feed_numbered(number, line)
+    last = logline.last_line(data)
+    if last is not None:
+        analyzer.note_last(*last)
+    return analyzer.finish()
+
+
+def detect_bytes(data: bytes) -> Pack | None:
+    """The engine of a whole buffer: the pack whose substring occurs first."""
+    tokens = tuple(t for pack in packs.all_packs() for t in pack.detect)
+    first = logline.find_first(data, tokens)
+    return detect_engine(first[1]) if first is not None else None

@@ -1,0 +1,228 @@
+"""Reading one messy log line: unwrap transport prefixes, then the engine's own header.
+
+Real startup logs arrive through docker compose (``vllm-1  | ``), journald
+(``Nov 30 09:47:00 host vllm[123]: `` or ``journalctl -o json``), JSON log formatters,
+markdown quotes pasted into issues, with ANSI colour and CRLF. ``parse`` peels all of it,
+in that order, and never raises: garbage in gives a LogLine whose message is the garbage.
+
+vLLM process prefixes stack (``(APIServer pid=1) (DPEngineCoreActor pid=2) ERROR ...``);
+the LAST group names the process that emitted the line (engines.md 1.2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+MAX_LINE_CHARS = 65_536  # longer lines are cut for matching; a cause is never that long
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_QUOTE = re.compile(r"^(?:\s{0,3}>[ \t]?)+")
+_DOCKER = re.compile(r"^[A-Za-z0-9][\w.-]*\s*\| ?")
+_JOURNALD = re.compile(
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.]+(?:[+-]\d{2}:?\d{2}|Z)?)"
+    r" \S+ [^\s:\[]+(?:\[\d+\])?: "
+)
+_PREFIX = re.compile(r"\((?P<name>[^()]*?) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s+")
+_VLLM_HEADER = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? "
+    r"\[?[^\]\s]+:\d+\] ?"
+)
+_UVICORN = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+_BRACKET_TS = re.compile(
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d-\d\d \d\d:\d\d:\d\d)"
+    r"(?P<ranks>(?: [A-Z_]+\d+)*)\] "
+)
+_ISO_HEADER = re.compile(
+    r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR)\s+"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line, unwrapped. ``text`` keeps the engine's prefixes; ``message`` is the bare message."""
+
+    number: int  # 1-based
+    text: str  # ANSI, CR and transport wrappers removed; process prefixes and header kept
+    message: str  # after process prefixes and the logging header
+    process: str | None = None  # the emitting process, e.g. "Worker_TP1", "TP0"
+    pid: int | None = None
+    level: str | None = None
+    timestamp: str | None = None
+
+
+def strip_controls(raw: str) -> str:
+    """Remove ANSI escapes and carriage returns (a tqdm redraw keeps its last state)."""
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    if "\r" in raw:
+        parts = [p for p in raw.split("\r") if p.strip()]
+        raw = parts[-1] if parts else ""
+    return raw
+
+
+def parse(raw: str, number: int) -> LogLine:
+    """Unwrap ``raw`` (one line, no newline) into a LogLine. Never raises."""
+    text = strip_controls(raw[:MAX_LINE_CHARS])
+    ts: str | None = None
+    level: str | None = None
+    process: str | None = None
+    m = _QUOTE.match(text)
+    if m:
+        text = text[m.end() :]
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        record = _json_record(stripped)
+        if record is not None:
+            text, ts, level, process = record
+    m = _JOURNALD.match(text)
+    if m:
+        text = text[m.end() :]
+    m = _DOCKER.match(text)
+    if m and not text.startswith(("Loading", "Capturing")):
+        text = text[m.end() :]
+    return _engine_header(text, number, ts, level, process)
+
+
+def _engine_header(
+    text: str, number: int, ts: str | None, level: str | None, process: str | None
+) -> LogLine:
+    msg = text
+    pid: int | None = None
+    pos = 0
+    while True:
+        m = _PREFIX.match(msg, pos)
+        if not m:
+            break
+        process, pid, pos = m.group("name"), int(m.group("pid")), m.end()
+    msg = msg[pos:]
+    for rx in (_VLLM_HEADER, _UVICORN, _BRACKET_TS, _ISO_HEADER):
+        m = rx.match(msg)
+        if m:
+            groups = m.groupdict()
+            ts = groups.get("ts") or ts
+            level = groups.get("level") or level
+            ranks = (groups.get("ranks") or "").strip()
+            if ranks:
+                process = ranks
+            msg = msg[m.end() :]
+            if rx is _BRACKET_TS:
+                m2 = _UVICORN.match(msg)
+                if m2:
+                    level, msg = m2.group("level"), msg[m2.end() :]
+            break
+    return LogLine(number, text, msg, process, pid, level, ts)
+
+
+def _json_record(text: str) -> tuple[str, str | None, str | None, str | None] | None:
+    """A JSON log record (journalctl -o json, vLLM's json formatter, TGI --json-output)."""
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    message = obj.get("MESSAGE", obj.get("message"))
+    fields = obj.get("fields")
+    if message is None and isinstance(fields, dict):
+        message = fields.get("message")
+    if isinstance(message, list):
+        try:
+            message = bytes(int(b) & 0xFF for b in message).decode("utf-8", "replace")
+        except (TypeError, ValueError):
+            return None
+    if not isinstance(message, str):
+        return None
+    message = strip_controls(message.split("\n")[-1] if "\n" in message else message)
+    ts = _str_or_none(obj.get("asctime") or obj.get("timestamp"))
+    level = _str_or_none(obj.get("levelname") or obj.get("level"))
+    process = _str_or_none(obj.get("processName"))
+    if "MESSAGE" in obj:  # journald: the message is a whole engine line; parse its header
+        return message, None, None, None
+    return message, ts, level, process
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+# -- whole buffers (the fast path) ---------------------------------------------------------
+
+
+def decode(data: bytes) -> str:
+    """Bytes to text; invalid UTF-8 becomes U+FFFD, never an error."""
+    return data.decode("utf-8", "replace")
+
+
+def iter_lines(data: bytes) -> list[str]:
+    """Every line of ``data``, decoded; a partial last line counts, a final newline does not."""
+    if not data:
+        return []
+    parts = data.split(b"\n")
+    if parts[-1] == b"":
+        parts.pop()
+    return [decode(p) for p in parts]
+
+
+def count_lines(data: bytes) -> int:
+    """The number of lines ``iter_lines`` would give."""
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def needs_full_read(data: bytes) -> bool:
+    """True when lines hide their text: JSON records (journalctl -o json, JSON formatters)."""
+    return data.lstrip()[:1] == b"{" or b'"MESSAGE":[' in data or b'"MESSAGE": [' in data
+
+
+def candidates(data: bytes, tokens: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line number, text) of every line containing one of ``tokens``, in order.
+
+    One ``bytes.find`` sweep per token; lines without any token are never decoded.
+    """
+    starts: set[int] = set()
+    for token in tokens:
+        needle = token.encode()
+        pos = data.find(needle)
+        while pos != -1:
+            start = data.rfind(b"\n", 0, pos) + 1
+            starts.add(start)
+            end = data.find(b"\n", pos)
+            if end == -1:
+                break
+            pos = data.find(needle, end)
+    out: list[tuple[int, str]] = []
+    number, prev = 1, 0
+    for start in sorted(starts):
+        number += data.count(b"\n", prev, start)
+        prev = start
+        end = data.find(b"\n", start)
+        out.append((number, decode(data[start : end if end != -1 else len(data)])))
+    return out
+
+
+def last_line(data: bytes) -> tuple[int, str] | None:
+    """(number, text) of the last line that is not blank, or None."""
+    end = len(data.rstrip())
+    if end == 0:
+        return None
+    start = data.rfind(b"\n", 0, end) + 1
+    return data.count(b"\n", 0, start) + 1, decode(data[start:end])
+
+
+def find_first(data: bytes, tokens: tuple[str, ...]) -> tuple[int, str] | None:
+    """(offset, line text) of the earliest occurrence of any token, searching growing windows."""
+    window = 1 << 20
+    while True:
+        chunk = data[:window]
+        hits = [p for p in (chunk.find(t.encode()) for t in tokens) if p >= 0]
+        if hits:
+            pos = min(hits)
+            start = data.rfind(b"\n", 0, pos) + 1
+            end = data.find(b"\n", pos)
+            return pos, decode(data[start : end if end != -1 else len(data)])
+        if window >= len(data):
+            return None
+        window *= 8

@@ -1,0 +1,259 @@
+"""Remedy builders shared by the packs: concrete flags, with values taken from the log."""
+
+from __future__ import annotations
+
+import math
+
+from bringup.core.diagnosis import Remedy
+from bringup.core.packs.types import RemedyContext
+from bringup.core.vocab import Phase
+
+
+def _num(ctx: RemedyContext, name: str) -> float | None:
+    """A number from the line's groups, else from the facts; None when absent."""
+    raw = ctx.groups.get(name)
+    value: object = raw if raw is not None else ctx.facts.get(name)
+    try:
+        return float(str(value).replace(",", "")) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _fmt_util(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value < 1 else "1.0"
+
+
+def lower_util(ctx: RemedyContext, why: str) -> Remedy:
+    """--gpu-memory-utilization 0.05 below the current value (0.85 when unknown)."""
+    util = _num(ctx, "gpu_memory_utilization")
+    value = round(util - 0.05, 2) if util is not None and util > 0.5 else 0.85
+    return Remedy(f"Lower --gpu-memory-utilization to {_fmt_util(value)}: {why}",
+                  "--gpu-memory-utilization", _fmt_util(value))
+
+
+def raise_util(ctx: RemedyContext, why: str) -> Remedy:
+    """--gpu-memory-utilization 0.05 above the current value, at most 0.95."""
+    util = _num(ctx, "gpu_memory_utilization")
+    value = min(0.95, round(util + 0.05, 2)) if util is not None else 0.95
+    return Remedy(f"Raise --gpu-memory-utilization to {_fmt_util(value)}: {why}",
+                  "--gpu-memory-utilization", _fmt_util(value))
+
+
+def more_tp(ctx: RemedyContext) -> Remedy:
+    """Double the tensor-parallel size, so each GPU holds half the weights."""
+    tp = _num(ctx, "tensor_parallel_size")
+    value = str(int(tp) * 2) if tp else "2"
+    return Remedy(f"Spread the weights over more GPUs with --tensor-parallel-size {value}, "
+                  "or use a quantized checkpoint.", "--tensor-parallel-size", value)
+
+
+def max_model_len(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """KV cache too small for one max-length request: cap the length at what fits."""
+    out: list[Remedy] = []
+    est = ctx.groups.get("estimated")
+    if est:
+        out.append(Remedy(f"Set --max-model-len {est}: the log says that is the longest request "
+                          "the available KV cache can hold.", "--max-model-len", est))
+    else:
+        out.append(Remedy("Lower --max-model-len (or pass --max-model-len auto on vLLM >= 0.21) "
+                          "so one full-length request fits in the KV cache.", "--max-model-len",
+                          "auto"))
+    out.append(raise_util(ctx, "more memory for the KV cache."))
+    out.append(Remedy("Store the KV cache in FP8 with --kv-cache-dtype fp8 to halve its size.",
+                      "--kv-cache-dtype", "fp8"))
+    return tuple(out)
+
+
+def no_kv_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """Nothing left for the KV cache after weights and activations."""
+    return (raise_util(ctx, "weights and activations used the whole budget."), more_tp(ctx),
+            _halve(ctx, "max_num_batched_tokens", "--max-num-batched-tokens", 8192,
+                   "a smaller profiling batch leaves more for the KV cache."))
+
+
+def _halve(ctx: RemedyContext, fact: str, flag: str, default: int, why: str) -> Remedy:
+    current = _num(ctx, fact)
+    base = int(current) if current else default
+    value = str(max(1, base // 2))
+    was = f" from {base}" if current else ""
+    return Remedy(f"Halve {flag}{was} to {value}: {why}", flag, value)
+
+
+def sampler_oom(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """The sampler warmup allocates max_num_seqs x vocab logits: quarter (>=1024) or halve it."""
+    n = int(_num(ctx, "requests") or _num(ctx, "max_num_seqs") or 1024)
+    if n >= 1024:
+        value, how = max(1, n // 4), "a quarter of"
+    else:
+        value, how = max(1, n // 2), "half of"
+    first = Remedy(
+        f"Set --max-num-seqs {value} ({how} {n}): the sampler warmup allocates "
+        f"{n} x vocabulary float32 logits at once, and that did not fit.",
+        "--max-num-seqs", str(value))
+    return (first, lower_util(ctx, "leaves more headroom outside vLLM's budget for the warmup."))
+
+
+def cuda_oom(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """GPU out of memory: what to change depends on the phase it happened in."""
+    if ctx.phase in (Phase.WEIGHTS_LOADING, Phase.WEIGHTS_LOADED, Phase.DISTRIBUTED_INIT):
+        return (more_tp(ctx), Remedy("Free the GPU of other processes (check `nvidia-smi`)."))
+    if ctx.phase is Phase.MEMORY_PROFILING:
+        return (_halve(ctx, "max_num_batched_tokens", "--max-num-batched-tokens", 8192,
+                       "the profiling forward pass scales with it."),
+                _halve(ctx, "max_num_seqs", "--max-num-seqs", 1024,
+                       "the sampler part of profiling scales with it."))
+    if ctx.phase is Phase.CUDA_GRAPH_CAPTURE:
+        return (lower_util(ctx, "CUDA graphs are captured outside the KV budget."),
+                Remedy("Skip CUDA graphs with --enforce-eager (slower decoding, no graph memory).",
+                       "--enforce-eager"))
+    if ctx.phase is Phase.WARMUP:
+        return sampler_oom(ctx)
+    return (lower_util(ctx, "leaves headroom for allocations outside the KV cache."),
+            Remedy("Skip CUDA graphs with --enforce-eager.", "--enforce-eager"))
+
+
+def free_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """Another process holds GPU memory: free it, or ask for no more than is free."""
+    out = [Remedy("Stop the other processes holding GPU memory (often a leftover server from an "
+                  "earlier run); `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` "
+                  "lists them.")]
+    free, total = _num(ctx, "free_gib"), _num(ctx, "total_gib")
+    if free is not None and total:
+        value = math.floor((free / total - 0.02) * 100) / 100
+        if value >= 0.1:
+            out.append(Remedy(f"Or ask for what is free: --gpu-memory-utilization "
+                              f"{_fmt_util(value)} ({free:g} of {total:g} GiB are free).",
+                              "--gpu-memory-utilization", _fmt_util(value)))
+    return tuple(out)
+
+
+def port_in_use(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """The port is taken: name the next one."""
+    port = ctx.groups.get("port")
+    check = Remedy(f"See who holds the port: `ss -ltnp | grep :{port or '<port>'}` "
+                   "(often a server left over from an earlier run).")
+    if port and port.isdigit():
+        nxt = str(int(port) + 1)
+        return (check, Remedy(f"Or serve on another port: --port {nxt}.", "--port", nxt))
+    return (check,)
+
+
+def nccl(_: RemedyContext) -> tuple[Remedy, ...]:
+    """NCCL failed or hung between GPUs."""
+    return (
+        Remedy("Rerun with NCCL_DEBUG=INFO to see which transport failed.",
+               env="NCCL_DEBUG=INFO"),
+        Remedy("Disable peer-to-peer transfers if the GPUs cannot reach each other directly.",
+               env="NCCL_P2P_DISABLE=1"),
+        Remedy("Disable vLLM's custom all-reduce kernel.", "--disable-custom-all-reduce"),
+        Remedy("In a container, run with --ipc=host (or a large --shm-size)."),
+    )
+
+
+def trust_remote_code(_: RemedyContext) -> tuple[Remedy, ...]:
+    """The model ships its own code."""
+    return (Remedy("Allow the model's own code with --trust-remote-code (read it first).",
+                   "--trust-remote-code"),)
+
+
+def config_len(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """--max-model-len above what the model supports."""
+    derived = ctx.groups.get("derived")
+    if derived:
+        return (Remedy(f"Set --max-model-len {derived}, the model's own limit.",
+                       "--max-model-len", derived),)
+    return (Remedy("Lower --max-model-len to the model's limit."),)
+
+
+def fix_flags(_: RemedyContext) -> tuple[Remedy, ...]:
+    """Generic configuration error."""
+    return (Remedy("Fix the flag or model configuration the error names; it fails the same way "
+                   "on every retry."),)
+
+
+def redownload(_: RemedyContext) -> tuple[Remedy, ...]:
+    """Weights missing or corrupt."""
+    return (Remedy("Check the checkpoint (`bringup verify <dir>`) and download the missing or "
+                   "damaged files again; a git-lfs pointer file is not a weight file."),)
+
+
+def bf16_half(_: RemedyContext) -> tuple[Remedy, ...]:
+    """bf16 on a pre-Ampere GPU."""
+    return (Remedy("Run in float16 with --dtype half: this GPU has no bfloat16.", "--dtype",
+                   "half"),)
+
+
+def wrong_build(_: RemedyContext) -> tuple[Remedy, ...]:
+    """The wheel or kernels were not built for this GPU."""
+    return (Remedy("Use a build (wheel or container) compiled for this GPU's architecture, or "
+                   "a quantization/attention backend this GPU supports."),)
+
+
+def host_oom(_: RemedyContext) -> tuple[Remedy, ...]:
+    """The kernel's OOM killer ended the process."""
+    return (Remedy("The kernel killed the process for host RAM: check `dmesg | grep -i oom`, "
+                   "give the machine or container more RAM, or lower --swap-space / CPU "
+                   "offload."),)
+
+
+def engine_died(_: RemedyContext) -> tuple[Remedy, ...]:
+    """A process died without saying why."""
+    return (Remedy("A process died without a cause in the log: check `dmesg` and the system "
+                   "journal, and rerun with more logging (VLLM_LOGGING_LEVEL=DEBUG)."),)
+
+
+def engine_timeout(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """vLLM's own startup timeout fired."""
+    secs = ctx.groups.get("seconds")
+    value = str(int(secs) * 3) if secs and secs.isdigit() else "1800"
+    return (Remedy(f"Give the engine longer to start: VLLM_ENGINE_READY_TIMEOUT_S={value}.",
+                   env=f"VLLM_ENGINE_READY_TIMEOUT_S={value}"),)
+
+
+def stalled(_: RemedyContext) -> tuple[Remedy, ...]:
+    """No progress for a long time, no error."""
+    return (Remedy("The startup made no progress; if it waits on other ranks, check NCCL "
+                   "(NCCL_DEBUG=INFO) and that every GPU is visible and healthy.",
+                   env="NCCL_DEBUG=INFO"),)
+
+
+def mem_fraction_lower(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """SGLang: OOM or graph-capture failure: less static memory, smaller graphs."""
+    frac = _num(ctx, "mem_fraction_static")
+    value = f"{round(frac - 0.05, 2):g}" if frac else "0.8"
+    return (Remedy(f"Lower --mem-fraction-static to {value}.", "--mem-fraction-static", value),
+            Remedy("Capture fewer CUDA graphs: --cuda-graph-max-bs 64.", "--cuda-graph-max-bs",
+                   "64"),
+            Remedy("Shrink prefill chunks: --chunked-prefill-size 4096.",
+                   "--chunked-prefill-size", "4096"))
+
+
+def mem_fraction_raise(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """SGLang: the weights left nothing for the KV pool."""
+    low = _num(ctx, "minimum")
+    frac = _num(ctx, "mem_fraction_static")
+    if low is not None:
+        value = f"{math.ceil((low + 0.02) * 100) / 100:g}"
+    else:
+        value = f"{min(0.95, round(frac + 0.05, 2)):g}" if frac else "0.9"
+    return (Remedy(f"Raise --mem-fraction-static to {value} so the KV pool gets memory.",
+                   "--mem-fraction-static", value), more_tp(ctx))
+
+
+def tgi_prefill(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """TGI: the warmup prefill batch did not fit."""
+    tokens = _num(ctx, "tokens")
+    value = str(max(256, int(tokens) // 2)) if tokens else "2048"
+    return (Remedy(f"Lower --max-batch-prefill-tokens to {value}.", "--max-batch-prefill-tokens",
+                   value),
+            Remedy("Or lower --max-total-tokens / --max-input-tokens, or use more shards "
+                   "(--num-shard)."))
+
+
+def llama_ctx(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """llama.cpp: VRAM too small for the context or the layers offloaded."""
+    n_ctx = _num(ctx, "max_model_len")
+    value = str(max(512, int(n_ctx) // 2)) if n_ctx else "4096"
+    return (Remedy(f"Use a smaller context: -c {value}.", "-c", value),
+            Remedy("Quantize the KV cache: --cache-type-k q8_0.", "--cache-type-k", "q8_0"),
+            Remedy("Or offload fewer layers (lower -ngl) or use a smaller quant."))

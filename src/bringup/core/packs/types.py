@@ -1,0 +1,142 @@
+"""The shape of a knowledge pack: everything engine-specific, as data.
+
+A pack is tables of compiled patterns. The analyzer walks the tables; it has no
+``if engine == ...`` anywhere. Remedy builders are small functions that fill flag values
+from the named groups of the matching line and the facts read so far.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from bringup.core.diagnosis import Remedy
+from bringup.core.vocab import Engine, FailureClass, Phase
+
+
+@dataclass(frozen=True)
+class HttpSpec:
+    """How the supervisor tells this engine's HTTP side is ready."""
+
+    default_port: int  # the launcher's default port
+    health_path: str  # the endpoint that is 200 only when the model can serve
+    refuses_until_ready: bool  # connection refused until ready (vLLM, TGI)
+    health_503_while_loading: bool  # port open, /health 503 while loading (llama.cpp, SGLang)
+
+
+@dataclass(frozen=True)
+class RemedyContext:
+    """What a remedy builder may use: the line's named groups, the facts so far, the phase."""
+
+    groups: Mapping[str, str]
+    facts: Mapping[str, float | int | str]
+    phase: Phase
+
+
+RemedyBuilder = Callable[[RemedyContext], tuple[Remedy, ...]]
+
+
+def no_remedy(_: RemedyContext) -> tuple[Remedy, ...]:
+    """A builder for signatures whose cause has no flag to change."""
+    return ()
+
+
+@dataclass(frozen=True)
+class PhaseMarker:
+    """A line that shows the engine reached ``phase``; counts only once ``requires`` was reached."""
+
+    pattern: re.Pattern[str]
+    phase: Phase
+    requires: Phase | None = None
+
+
+@dataclass(frozen=True)
+class ProgressRule:
+    """A progress line with named groups ``done`` and ``total``."""
+
+    pattern: re.Pattern[str]
+    phase: Phase
+    unit: str  # "shards", "graphs", "layers"
+    done_fact: str | None = None  # fact names to record, e.g. "shards_done"
+    total_fact: str | None = None
+
+
+Converter = Callable[[str], float | int | str]
+
+
+@dataclass(frozen=True)
+class FactRule:
+    """A line carrying facts: each named group is a fact, converted by ``convert[fact]``.
+
+    A group named ``fact__2`` also sets ``fact`` (regex groups must be unique).
+    """
+
+    pattern: re.Pattern[str]
+    convert: Mapping[str, Converter] = field(default_factory=dict)  # default: str
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A line that states why a startup failed (or, ``is_wrapper``, points at a cause above)."""
+
+    name: str
+    pattern: re.Pattern[str]
+    failure_class: FailureClass
+    summary: str  # str.format template over the named groups
+    remedy: RemedyBuilder = no_remedy
+    phase: Phase | None = None  # fixed phase; None: from traceback frames, else the current phase
+    is_wrapper: bool = False  # consequence only: a later specific line replaces it
+    priority: int = 1  # a nearby later line of the same class and higher priority refines it
+
+
+@dataclass(frozen=True)
+class FrameRule:
+    """Traceback frames naming any of ``functions`` put an error in ``phase`` (first rule wins)."""
+
+    functions: frozenset[str]
+    phase: Phase
+
+
+@dataclass(frozen=True)
+class Pack:
+    """Everything bringup knows about one engine's startup log."""
+
+    engine: Engine
+    detect: tuple[str, ...]  # substrings; the earliest in the log names the engine
+    version: tuple[re.Pattern[str], ...]  # group "version"
+    phases: tuple[PhaseMarker, ...]
+    progress: tuple[ProgressRule, ...]
+    facts: tuple[FactRule, ...]
+    signatures: tuple[Signature, ...]  # ordered: first match wins for a line
+    exclusions: tuple[re.Pattern[str], ...]  # look like causes, are not
+    frames: tuple[FrameRule, ...]
+    http: HttpSpec
+    screen: tuple[str, ...] | None = None  # substrings every interesting line has; None: all lines
+    heartbeats: tuple[re.Pattern[str], ...] = ()  # "still waiting" lines that show no progress
+    stall_heartbeats: int = 30  # this many heartbeats in a row with no progress: hung
+    hang_classes: Mapping[Phase, FailureClass] = field(default_factory=dict)
+    phase_after: Mapping[Phase, Phase] = field(default_factory=dict)  # milestone -> phase it starts
+    restart: tuple[re.Pattern[str], ...] = ()  # a new attempt begins (log of several starts)
+    http_variants: Mapping[str, HttpSpec] = field(default_factory=dict)  # e.g. llama-cpp-python
+    exit_summary: str = "The engine process exited before it was ready, without printing why."
+
+
+def rx(pattern: str) -> re.Pattern[str]:
+    """Compile a pack pattern (case-sensitive, searched anywhere in the message)."""
+    return re.compile(pattern)
+
+
+def to_int(text: str) -> int:
+    """'1,234,560' -> 1234560."""
+    return int(text.replace(",", "").replace("_", ""))
+
+
+def to_float(text: str) -> float:
+    """'57.50' -> 57.5."""
+    return float(text.replace(",", ""))
+
+
+def mib_to_gib(text: str) -> float:
+    """'4096.00' (MiB) -> 4.0 (GiB), rounded to 3 places."""
+    return round(float(text.replace(",", "")) / 1024.0, 3)
