@@ -1,0 +1,64 @@
+"""``bringup diagnose``: read a startup log, say which phase it reached and why it failed.
+
+Exit codes: 0 ready, 1 failed or hung, 3 incomplete (no verdict), 2 usage or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from bringup.core import analyzer
+from bringup.core.vocab import Engine, Outcome
+from bringup.errors import InputError
+from bringup.render import diagnosis as render
+from bringup.render.console import make_console
+from bringup.render.json_out import print_json
+
+if TYPE_CHECKING:
+    from bringup.cli.main import Context
+
+EXIT_CODES = {Outcome.READY: 0, Outcome.FAILED: 1, Outcome.HUNG: 1, Outcome.STALLED: 1,
+              Outcome.INCOMPLETE: 3}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--engine, --json and the log file (or - for stdin)."""
+    parser.add_argument("--engine", choices=["auto", *(e.value for e in Engine)], default="auto",
+                        help="the engine that wrote the log (default: recognise it)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("file", metavar="FILE|-", help="the startup log; - reads stdin")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Diagnose the log and print the verdict; the exit code follows the outcome."""
+    data = _read(args.file, ctx)
+    engine = None if args.engine == "auto" else Engine(args.engine)
+    result = analyzer.diagnose_bytes(data, engine)
+    if args.json:
+        print_json(render.to_json(result), ctx.stdout)
+    else:
+        source = "stdin" if args.file == "-" else args.file
+        render.print_diagnosis(result, make_console(ctx.stdout, ctx.environ), source)
+    return EXIT_CODES[result.outcome]
+
+
+def _read(path: str, ctx: Context) -> bytes:
+    if path == "-":
+        buffer = getattr(ctx.stdin, "buffer", None)
+        if buffer is not None:
+            data: bytes = buffer.read()
+            return data
+        return ctx.stdin.read().encode("utf-8", "surrogateescape")
+    hint = "pass a readable log file, or - to read stdin"
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise InputError(f"cannot read {path}: no such file", hint=hint) from None
+    except IsADirectoryError:
+        raise InputError(f"cannot read {path}: it is a directory", hint=hint) from None
+    except PermissionError:
+        raise InputError(f"cannot read {path}: permission denied", hint=hint) from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}", hint=hint) from None

@@ -1,0 +1,142 @@
+"""A Diagnosis for people (timeline + diagnosis box) and for machines (the issue's JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from bringup.core.diagnosis import Diagnosis, Failure, Remedy
+
+# Facts worth a glance in the human output, with their labels and units.
+_FACT_LABELS = (
+    ("model", "model", ""),
+    ("tensor_parallel_size", "tensor parallel", ""),
+    ("weights_gib_per_gpu", "weights per GPU", " GiB"),
+    ("load_seconds", "load time", " s"),
+    ("available_kv_gib", "KV cache memory", " GiB"),
+    ("kv_cache_tokens", "KV cache tokens", ""),
+    ("max_concurrency", "max concurrency", "x"),
+    ("cuda_graph_gib", "CUDA graphs", " GiB"),
+)
+
+
+def to_json(d: Diagnosis) -> dict[str, Any]:
+    """The ``bringup diagnose --json`` object, field for field as the issue specifies."""
+    return {
+        "engine": d.engine,
+        "engine_version": d.engine_version,
+        "outcome": d.outcome.value,
+        "phase": d.phase.value,
+        "failure": _failure_json(d.failure) if d.failure is not None else None,
+        "timeline": [
+            {"phase": t.phase.value, "line_number": t.line_number, "timestamp": t.timestamp}
+            for t in d.timeline
+        ],
+        "facts": dict(d.facts),
+    }
+
+
+def _failure_json(f: Failure) -> dict[str, Any]:
+    return {
+        "class": f.failure_class.value,
+        "phase": f.phase.value,
+        "line": f.line,
+        "line_number": f.line_number,
+        "summary": f.summary,
+        "remedy": [remedy_json(r) for r in f.remedy],
+    }
+
+
+def remedy_json(r: Remedy) -> dict[str, str | None]:
+    """One remedy as {"text", "flag", "value", "env"}."""
+    return {"text": r.text, "flag": r.flag, "value": r.value, "env": r.env}
+
+
+def next_args(remedies: tuple[Remedy, ...]) -> str:
+    """The first flag remedy as it would be appended to the server command, or ''."""
+    for r in remedies:
+        if r.flag:
+            return f"{r.flag} {r.value}" if r.value else r.flag
+        if r.env:
+            return r.env
+    return ""
+
+
+def _headline(d: Diagnosis, source: str) -> str:
+    engine = d.engine or "unknown engine"
+    version = f" {d.engine_version}" if d.engine_version else ""
+    return f"{source}: {engine}{version}, {d.outcome.value}, reached {d.phase.value}"
+
+
+def format_plain(d: Diagnosis, source: str) -> str:
+    """Plain text: a headline, the phase timeline, facts, and the diagnosis."""
+    out = [_headline(d, source)]
+    if d.engine is None:
+        out.append("  the engine was not recognised; pass --engine vllm|sglang|tgi|llamacpp")
+    if d.timeline:
+        out.append("timeline:")
+        out += [f"  {t.phase.value:<20} line {t.line_number:<7} {t.timestamp or ''}".rstrip()
+                for t in d.timeline]
+    facts = _facts(d)
+    if facts:
+        out.append("facts:")
+        out += [f"  {label:<20} {value}" for label, value in facts]
+    f = d.failure
+    if f is None:
+        out.append("diagnosis: ready" if d.outcome.value == "ready" else
+                   "diagnosis: no verdict yet (the log ends mid-startup)")
+        return "\n".join(out) + "\n"
+    out += ["diagnosis:", f"  class     {f.failure_class.value} (in {f.phase.value})",
+            f"  line {f.line_number}: {f.line}", f"  summary   {f.summary}"]
+    for i, r in enumerate(f.remedy, start=1):
+        out.append(f"  remedy {i}  {r.text}")
+    args = next_args(f.remedy)
+    if args:
+        out.append(f"  next run  {args}")
+    return "\n".join(out) + "\n"
+
+
+def _facts(d: Diagnosis) -> list[tuple[str, str]]:
+    rows = []
+    for key, label, unit in _FACT_LABELS:
+        if key in d.facts:
+            value = d.facts[key]
+            shown = f"{value:,}" if isinstance(value, int) else str(value)
+            rows.append((label, f"{shown}{unit}"))
+    return rows
+
+
+def print_diagnosis(d: Diagnosis, console: Console, source: str) -> None:
+    """Rich on a terminal, plain lines otherwise."""
+    if not console.is_terminal:
+        console.file.write(format_plain(d, source))
+        return
+    style = {"ready": "green", "failed": "red", "hung": "red"}.get(d.outcome.value, "yellow")
+    console.print(Text(_headline(d, source), style=f"bold {style}"))
+    if d.timeline:
+        table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+        for col in ("phase", "line", "time"):
+            table.add_column(col)
+        for t in d.timeline:
+            table.add_row(t.phase.value, str(t.line_number), t.timestamp or "")
+        console.print(table)
+    f = d.failure
+    if f is None:
+        return
+    body = Table.grid(padding=(0, 2))
+    body.add_column(style="bold")
+    body.add_column()
+    body.add_row("class", f"{f.failure_class.value} (in {f.phase.value})")
+    body.add_row(f"line {f.line_number}", Text(f.line))
+    body.add_row("summary", f.summary)
+    for i, r in enumerate(f.remedy, start=1):
+        body.add_row(f"remedy {i}", r.text)
+    args = next_args(f.remedy)
+    parts: list[Any] = [body]
+    if args:
+        parts.append(Text(f"next run: {args}", style="bold"))
+    console.print(Panel(Group(*parts), title="diagnosis", border_style=style))
