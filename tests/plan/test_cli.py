@@ -1,0 +1,122 @@
+"""`bringup plan` through the real CLI: JSON shape, exit codes, folders, bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from builders.safetensors import write_checkpoint
+
+from bringup.cli.main import Context, main
+
+
+def _run(*argv: str, environ: dict[str, str] | None = None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["plan", *argv], Context(stdout=out, stderr=err, environ=environ or {"NO_COLOR": "1"}))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_json_has_exactly_the_issue_fields() -> None:
+    """--json prints the issue's object with its exact keys."""
+    code, out, _ = _run("MiniMax-M2.5", "--gpu", "rtx pro 6000", "--gpus", "4", "--json", "--",
+                        "vllm", "serve", "MiniMaxAI/MiniMax-M2.5", "-tp", "4", "--gpu-memory-utilization", "0.95")
+    data = json.loads(out)
+    assert code == 1
+    assert set(data) == {"model", "settings", "per_gpu", "kv_cache", "verdict", "recommendations"}
+    assert set(data["model"]) == {"architecture", "parameters", "weights_bytes_total"}
+    assert set(data["per_gpu"]) == {"total_bytes", "weights_bytes", "activation_peak_bytes", "non_torch_bytes",
+                                    "cuda_graph_bytes", "kv_cache_bytes", "sampler_warmup_bytes", "headroom_bytes"}
+    assert set(data["kv_cache"]) == {"bytes_per_token", "tokens", "max_concurrency"}
+    assert set(data["verdict"]) == {"fits", "class", "phase", "reason"}
+    assert data["verdict"]["class"] == "cuda_oom"
+    assert data["verdict"]["phase"] == "warmup"
+    assert data["settings"]["tensor_parallel_size"] == 4
+    assert all(set(r) == {"flag", "value", "why"} for r in data["recommendations"])
+
+
+def test_model_can_come_from_the_server_command() -> None:
+    """Without MODEL, the model named by `vllm serve` is used (a bundled config here)."""
+    code, out, _ = _run("--gpu", "H100", "--json", "--", "vllm", "serve", "meta-llama/Llama-3.1-8B")
+    assert code == 0
+    assert json.loads(out)["model"]["architecture"] == "LlamaForCausalLM"
+
+
+def test_human_output_is_plain_without_a_terminal() -> None:
+    """Human output has the per-GPU table, KV line, verdict and flags, without colour codes."""
+    code, out, _ = _run("MiniMax-M2.5", "--gpu", "rtx pro 6000", "--gpus", "4", "-tp", "4",
+                        "--gpu-memory-utilization", "0.95")
+    assert code == 1
+    assert "\x1b[" not in out
+    for text in ("sampler warmup", "headroom", "KV cache:", "cuda_oom at warmup", "--max-num-seqs"):
+        assert text in out
+
+
+def test_bare_config_path(tmp_path: Path) -> None:
+    """A config.json alone is planned (with --quantization when the config does not say)."""
+    from plan.helpers import bundled_config
+
+    cfg = bundled_config("Llama-3.1-8B")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, out, _ = _run(str(tmp_path / "config.json"), "--gpu", "L40S", "--quantization", "fp8", "--json",
+                        "--max-model-len", "8192")
+    data = json.loads(out)
+    assert code == 0
+    assert data["per_gpu"]["weights_bytes"] < 9 * 1024**3  # fp8 roughly halves the 15 GiB
+
+
+def test_folder_uses_exact_header_bytes(tmp_path: Path) -> None:
+    """A safetensors folder is planned from its headers: weights equal the stored bytes at tp 1."""
+    folder = write_checkpoint(tmp_path / "m", n_shards=3, hidden=1024, layers=4, heads=8, kv_heads=2, vocab=4096)
+    code, out, _ = _run(str(folder), "--gpu-memory", "24GiB", "--json", "--max-num-seqs", "16")
+    data = json.loads(out)
+    stored = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+    assert code == 0
+    assert data["model"]["weights_bytes_total"] <= stored
+    assert data["model"]["weights_bytes_total"] > stored * 0.99
+    assert data["per_gpu"]["weights_bytes"] == data["model"]["weights_bytes_total"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["MiniMax-M2.5", "--gpu", "Voodoo 5"], "unknown GPU"),
+        (["no-such-model", "--gpu", "H100"], "no such model"),
+        (["MiniMax-M2.5"], "no GPU detected"),
+        ([], "no model given"),
+        (["Llama-3.1-8B", "--gpu", "H100", "--gpu-memory-utilization", "1.5"], "gpu-memory-utilization"),
+        (["Llama-3.1-8B", "--gpu", "H100", "--", "vllm", "serve", "m", "-tp", "two"], "not a int"),
+        (["Llama-3.1-8B", "--gpu", "H100", "--quantization", "zip"], "unknown quantization"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(argv: list[str], message: str) -> None:
+    """Bad input prints one error line naming the problem, and exits 2."""
+    code, out, err = _run(*argv)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1
+    assert out == ""
+
+
+def test_gpus_from_readings_file_counts_other_processes(tmp_path: Path) -> None:
+    """GPUs from a readings file: memory held by others fails the start-up gate."""
+    readings = {"gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0",
+                          "memory_total_bytes": 85_029_158_912, "memory_used_bytes": 30 * 1024**3}]}
+    path = tmp_path / "gpus.json"
+    path.write_text(json.dumps(readings))
+    code, out, _ = _run("Llama-3.1-8B", "--gpus-from", str(path), "--json")
+    data = json.loads(out)
+    assert code == 1
+    assert (data["verdict"]["class"], data["verdict"]["phase"]) == ("gpu_memory_utilization", "distributed_init")
+    assert data["recommendations"][0]["flag"] == "--gpu-memory-utilization"
+
+
+def test_real_subprocess() -> None:
+    """`python -m bringup plan` runs as a process and exits with the verdict's code."""
+    proc = subprocess.run([sys.executable, "-m", "bringup", "plan", "Llama-3.1-8B", "--gpu", "H100", "--json"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["verdict"]["fits"] is True
