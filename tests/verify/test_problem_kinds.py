@@ -269,3 +269,12 @@ def test_every_kind_is_covered() -> None:
         "split_missing")
     source = Path(__file__).read_text()
     assert all(f"def test_{kind}" in source for kind in PROBLEM_KINDS)
+
+
+def test_gguf_invalid_magic(tmp_path: Path, verify) -> None:
+    """A .gguf file that is not GGUF at all is gguf_invalid naming the magic, exit 1."""
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"PK\x03\x04" + b"\0" * 64)
+    result = verify(path, "--json")
+    assert result.code == 1
+    assert "magic" in result.problem("gguf_invalid")["detail"]
