@@ -80,7 +80,12 @@ def test_unreadable_cgroup_text_is_none() -> None:
 
 def test_inspect_a_real_process() -> None:
     """Inspecting a live child gives its name, command line, parent chain and start time."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "inspect-me"])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)", "inspect-me"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "up\n"  # exec'd: /proc shows the new command line
     try:
         info = procinfo.inspect(proc.pid)
         assert info is not None
@@ -92,6 +97,7 @@ def test_inspect_a_real_process() -> None:
     finally:
         proc.kill()
         proc.wait()
+        proc.stdout.close()
 
 
 def test_inspect_and_terminate_a_gone_process() -> None:
