@@ -183,7 +183,9 @@ class LogAnalyzer:
     def _offer(
         self, sig: Signature, m: re.Match[str], ll: LogLine, key: str, events: list[Event]
     ) -> None:
-        groups = _SafeGroups({k: v for k, v in m.groupdict().items() if v is not None})
+        groups = _SafeGroups(
+            {k.split("__")[0]: v for k, v in m.groupdict().items() if v is not None}
+        )
         phase = sig.phase or self._frame_phase(key) or self._current_phase()
         ctx = RemedyContext(groups, dict(self._facts), phase)
         new = Failure(sig.failure_class, phase, ll.text, ll.number,
