@@ -274,6 +274,6 @@ def _report(ctx: Context, written: Written) -> None:
     if written.installed:
         user = " --user" if written.user else ""
         lines.append(f"ran systemctl{user} daemon-reload")
-        lines.append(f"start it with: bringup up {shlex.quote(written.name)}{user}")
+        lines.append(f"start it with: systemctl{user} start {shlex.quote(written.name)}.service")
     for line in lines:
         console.print(line, markup=False, highlight=False)
