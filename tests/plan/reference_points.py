@@ -11,9 +11,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from plan.helpers import GiB, bundled_config, planner_for
-
 from bringup.core.plan.kv import tokens_in
+from plan.helpers import GiB, bundled_config, planner_for
 
 
 @dataclass(frozen=True)

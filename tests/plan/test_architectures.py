@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from plan.helpers import GiB, bundled_config, plan, planner_for
 
 from bringup.core.plan import parse_architecture
 from bringup.core.plan.kv import kv_spec, request_bytes, tokens_in
@@ -11,6 +10,7 @@ from bringup.core.plan.peaks import sampler_warmup_bytes
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.synth import synthesize
 from bringup.core.plan.weights import Parallel, weights_per_stage
+from plan.helpers import GiB, bundled_config, plan, planner_for
 
 # model, tp, expected KV bytes per token per rank (from the public architecture numbers)
 KV_BYTES = [

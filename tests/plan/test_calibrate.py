@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from plan.helpers import GiB, bundled_config, planner_for
-
 from bringup.core.plan.calibrate import calibrate
+from plan.helpers import GiB, bundled_config, planner_for
 
 
 def test_calibration_reproduces_the_measured_startup() -> None:

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from builders.safetensors import write_checkpoint
 
 from bringup.cli.main import Context, main
+
+from builders.safetensors import write_checkpoint
 
 
 def _run(*argv: str, environ: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from plan.helpers import GiB, plan
-
 from bringup.core.engine_args import set_flag
+from plan.helpers import GiB, plan
 
 
 def test_minimax_predicts_sampler_warmup_oom_and_a_fix() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from plan.reference_points import POINTS, accuracy, evaluate
 
 # rows whose weights the model covers (BF16 dense/MoE): within the 2 % goal
