@@ -26,11 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from builders.safetensors import write_checkpoint  # noqa: E402
+from bringup.cli.main import Context, main  # noqa: E402
 from plan.helpers import bundled_config  # noqa: E402
 from plan.reference_points import POINTS, accuracy  # noqa: E402
 
-from bringup.cli.main import Context, main  # noqa: E402
+from builders.safetensors import write_checkpoint  # noqa: E402
 
 
 def _llama70b_checkpoint(folder: Path) -> Path:
@@ -76,13 +76,13 @@ def main_bench() -> None:
     lines = [
         "# bringup plan: benchmark and accuracy",
         "",
-        f"Machine: {platform.machine()}, Python {platform.python_version()}, {platform.system()}; "
-        f"median of {args.repeat} runs.",
+        (f"Machine: {platform.machine()}, Python {platform.python_version()}, {platform.system()}; "
+        f"median of {args.repeat} runs."),
         "",
         "## Plan on a 125-shard checkpoint (headers only)",
         "",
-        f"Synthetic Llama-3.1-70B BF16 checkpoint, 125 sparse shards, {apparent / 1e9:.1f} GB apparent size, "
-        "TP 4 on H100. Goal: under 1 s.",
+        (f"Synthetic Llama-3.1-70B BF16 checkpoint, 125 sparse shards, {apparent / 1e9:.1f} GB apparent size, "
+        "TP 4 on H100. Goal: under 1 s."),
         "",
         "| what | median s | min s |",
         "|---|---|---|",
@@ -92,11 +92,11 @@ def main_bench() -> None:
         "",
         "## Accuracy against public vLLM logs",
         "",
-        f"Median |error| of weights per GPU: {100 * acc['median_weights_error']:.1f} % "
-        f"(goal 2 %); KV tokens: {100 * (acc['median_kv_tokens_error'] or 0):.1f} % (goal 5 %).",
+        (f"Median |error| of weights per GPU: {100 * acc['median_weights_error']:.1f} % "
+        f"(goal 2 %); KV tokens: {100 * (acc['median_kv_tokens_error'] or 0):.1f} % (goal 5 %)."),
         "",
-        "| point | source | weights predicted GiB | weights error | KV predicted GiB | KV error GiB | "
-        "KV tokens error | bytes/token check | verdict | note |",
+        ("| point | source | weights predicted GiB | weights error | KV predicted GiB | KV error GiB | "
+        "KV tokens error | bytes/token check | verdict | note |"),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p, r in zip(POINTS, acc["rows"], strict=True):
