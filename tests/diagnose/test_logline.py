@@ -65,3 +65,4 @@ def test_buffer_helpers_agree_on_lines() -> None:
     assert logline.candidates(data, ("ERROR",)) == [(2, "beta ERROR one"), (5, "ERROR partial")]
     assert logline.last_line(data) == (5, "ERROR partial")
     assert logline.last_line(b"\n\n  \n") is None
+    assert logline.last_line(b"a\nlast\n" + b" \n" * 5000) == (2, "last")

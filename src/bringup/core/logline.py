@@ -174,7 +174,7 @@ def count_lines(data: bytes) -> int:
 
 def needs_full_read(data: bytes) -> bool:
     """True when lines hide their text: JSON records (journalctl -o json, JSON formatters)."""
-    return data.lstrip()[:1] == b"{" or b'"MESSAGE":[' in data or b'"MESSAGE": [' in data
+    return data[:4096].lstrip()[:1] == b"{" or b'"MESSAGE":[' in data or b'"MESSAGE": [' in data
 
 
 def candidates(data: bytes, tokens: tuple[str, ...]) -> list[tuple[int, str]]:
@@ -205,8 +205,14 @@ def candidates(data: bytes, tokens: tuple[str, ...]) -> list[tuple[int, str]]:
 
 def last_line(data: bytes) -> tuple[int, str] | None:
     """(number, text) of the last line that is not blank, or None."""
-    end = len(data.rstrip())
-    if end == 0:
+    end, step = len(data), 4096
+    while end > 0:  # trailing blanks, without copying the whole buffer
+        chunk = data[max(0, end - step) : end].rstrip()
+        if chunk:
+            end = max(0, end - step) + len(chunk)
+            break
+        end -= step
+    if end <= 0:
         return None
     start = data.rfind(b"\n", 0, end) + 1
     return data.count(b"\n", 0, start) + 1, decode(data[start:end])
@@ -214,7 +220,7 @@ def last_line(data: bytes) -> tuple[int, str] | None:
 
 def find_first(data: bytes, tokens: tuple[str, ...]) -> tuple[int, str] | None:
     """(offset, line text) of the earliest occurrence of any token, searching growing windows."""
-    window = 1 << 20
+    window = 1 << 16
     while True:
         chunk = data[:window]
         hits = [p for p in (chunk.find(t.encode()) for t in tokens) if p >= 0]

@@ -169,9 +169,10 @@ PACK = Pack(
     exclusions=EXCLUSIONS,
     frames=FRAMES,
     http=HttpSpec(default_port=8000, health_path="/health", refuses_until_ready=True, health_503_while_loading=False),
-    screen=(".py", "rror", "ERROR", "Traceback", "xception", "Application startup", "Uvicorn running",
-            "checkpoint shards", "Loading safetensors", "Capturing", "WARN", "Killed", "vLLM", "exit code",
-            "not compatible", "Process EngineCore"),
+    # Every vLLM logging record and traceback frame has ".py"; the rest are the unprefixed lines
+    # (uvicorn, tqdm, uncaught exceptions, torch/NCCL prints) the tables need.
+    screen=(".py", "rror", "ERROR", "Traceback", "xception", "Application startup", "checkpoint shards",
+            "Loading safetensors", "Capturing", "WARN", "Killed", "not compatible", "Process EngineCore"),
     heartbeats=(rx(r"Waiting for \d+ (?:local, \d+ remote )?core engine proc\(s\) to (?:start|connect)"),),
     stall_heartbeats=30,
     hang_classes=MappingProxyType({P.DISTRIBUTED_INIT: F.NCCL_ERROR}),
