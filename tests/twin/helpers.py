@@ -44,8 +44,7 @@ class Twin:
 
     @staticmethod
     def _pump(stream: object, sink: list[str]) -> None:
-        for raw in iter(stream.readline, b""):  # type: ignore[attr-defined]
-            sink.append(raw.decode())
+        sink.extend(raw.decode() for raw in iter(stream.readline, b""))  # type: ignore[attr-defined]
 
     @property
     def stdout(self) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from twin.helpers import Twin, connect_error, free_port
 
 STARTUP_LINES = [
@@ -61,7 +62,9 @@ def test_startup_lines_in_vllm_order(ready_twin: Twin) -> None:
     out = ready_twin.stdout
     positions = [out.index(line) for line in STARTUP_LINES]
     assert positions == sorted(positions)
-    assert "(APIServer pid=" in out and "(EngineCore pid=" in out and "(Worker_TP3 pid=" in out
+    assert "(APIServer pid=" in out
+    assert "(EngineCore pid=" in out
+    assert "(Worker_TP3 pid=" in out
     err = ready_twin.stderr
     assert "Loading safetensors checkpoint shards: 100% Completed | 126/126" in err
     assert "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%" in err
@@ -80,7 +83,8 @@ def test_models_completion_and_api_key(ready_twin: Twin) -> None:
     """/v1 needs the API key; completions honour max_tokens and report usage."""
     assert request(ready_twin, "/v1/models")[0] == 401
     status, body = request(ready_twin, "/v1/models", key="sekret")
-    assert status == 200 and json.loads(body)["data"][0]["id"] == "MiniMaxAI/MiniMax-M2.5"
+    assert status == 200
+    assert json.loads(body)["data"][0]["id"] == "MiniMaxAI/MiniMax-M2.5"
     status, body = request(ready_twin, "/v1/completions", {"prompt": "The capital of France is", "max_tokens": 3}, key="sekret")
     answer = json.loads(body)
     assert status == 200
@@ -95,12 +99,14 @@ def test_chat_stream_sse_with_usage(ready_twin: Twin) -> None:
             "stream_options": {"include_usage": True}}
     status, raw = request(ready_twin, "/v1/chat/completions", body, key="sekret")
     events = [line[len("data: "):] for line in raw.decode().split("\n\n") if line.startswith("data: ")]
-    assert status == 200 and events[-1] == "[DONE]"
+    assert status == 200
+    assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert [c["choices"][0]["delta"]["content"] for c in chunks[1:5]] == [" Par", "is. ", "This", " ans"]
     assert chunks[4]["choices"][0]["finish_reason"] == "length"
-    assert chunks[5]["choices"] == [] and chunks[5]["usage"]["completion_tokens"] == 4
+    assert chunks[5]["choices"] == []
+    assert chunks[5]["usage"]["completion_tokens"] == 4
 
 
 def test_tokenize_and_metrics(ready_twin: Twin) -> None:
@@ -108,11 +114,14 @@ def test_tokenize_and_metrics(ready_twin: Twin) -> None:
     status, body = request(ready_twin, "/tokenize", {"prompt": "abcdefghij"})
     assert status == 200
     tok = json.loads(body)
-    assert tok["count"] == 3 and len(tok["tokens"]) == 3 and tok["max_model_len"] == 196608
+    assert tok["count"] == 3
+    assert len(tok["tokens"]) == 3
+    assert tok["max_model_len"] == 196608
     metrics = request(ready_twin, "/metrics")[1].decode()
     assert 'vllm:num_requests_running{engine="0",model_name="MiniMaxAI/MiniMax-M2.5"}' in metrics
     assert "vllm:generation_tokens_total" in metrics
-    assert 'INFO:     127.0.0.1:' in ready_twin.stdout and '"GET /health HTTP/1.1" 200 OK' in ready_twin.stdout
+    assert 'INFO:     127.0.0.1:' in ready_twin.stdout
+    assert '"GET /health HTTP/1.1" 200 OK' in ready_twin.stdout
 
 
 def test_readings_show_workers_holding_memory(ready_twin: Twin) -> None:
