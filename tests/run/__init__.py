@@ -1,0 +1,1 @@
+"""Tests of `bringup run` and `bringup watch` (the live supervisor)."""
