@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from run.helpers import cli, events, fake, free_port, processes_running
 
 
@@ -132,11 +133,12 @@ def test_grandchildren_are_stopped_too(tmp_path: Path):
 def test_keep_leaves_a_failed_server_running(tmp_path: Path):
     """--keep: on failure the server is left running, its output drained to a log file."""
     port = free_port()
-    log = tmp_path / "kept.log"
     code, out, _ = cli(["run", "--keep", "--quiet", "--", *fake("oom", port, "--linger", "30")])
     try:
         assert code == 1
         assert "left running" in out
+        log = Path(out.split("its output goes to ", 1)[1].split()[0])
+        assert log.exists()
         assert len(processes_running(port)) == 1
     finally:
         for p in processes_running(port):
