@@ -44,8 +44,14 @@ _KILLED_EXIT_CODES = frozenset({-9, 137})
 
 
 class _SafeGroups(dict[str, str]):
+    """A line's named groups; a name the line lacks comes from the facts, else "?"."""
+
+    def __init__(self, groups: dict[str, str], facts: dict[str, float | int | str]) -> None:
+        super().__init__(groups)
+        self.facts = facts
+
     def __missing__(self, key: str) -> str:
-        return "?"
+        return str(self.facts[key]) if key in self.facts else "?"
 
 
 class LogAnalyzer:
@@ -184,7 +190,7 @@ class LogAnalyzer:
         self, sig: Signature, m: re.Match[str], ll: LogLine, key: str, events: list[Event]
     ) -> None:
         groups = _SafeGroups(
-            {k.split("__")[0]: v for k, v in m.groupdict().items() if v is not None}
+            {k.split("__")[0]: v for k, v in m.groupdict().items() if v is not None}, self._facts
         )
         phase = sig.phase or self._frame_phase(key) or self._current_phase()
         ctx = RemedyContext(groups, dict(self._facts), phase)

@@ -129,7 +129,7 @@ def free_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
 
 def port_in_use(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """The port is taken: name the next one."""
-    port = ctx.groups.get("port")
+    port = ctx.groups.get("port") or str(ctx.facts.get("port", "")) or None
     check = Remedy(f"See who holds the port: `ss -ltnp | grep :{port or '<port>'}` "
                    "(often a server left over from an earlier run).")
     if port and port.isdigit():

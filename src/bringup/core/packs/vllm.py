@@ -76,6 +76,7 @@ FACTS = (
     FactRule(rx(r"\Wmax_num_batched_tokens'?[:=] ?(?P<max_num_batched_tokens>\d+)"), {"max_num_batched_tokens": to_int}),
     FactRule(rx(r"\Wmax_model_len'?[:=] ?(?P<max_model_len>\d+)"), {"max_model_len": to_int}),
     FactRule(rx(r"\W(?:tensor_parallel_size)'?[:=] ?(?P<tensor_parallel_size>\d+)"), {"tensor_parallel_size": to_int}),
+    FactRule(rx(r"\W(?:port)'?[:=] ?(?P<port>\d+)"), {"port": to_int}),
     FactRule(rx(r"vLLM is using nccl==(?P<nccl_version>\S+)")),
     FactRule(rx(r"warming up sampler with (?P<sampler_warmup_requests>\d+) dummy requests"), {"sampler_warmup_requests": to_int}),
     FactRule(rx(r"Free memory on device(?: \S+)? \((?P<free_gib_at_start>[\d.]+)/(?P<total_gib>[\d.]+) GiB\)"),
