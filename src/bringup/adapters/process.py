@@ -185,6 +185,8 @@ class ChildProcess:
         Lines our own reader threads have already taken are not in the file.
         """
         fds = [s.fileno() for s in (self._popen.stdout, self._popen.stderr) if s is not None]
+        with open(log_path, "ab"):
+            pass  # exists (and is ours to append to) before the drainer starts
         subprocess.Popen(
             [sys.executable, "-c", _DRAIN, log_path, *map(str, fds)],
             stdin=subprocess.DEVNULL,
