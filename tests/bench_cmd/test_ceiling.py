@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bringup.core.ceiling import (
@@ -91,3 +93,38 @@ def test_model_shape_says_why_when_it_cannot() -> None:
     """No weights or no layer count gives a reason instead of a number."""
     assert "no weight files" in str(model_shape([], {"num_hidden_layers": 2, "hidden_size": 8}))
     assert "layer count" in str(model_shape([_t("w", 2)], {}))
+
+
+def _predict(tmp_path: Any, config: dict[str, Any], gpu: str, tp: int) -> Any:
+    import argparse
+    import json
+
+    from bringup.cli.commands.bench import predict
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    args = argparse.Namespace(gpu=gpu, gpus=None, tp=tp, checkpoint=str(tmp_path / "config.json"), model=None)
+    return predict(args)
+
+
+def test_config_only_moe_reads_only_active_experts(tmp_path: Any) -> None:
+    """From config.json alone, an MoE model's ceiling counts shared weights plus top-k experts."""
+    base = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
+            "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+            "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
+            "vocab_size": 151936, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+    sparse, _ = _predict(tmp_path, {**base, "num_experts_per_tok": 8}, "H100", 1)
+    dense_experts, _ = _predict(tmp_path, {**base, "num_experts_per_tok": 128}, "H100", 1)
+    assert "estimated from config.json" in sparse.basis
+    # 30B total, ~3B active: reading 8 of 128 experts is several times faster than all 128
+    assert sparse.decode_tokens_per_second > 5 * dense_experts.decode_tokens_per_second
+
+
+def test_pcie_tp_ceiling_is_bounded_by_allreduce(tmp_path: Any) -> None:
+    """A 70B model at tp=4 over PCIe spends a large share of each token in allreduces."""
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
+              "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+              "intermediate_size": 28672, "vocab_size": 128256, "max_position_embeddings": 8192,
+              "torch_dtype": "bfloat16"}
+    pcie, _ = _predict(tmp_path, config, "RTX PRO 6000", 4)
+    assert pcie.allreduce_seconds > 0.25 * (pcie.weight_seconds + pcie.allreduce_seconds)
+    assert "over PCIe" in pcie.basis

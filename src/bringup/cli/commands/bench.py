@@ -8,6 +8,8 @@ not be asked at all (unreachable, no model, a first streamed request failed).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -109,7 +111,7 @@ def predict(args: argparse.Namespace) -> tuple[ceiling_core.DecodeCeiling | None
     tp = args.tp or args.gpus or 1
     if tp < 1:
         raise UsageError("-tp/--gpus must be at least 1")
-    shape = _model_shape(path)
+    shape, source = _model_shape(path)
     if isinstance(shape, str):
         return None, f"no ceiling computed: {shape}"
     inputs = ceiling_core.DecodeInputs(
@@ -121,19 +123,44 @@ def predict(args: argparse.Namespace) -> tuple[ceiling_core.DecodeCeiling | None
         link=ceiling_core.link_for(gpu.interconnect, gpu.interconnect_bytes_per_second),
         gpu_name=gpu.name,
     )
-    return ceiling_core.predict_decode_ceiling(inputs), ""
+    predicted = ceiling_core.predict_decode_ceiling(inputs)
+    return dataclasses.replace(predicted, basis=f"{predicted.basis}; {source}"), ""
 
 
-def _model_shape(path: str) -> ceiling_core.ModelShape | str:
+def _model_shape(path: str) -> tuple[ceiling_core.ModelShape | str, str]:
+    """The model's shape from its weights, or from config.json alone; and where it came from."""
     from bringup.adapters.checkpoint import scan_checkpoint
 
     target = Path(path)
-    if target.name == "config.json":
-        target = target.parent
     if not target.exists():
         raise InputError(f"no such checkpoint: {path}", hint="give a model folder, GGUF file or config.json")
-    checkpoint = scan_checkpoint(target)
-    return ceiling_core.model_shape(checkpoint.tensors, checkpoint.config, checkpoint.gguf_metadata)
+    if target.name == "config.json":
+        return _shape_from_config(target), "weights estimated from config.json"
+    try:
+        checkpoint = scan_checkpoint(target)
+    except InputError:
+        if not (target / "config.json").is_file():
+            raise
+        return _shape_from_config(target / "config.json"), "weights estimated from config.json"
+    shape = ceiling_core.model_shape(checkpoint.tensors, checkpoint.config, checkpoint.gguf_metadata)
+    return shape, f"weights from the {checkpoint.format} headers"
+
+
+def _shape_from_config(path: Path) -> ceiling_core.ModelShape | str:
+    """Synthesise the tensor list from config.json with the planner's architecture model."""
+    from bringup.core.plan.arch import parse_architecture
+    from bringup.core.plan.quant import format_from_config
+    from bringup.core.plan.synth import synthesize
+
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(config, dict):
+        raise InputError(f"{path} is not a JSON object")
+    arch = parse_architecture(config)
+    tensors = synthesize(arch, format_from_config(arch.quantization, None))
+    return ceiling_core.model_shape(tensors, config)
 
 
 def _is_local_model(text: str) -> bool:
