@@ -39,12 +39,17 @@ def events(stdout: str) -> list[dict[str, Any]]:
 
 
 def processes_running(port: int) -> list[psutil.Process]:
-    """Fake servers started for ``port`` that still run (orphans if any)."""
+    """Fake servers or twins started for ``port`` that still run (orphans if any).
+
+    The twin's guard_wait holder is excluded: it runs in its own session by design (an
+    "earlier instance" that outlives the run), and bringup leaves such processes alone.
+    """
     found = []
     for p in psutil.process_iter(["cmdline", "status"]):
         try:
             cmd = p.info["cmdline"] or []
-            if FAKE in cmd and str(port) in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
+            ours = FAKE in cmd or ("twin" in cmd and "bringup.twin.holder" not in cmd)
+            if ours and str(port) in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
                 found.append(p)
         except psutil.Error:
             continue

@@ -140,19 +140,28 @@ class ChildProcess:
         return not any(t.is_alive() for t in self._readers)
 
     def members(self) -> list[psutil.Process]:
-        """Live processes that are ours: the child, its descendants, its group (created after it)."""
+        """Live processes that are ours: the child, and its descendants and group members that
+        were created after it and stayed in its session (a process that made its own session,
+        like a daemon, is left alone)."""
         found: dict[int, psutil.Process] = {}
         with contextlib.suppress(psutil.Error):
             leader = psutil.Process(self.pid)
             if self._is_ours(leader):
                 found[leader.pid] = leader
                 for p in leader.children(recursive=True):
-                    found[p.pid] = p
+                    if self._in_session(p):
+                        found[p.pid] = p
         for p in psutil.process_iter():
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(psutil.Error, OSError):
                 if p.pid not in found and os.getpgid(p.pid) == self.pgid and self._is_ours(p):
                     found[p.pid] = p
         return [p for p in found.values() if _alive(p)]
+
+    def _in_session(self, p: psutil.Process) -> bool:
+        try:
+            return os.getsid(p.pid) == self.pgid and self._is_ours(p)
+        except OSError:
+            return False
 
     def listens_on(self, port: int) -> bool:
         """Whether one of our processes listens on TCP ``port`` (True when it cannot be told)."""

@@ -1,0 +1,62 @@
+"""`bringup run` over every engine-twin scenario: the right verdict, class and exit code each."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from run.helpers import cli, events, free_port, processes_running
+
+# scenario, extra twin flags, bringup flags, exit code, outcome, failure class
+CASES = [
+    ("ready", [], ["--exit-when-ready"], 0, "ready", None),
+    ("oom_warmup", [], [], 1, "failed", "cuda_oom"),
+    ("oom_warmup", ["--max-num-seqs", "256"], ["--exit-when-ready"], 0, "ready", None),
+    ("kv_insufficient", [], [], 1, "failed", "kv_cache_insufficient"),
+    ("hang_nccl", [], ["--stall", "1.5s"], 4, "stalled", "timeouts"),
+    ("slow_load", [], ["--stall", "5s", "--exit-when-ready"], 0, "ready", None),
+    ("die_after_ready", [], [], 1, "failed", None),
+    ("guard_wait", [], [], 1, "failed", "gpu_memory_utilization"),
+]
+
+
+def twin(scenario: str, port: int, gpus: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "bringup", "twin", "vllm", "--scenario", scenario, "--port", str(port),
+            "--time-scale", "0.01", "--gpus-file", str(gpus), *extra]
+
+
+@pytest.mark.parametrize(("scenario", "twin_flags", "flags", "code", "outcome", "cls"), CASES,
+                         ids=[f"{c[0]}{'-' + c[1][-1] if c[1] else ''}" for c in CASES])
+def test_twin_scenario_verdict(tmp_path, scenario, twin_flags, flags, code, outcome, cls):
+    """Each twin scenario ends with its verdict, failure class and exit code, and nothing left running."""
+    port = free_port()
+    gpus = tmp_path / "gpus.json"
+    args = ["run", "--json", "--grace", "5s", "--gpus-from", str(gpus), *flags, "--", *twin(scenario, port, gpus, *twin_flags)]
+    got_code, out, err = cli(args)
+    evs = events(out)
+    summary = evs[-1]
+    assert (got_code, summary["outcome"]) == (code, outcome), err[-2000:]
+    if cls is not None:
+        assert summary["failure"]["class"] == cls
+    if scenario == "die_after_ready":
+        kinds = [e["event"] for e in evs]
+        assert kinds.index("ready") < kinds.index("failure")
+    assert any(e["event"] == "gpu" for e in evs)
+    assert processes_running(port) == []
+
+
+def test_twin_port_in_use(tmp_path):
+    """The port taken by someone else: port_in_use, exit 1, and the other listener untouched."""
+    port = free_port()
+    gpus = tmp_path / "gpus.json"
+    with socket.socket() as other:
+        other.bind(("0.0.0.0", port))
+        other.listen()
+        code, out, _ = cli(["run", "--json", "--grace", "5s", "--gpus-from", str(gpus), "--", *twin("port_in_use", port, gpus)])
+        assert other.fileno() != -1
+    summary = events(out)[-1]
+    assert code == 1
+    assert summary["failure"]["class"] == "port_in_use"
