@@ -58,9 +58,17 @@ def test_reaches_ready_with_a_real_smoke_answer(models: dict[str, Path], no_left
 
 
 def _huge_context() -> int:
-    """A context whose KV cache (256 bytes per token here) is twice this machine's RAM + swap."""
+    """A context whose KV cache (256 bytes a cell for the tiny model) is 1.1 x this machine's RAM + swap.
+
+    llama.cpp first fills its per-cell bookkeeping (about a fifth of that, for a few seconds),
+    then asks for the KV buffer in one piece, which the kernel refuses at once. Bigger contexts
+    are worse, not better: near the uint32 limit the bookkeeping itself churns for 30 s.
+    """
     vm, swap = psutil.virtual_memory(), psutil.swap_memory()
-    return min(4_000_000_000, max(100_000_000, 2 * (vm.total + swap.total) // 256))
+    return min(4_000_000_000, int(1.1 * (vm.total + swap.total) / 256))
+
+
+_OVERCOMMIT = Path("/proc/sys/vm/overcommit_memory")
 
 
 FAILURES = {
@@ -88,18 +96,16 @@ def test_broken_model_is_diagnosed_from_live_output(case: str, models: dict[str,
     assert needle in summary["failure"]["line"], summary["failure"]["line"]
 
 
-@pytest.mark.skipif(Path("/proc/sys/vm/overcommit_memory").exists()
-                    and Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1",
-                    reason="vm.overcommit_memory=1 would let the huge KV allocation succeed and touch memory")
+@pytest.mark.skipif(_OVERCOMMIT.exists() and _OVERCOMMIT.read_text().strip() == "1",
+                    reason="vm.overcommit_memory=1 would grant the huge KV buffer and then touch it")
 def test_context_too_large_for_memory(models: dict[str, Path], no_leftovers: str) -> None:
-    """A context whose KV cache cannot fit in RAM fails at KV allocation: the context is the cause."""
-    n_ctx = _huge_context()
-    code, events, err = bringup_run(*server_argv(models["tiny"], free_port(), "--n_ctx", str(n_ctx)))
+    """A context far too large for memory fails while allocating the cache: the context is the cause."""
+    code, events, err = bringup_run(*server_argv(models["tiny"], free_port(), "--n_ctx", str(_huge_context())))
     failure = _summary(events)["failure"]
     assert code == 1, err
     assert failure["class"] == "kv_cache_insufficient", failure
     assert failure["phase"] == "kv_cache_alloc"
-    assert "insufficient memory" in failure["line"] or "std::bad_alloc" in failure["line"], failure["line"]
+    assert "insufficient memory" in failure["line"], failure["line"]
 
 
 def test_port_in_use_by_a_real_second_server(models: dict[str, Path], start_server: Any,
