@@ -100,14 +100,14 @@ class BenchReport:
     levels: tuple[LevelStats, ...]
     single_stream_decode_tokens_per_second: float | None
     ceiling: CeilingReport
-    stop_reason: str  # "completed", "errors" or "duration"
+    stop_reason: str  # "completed", "errors", or "duration" (a level ran out of its time share)
     failed: int  # failed requests over all levels
     skipped_concurrency: tuple[int, ...] = ()  # levels not run (errors or time)
 
     @property
     def is_clean(self) -> bool:
-        """True when every level ran and no request failed."""
-        return self.failed == 0 and self.stop_reason == "completed"
+        """True when no request failed (levels cut short by --duration are still clean)."""
+        return self.failed == 0 and self.stop_reason != "errors"
 
 
 @dataclass
@@ -120,12 +120,16 @@ class _LevelState:
     consecutive_failures: int = 0
     aborted: bool = False  # the server kept failing
     closed: bool = False  # the level is over: no more requests
+    expected_seconds: float = 0.0  # longest successful request so far: do not start one
+    # that cannot finish before the deadline
     results: list[RequestTiming] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def claim(self, now: float, soft_deadline: float) -> int | None:
         with self.lock:
-            if self.aborted or self.closed or self.next_index >= self.limit or now >= soft_deadline:
+            if self.aborted or self.closed or self.next_index >= self.limit:
+                return None
+            if now >= soft_deadline or (self.results and now + self.expected_seconds > soft_deadline):
                 return None
             self.next_index += 1
             return self.next_index - 1
@@ -134,6 +138,8 @@ class _LevelState:
         with self.lock:
             self.results.append(timing)
             self.consecutive_failures = 0 if timing.is_success else self.consecutive_failures + 1
+            if timing.is_success:
+                self.expected_seconds = max(self.expected_seconds, timing.latency_seconds)
             if self.consecutive_failures >= self.abort_after:
                 self.aborted = True
 
@@ -297,6 +303,7 @@ def _run_levels(
 ) -> tuple[list[LevelStats], str, tuple[int, ...]]:
     levels: list[LevelStats] = []
     sent = 0
+    cut_by_time = False
     for position, concurrency in enumerate(config.concurrency):
         now = clock()
         if now >= run_end:
@@ -309,7 +316,8 @@ def _run_levels(
         levels.append(summarize_level(concurrency, state.results))
         if state.aborted or not any(t.is_success for t in state.results):
             return levels, "errors", tuple(config.concurrency[position + 1 :])
-    return levels, "completed", ()
+        cut_by_time = cut_by_time or state.next_index < limit
+    return levels, "duration" if cut_by_time else "completed", ()
 
 
 def _offset(make: Callable[[int], StreamRequest], base: int) -> Callable[[int], StreamRequest]:

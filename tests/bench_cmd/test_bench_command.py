@@ -240,3 +240,13 @@ def test_ceiling_in_json_is_measured_over_predicted(sse_server: FakeServer, tmp_
     measured = report["single_stream_decode_tokens_per_second"]
     assert ceiling["measured_over_predicted"] == pytest.approx(
         measured / predicted["decode_tokens_per_second"])
+
+
+def test_duration_cuts_a_level_short_and_says_so(sse_server: FakeServer) -> None:
+    """When --duration ends a level early, the report says 'duration' and no request failed."""
+    code, report = bench_json(sse_server, "--concurrency", "1", "--requests", "100",
+                              "--duration", "1.5s")
+    level = report["levels"][0]
+    assert 1 <= level["completed"] < 100
+    assert report["stop_reason"] == "duration"
+    assert code == 0

@@ -61,7 +61,7 @@ def format_footer(report: BenchReport) -> list[str]:
     if report.stop_reason == "errors":
         lines.append("Stopped early: the server kept failing (errors above).")
     elif report.stop_reason == "duration":
-        lines.append("Stopped early: the --duration bound was reached.")
+        lines.append("Cut short: the --duration bound ended a level before all its requests were sent.")
     if report.skipped_concurrency:
         lines.append("Not run: concurrency " + ",".join(map(str, report.skipped_concurrency)))
     for level in report.levels:

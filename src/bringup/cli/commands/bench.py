@@ -1,7 +1,7 @@
 """``bringup bench URL``: what a ready server delivers, beside what the hardware allows.
 
-Exit codes: 0 every level ran and every request succeeded; 1 some requests failed or the
-run stopped early (errors or the --duration bound); 2 bad usage or input; 3 the server could
+Exit codes: 0 no request failed (levels cut short by --duration are reported, still 0); 1
+some requests failed or the server kept failing and the run stopped; 2 bad usage or input; 3 the server could
 not be asked at all (unreachable, no model, a first streamed request failed).
 """
 
