@@ -38,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exit-when-ready", action="store_true", help="exit 0 at ready; the server is stopped unless --keep")
     parser.add_argument("--notify", action="store_true", help="speak sd_notify (STATUS, EXTEND_TIMEOUT_USEC, READY=1 after the smoke request, WATCHDOG)")
     parser.add_argument("--grace", default="10s", help="SIGTERM to SIGKILL grace when stopping the server (default 10s)")
+    parser.add_argument("--retry", type=int, default=0, metavar="N", help="on a failure with a known remedy, change the flag and start again, at most N times")
     parser.epilog = "the server command goes after `--`, e.g. bringup run -- vllm serve Qwen/Qwen3-8B --port 8000"
 
 
@@ -65,6 +66,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if not args.passthrough:
         raise UsageError("no server command given", hint="put it after `--`, e.g. `bringup run -- vllm serve MODEL`")
     config = config_from(args, ctx, tuple(args.passthrough))
+    if args.retry:
+        from bringup.cli.commands.up import retry_run
+
+        return retry_run(args, ctx, config)
     observer = make_observer(ctx.stdout, ctx.stderr, ctx.environ, as_json=args.json, quiet=args.quiet, title="bringup run")
     result = run_startup(config, observer=observer)
     return result.exit_code
