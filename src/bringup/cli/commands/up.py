@@ -1,0 +1,105 @@
+"""``bringup up NAME [--retry N]``: start a systemd unit and follow it to a verdict.
+
+``systemctl start --no-block NAME``, then the unit is followed like ``bringup watch --unit
+NAME`` (the current invocation's journal, state from ``systemctl show``). With ``--retry N``
+a retryable failure is remedied: the changed command line goes into the drop-in
+``NAME.service.d/bringup-retry.conf`` (under /etc/systemd/system, or
+~/.config/systemd/user with --user), then ``daemon-reload`` and ``restart``, at most N times.
+
+Exit codes: 0 ready (the model answered), 1 failed, 4 stalled or past --deadline, 2 usage
+or a unit that cannot be started or followed, 128+N interrupted by signal N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from bringup.adapters.commands import LocalRunner, Runner
+from bringup.cli.commands.run import add_common, config_from
+from bringup.cli.main import Context, main
+from bringup.core.systemd_unit import unit_name
+from bringup.errors import UsageError
+from bringup.render.live import make_observer
+from bringup.render.service import RetryReporter
+from bringup.retry import ChildAttempts, UnitAttempts, run_with_retry
+from bringup.supervisor import Observer, StartupConfig
+from bringup.units import parse_duration
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="the systemd unit (NAME or NAME.service)")
+    add_retry(parser)
+    add_common(parser)
+    parser.add_argument("--user", action="store_true", help="a unit of the user's manager (systemctl --user)")
+    parser.add_argument("--root", metavar="DIR", help="treat DIR as the file-system root for the retry drop-in (packaging, tests)")
+    parser.add_argument("--start-timeout", default="60s", help="how long the unit may take to begin a new run after start/restart (default 60s)")
+    parser.add_argument("--bench", action="store_true", help="when ready, run `bringup bench` against the server (its report on the human stream)")
+
+
+def add_retry(parser: argparse.ArgumentParser) -> None:
+    """``--retry N``, shared with ``bringup run``."""
+    parser.add_argument("--retry", type=int, default=0, metavar="N",
+                        help="on a failure with a known remedy, change the setting and start again, at most N times")
+
+
+def unit_dir(user: bool, root: str | None, environ: dict[str, str] | None) -> Path:
+    """/etc/systemd/system, or ~/.config/systemd/user (XDG_CONFIG_HOME honoured), under ``root``."""
+    base = Path(root or "/")
+    if not user:
+        return base / "etc/systemd/system"
+    env = environ or {}
+    config = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME", ""), ".config")
+    if not os.path.isabs(config):
+        raise UsageError("--user needs HOME (or XDG_CONFIG_HOME) set to an absolute path")
+    return base / config.lstrip("/") / "systemd/user"
+
+
+def _observers(args: argparse.Namespace, ctx: Context, title: str) -> Callable[[int], Observer]:
+    def make(number: int) -> Observer:
+        suffix = f" (attempt {number})" if number > 1 else ""
+        return make_observer(ctx.stdout, ctx.stderr, ctx.environ, as_json=args.json, quiet=args.quiet, title=title + suffix)
+    return make
+
+
+def _reporter(args: argparse.Namespace, ctx: Context) -> RetryReporter:
+    return RetryReporter(ctx.stdout, ctx.stderr if args.json else ctx.stdout, as_json=args.json, retries=args.retry)
+
+
+def retry_run(args: argparse.Namespace, ctx: Context, config: StartupConfig) -> int:
+    """``bringup run --retry N``: the command line is rewritten before each new attempt."""
+    if args.retry < 0:
+        raise UsageError(f"--retry {args.retry}: give a count of 0 or more")
+    reporter = _reporter(args, ctx)
+    attempts = ChildAttempts(config, _observers(args, ctx, "bringup run"))
+    outcome = run_with_retry(attempts, config.argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop)
+    return outcome.exit_code
+
+
+def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) -> int:
+    if args.passthrough:
+        raise UsageError("up takes no server command", hint="the unit's ExecStart= is the command; write it with `bringup unit`")
+    if args.retry < 0:
+        raise UsageError(f"--retry {args.retry}: give a count of 0 or more")
+    name = unit_name(args.name) + ".service"
+    config = config_from(args, ctx, ())
+    reporter = _reporter(args, ctx)
+    attempts = UnitAttempts(
+        name, runner or LocalRunner(ctx.environ), config, _observers(args, ctx, f"bringup up {name}"),
+        unit_dir=unit_dir(args.user, args.root, dict(ctx.environ)), user=args.user,
+        start_timeout_seconds=parse_duration(args.start_timeout), on_note=reporter.note,
+    )
+    argv = attempts.server_argv()
+    outcome = run_with_retry(attempts, argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop)
+    if args.bench and outcome.exit_code == 0:
+        _bench(outcome.result.url, args, ctx)
+    return outcome.exit_code
+
+
+def _bench(url: str, args: argparse.Namespace, ctx: Context) -> None:
+    """``bringup bench URL``; with --json its human report goes to stderr."""
+    human = Context(stdout=ctx.stderr if args.json else ctx.stdout, stderr=ctx.stderr, stdin=ctx.stdin, environ=ctx.environ)
+    extra = ["--api-key", args.api_key] if args.api_key else []
+    main(["bench", url, "--duration", "30s", "--concurrency", "1,4", *extra], human)

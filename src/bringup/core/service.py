@@ -1,0 +1,275 @@
+"""A systemd service as values: ``systemctl show`` text, the ``ExecStart=`` command line,
+journal entries, and the one pure function that says where the service stands.
+
+Used by ``bringup up`` (read the unit's command line, rewrite it for a retry) and
+``bringup status`` (one look). The command-line syntax is ``systemd.service(5)``'s: words
+split on whitespace, single or double quotes, C escapes, ``%%`` for ``%``, ``$$`` for ``$``,
+``${NAME}``/``$NAME`` environment references, and the ``@-:+!`` executable prefixes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from bringup.core import engine_args
+from bringup.core.diagnosis import Diagnosis, Failure
+from bringup.core.systemd_unit import EnvRef, Word
+from bringup.core.vocab import Outcome
+
+SHOW_PROPERTIES = (
+    "LoadState", "ActiveState", "SubState", "MainPID", "NRestarts", "Result", "ExecMainStatus",
+    "ExecMainCode", "InvocationID", "ActiveEnterTimestamp", "ExecStart", "Environment",
+)
+
+
+def parse_show(text: str) -> dict[str, str]:
+    """``systemctl show`` output (``Key=value`` lines) as a dict."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key and key not in out:
+            out[key] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class UnitState:
+    """The unit's state as systemd reports it."""
+
+    load_state: str
+    active_state: str  # active | activating | deactivating | failed | inactive | reloading
+    sub_state: str  # running | start | auto-restart | failed | dead | ...
+    main_pid: int | None
+    n_restarts: int | None
+    result: str  # success | exit-code | signal | timeout | ...
+    exec_main_status: int | None
+    invocation_id: str
+
+    @classmethod
+    def from_show(cls, props: Mapping[str, str]) -> UnitState:
+        """From ``parse_show`` output; absent numbers are None (0 PID means none)."""
+        pid = _int(props.get("MainPID"))
+        return cls(
+            load_state=props.get("LoadState", ""),
+            active_state=props.get("ActiveState", ""),
+            sub_state=props.get("SubState", ""),
+            main_pid=pid or None,
+            n_restarts=_int(props.get("NRestarts")),
+            result=props.get("Result", ""),
+            exec_main_status=_int(props.get("ExecMainStatus")),
+            invocation_id=props.get("InvocationID", ""),
+        )
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value not in (None, "", "[not set]") else None
+    except ValueError:
+        return None
+
+
+# -- ExecStart= -------------------------------------------------------------------------------
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v",
+            "\\": "\\", '"': '"', "'": "'", "s": " ", ";": ";"}
+_PREFIXES = "@-:+!"
+
+
+def split_command(value: str) -> tuple[Word, ...]:
+    """One ``ExecStart=`` value as words (see the module docstring); prefixes are dropped."""
+    words: list[Word] = []
+    i, n = 0, len(value)
+    while i < n:
+        while i < n and value[i].isspace():
+            i += 1
+        if i >= n:
+            break
+        word, i = _word(value, i)
+        words.append(word)
+    if words and isinstance(words[0], str):
+        words[0] = words[0].lstrip(_PREFIXES)
+    return tuple(words)
+
+
+def _word(value: str, i: int) -> tuple[Word, int]:
+    """The word starting at ``i`` and the index after it."""
+    n = len(value)
+    if value.startswith("${", i):
+        end = value.find("}", i)
+        if end > 0 and (end + 1 >= n or value[end + 1].isspace()):
+            return EnvRef(value[i + 2 : end]), end + 1
+    quote = value[i] if value[i] in "\"'" else ""
+    i += 1 if quote else 0
+    chars: list[str] = []
+    while i < n:
+        c = value[i]
+        if quote and c == quote:
+            return "".join(chars), i + 1
+        if not quote and c.isspace():
+            break
+        if c == "\\" and i + 1 < n:
+            i, text = _escape(value, i + 1)
+            chars.append(text)
+            continue
+        if c in "%$" and value.startswith(c * 2, i):
+            chars.append(c)
+            i += 2
+            continue
+        chars.append(c)
+        i += 1
+    return "".join(chars), i
+
+
+def _escape(value: str, i: int) -> tuple[int, str]:
+    c = value[i]
+    if c == "x" and i + 2 < len(value) + 1:
+        try:
+            return i + 3, chr(int(value[i + 1 : i + 3], 16))
+        except ValueError:
+            return i + 1, c
+    if c == "\n":
+        return i + 1, ""  # a continued line
+    return i + 1, _ESCAPES.get(c, c)
+
+
+def exec_start_from_cat(text: str) -> tuple[Word, ...] | None:
+    """The effective ``ExecStart=`` from ``systemctl cat`` (unit then drop-ins, in order):
+    an empty assignment resets, the last one wins; None when there is none."""
+    current: str | None = None
+    for line in text.replace("\\\n", " ").splitlines():
+        stripped = line.strip()
+        if stripped.startswith("ExecStart="):
+            value = stripped[len("ExecStart="):].strip()
+            current = value or None
+    return split_command(current) if current else None
+
+
+def exec_start_from_show(value: str) -> tuple[Word, ...] | None:
+    """``{ path=... ; argv[]=/usr/bin/x a b ; ... }`` from ``systemctl show -p ExecStart``.
+
+    systemd joins argv with spaces here, so words with spaces cannot be recovered: a
+    fallback for when ``systemctl cat`` is not available.
+    """
+    marker = "argv[]="
+    if marker not in value:
+        return None
+    return tuple(value.split(marker, 1)[1].split(" ;", 1)[0].split())
+
+
+def server_part(words: Sequence[Word]) -> tuple[int, int]:
+    """Where the server command is in ``words``: after ``bringup run ... --`` when the unit
+    wraps it, else the whole line. Returns the (start, end) slice."""
+    texts = [w if isinstance(w, str) else "" for w in words]
+    if len(texts) > 1 and texts[0].rsplit("/", 1)[-1] == "bringup" and texts[1] == "run" and "--" in texts:
+        return texts.index("--") + 1, len(texts)
+    return 0, len(texts)
+
+
+def set_server_flag(words: Sequence[Word], flag: str, value: str | None) -> tuple[Word, ...]:
+    """``words`` with the server command's ``flag`` set (added when absent); ${NAME} kept."""
+    start, end = server_part(words)
+    refs: dict[str, EnvRef] = {}
+    plain: list[str] = []
+    for i, w in enumerate(words[start:end]):
+        if isinstance(w, EnvRef):
+            key = f"\x00env{i}"
+            refs[key] = w
+            plain.append(key)
+        else:
+            plain.append(w)
+    changed = engine_args.set_flag(plain, flag, value)
+    rebuilt: list[Word] = [refs.get(w, w) for w in changed]
+    return (*words[:start], *rebuilt, *words[end:])
+
+
+def server_argv(words: Sequence[Word]) -> list[str]:
+    """The server command as plain strings (``${NAME}`` written as such), for reading flags."""
+    start, end = server_part(words)
+    return [w if isinstance(w, str) else "${" + w.name + "}" for w in words[start:end]]
+
+
+# -- the journal ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One ``journalctl -o json`` entry: its message lines and when it was logged."""
+
+    message: str
+    realtime_us: int | None  # __REALTIME_TIMESTAMP, microseconds since the epoch
+    invocation_id: str
+    pid: int | None
+
+
+def parse_journal(text: str) -> list[JournalEntry]:
+    """``journalctl -o json`` output (one object a line); lines that are not entries are skipped."""
+    out: list[JournalEntry] = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            message = _message(entry.get("MESSAGE"))
+            if message is not None:
+                out.append(JournalEntry(message, _int(str(entry.get("__REALTIME_TIMESTAMP", ""))),
+                                        str(entry.get("_SYSTEMD_INVOCATION_ID", "")), _int(str(entry.get("_PID", "")))))
+    return out
+
+
+def _message(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(b, int) for b in value):
+        return bytes(b & 0xFF for b in value).decode("utf-8", errors="replace")
+    return None
+
+
+# -- where the service stands ----------------------------------------------------------------
+
+
+class Verdict(StrEnum):
+    """``bringup status``'s answer, with its exit code."""
+
+    READY = "ready"  # active and the model answers: exit 0
+    FAILED = "failed"  # failed, a root cause in the current invocation, or active but not answering: 1
+    STARTING = "starting"  # activating (or auto-restarting) and no failure yet: 3
+    UNKNOWN = "unknown"  # not loaded, inactive, or no way to ask the model: 3
+
+    @property
+    def exit_code(self) -> int:
+        return {"ready": 0, "failed": 1}.get(self.value, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """The facts of one look, gathered by the adapters."""
+
+    state: UnitState
+    diagnosis: Diagnosis | None  # of the current invocation's journal
+    answers: bool | None  # the smoke request succeeded; None when not asked
+
+
+def derive(look: Look) -> tuple[Verdict, str]:
+    """The verdict and one line saying why."""
+    s = look.state
+    failure: Failure | None = look.diagnosis.failure if look.diagnosis is not None else None
+    if s.load_state == "not-found":
+        return Verdict.UNKNOWN, "the unit is not loaded (no such unit)"
+    if s.active_state == "failed":
+        return Verdict.FAILED, f"the unit failed ({s.result or 'no result'})"
+    if failure is not None and look.diagnosis is not None and look.diagnosis.outcome is Outcome.FAILED:
+        return Verdict.FAILED, f"{failure.failure_class} during {failure.phase} in the current run"
+    if s.active_state == "active":
+        if look.answers is True:
+            return Verdict.READY, "active, and the model answered a smoke request"
+        if look.answers is False:
+            return Verdict.FAILED, "active, but the model does not answer"
+        return Verdict.UNKNOWN, "active; the model was not asked"
+    if s.active_state in ("activating", "reloading") or s.sub_state == "auto-restart":
+        return Verdict.STARTING, f"still starting ({s.active_state}/{s.sub_state})"
+    return Verdict.UNKNOWN, f"not running ({s.active_state or 'no state'}/{s.sub_state or '-'})"
