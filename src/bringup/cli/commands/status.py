@@ -1,0 +1,147 @@
+"""``bringup status NAME``: one look at a service, no waiting.
+
+The unit's state (``systemctl show``), the phase reached and the last failure in the
+current invocation's journal (``journalctl -u NAME _SYSTEMD_INVOCATION_ID=... -o json
+--no-pager``, read by the same analyzer as ``bringup diagnose``), since when it is ready,
+the GPUs, and whether the model answers (health, /v1/models and a 1-token completion at
+--url, or at the ExecStart's --host/--port).
+
+Exit codes: 0 ready (active and the model answered), 1 failed (the unit failed, the
+current run logged a root cause, or it is active and the model does not answer), 3
+starting or unknown (activating, auto-restarting, inactive, not loaded), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from typing import Any
+
+from bringup.adapters import gpus as gpu_adapter
+from bringup.adapters.commands import LocalRunner, Runner, check
+from bringup.adapters.http_probe import HttpProber, api_key_from
+from bringup.cli.main import Context
+from bringup.core import engine_args, packs, service
+from bringup.core.analyzer import LogAnalyzer
+from bringup.core.diagnosis import Diagnosis, PhaseEvent
+from bringup.core.gpu import select_visible
+from bringup.core.startup import ProbeKind, ProbeObservation, failure_fields, probe_fields
+from bringup.core.systemd_unit import unit_name
+from bringup.core.vocab import Phase
+from bringup.errors import BringupError, UsageError
+from bringup.render.json_out import print_json
+from bringup.render.service import print_status
+from bringup.supervisor import resolve_url
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="the systemd unit (NAME or NAME.service)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--user", action="store_true", help="a unit of the user's manager (systemctl --user)")
+    parser.add_argument("--url", help="server base URL (default: the ExecStart's --host/--port, else the engine's default)")
+    parser.add_argument("--api-key", help="API key for the probe (default: OPENAI_API_KEY or VLLM_API_KEY)")
+    parser.add_argument("--gpus-from", metavar="FILE", help="read GPU memory from a readings file instead of NVML")
+
+
+def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) -> int:
+    if args.passthrough:
+        raise UsageError("status takes no server command")
+    report = look(unit_name(args.name) + ".service", runner or LocalRunner(ctx.environ), args, ctx)
+    if args.json:
+        print_json(report, ctx.stdout)
+    else:
+        print_status(report, ctx.stdout)
+    return service.Verdict(report["verdict"]).exit_code
+
+
+def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> dict[str, Any]:
+    """Gather the facts and derive the verdict: the ``--json`` object."""
+    user = ["--user"] if args.user else []
+    props = service.parse_show(check(runner.run(["systemctl", *user, "show", unit, "--property=" + ",".join(service.SHOW_PROPERTIES)])).stdout)
+    state = service.UnitState.from_show(props)
+    argv = _server_argv(runner, user, unit, props)
+    diagnosis, ready_us = _journal(runner, user, unit, state)
+    engine = engine_args.parse_server_command(argv).engine if argv else None
+    url = _url(args.url, argv, engine)
+    probe = _probe(url, args, ctx) if (args.url or state.active_state == "active") and state.load_state != "not-found" else None
+    verdict, why = service.derive(service.Look(state, diagnosis, probe.ok if probe is not None else None))
+    failure = diagnosis.failure if diagnosis is not None else None
+    gpus, gpu_note = _gpus(args.gpus_from, props.get("Environment", ""))
+    return {
+        "unit": unit,
+        "verdict": verdict.value,
+        "why": why,
+        "state": {
+            "active_state": state.active_state, "sub_state": state.sub_state, "main_pid": state.main_pid,
+            "n_restarts": state.n_restarts, "result": state.result, "exec_main_status": state.exec_main_status,
+        },
+        "phase": diagnosis.phase.value if diagnosis is not None and diagnosis.timeline else None,
+        "failure": {**failure_fields(failure), "summary": failure.summary} if failure is not None else None,
+        "ready_since": _iso(ready_us) if ready_us is not None and verdict is service.Verdict.READY else None,
+        "engine": engine.value if engine is not None else (diagnosis.engine if diagnosis is not None else None),
+        "url": url,
+        "probe": probe_fields(probe) if probe is not None else None,
+        "gpus": gpus,
+        "gpu_note": gpu_note,
+    }
+
+
+def _server_argv(runner: Runner, user: list[str], unit: str, props: dict[str, str]) -> list[str]:
+    cat = runner.run(["systemctl", *user, "cat", unit])
+    words = service.exec_start_from_cat(cat.stdout) if cat.returncode == 0 else None
+    words = words or service.exec_start_from_show(props.get("ExecStart", ""))
+    return service.server_argv(words) if words else []
+
+
+def _journal(runner: Runner, user: list[str], unit: str, state: service.UnitState) -> tuple[Diagnosis | None, int | None]:
+    """The current invocation's journal, analysed; and when it reached ready (µs since the epoch)."""
+    if not state.invocation_id:
+        return None, None
+    which = ["--user-unit", unit] if user else ["-u", unit]
+    result = runner.run(["journalctl", *which, f"_SYSTEMD_INVOCATION_ID={state.invocation_id}", "-o", "json", "--no-pager"])
+    if result.returncode != 0:
+        return None, None
+    analyzer = LogAnalyzer(None)
+    ready_us: int | None = None
+    for entry in service.parse_journal(result.stdout):
+        for line in entry.message.split("\n"):
+            events = analyzer.feed(line)
+            reached = any(isinstance(e, PhaseEvent) and e.entry.phase is Phase.READY for e in events)
+            if ready_us is None and (reached or "READY: " in line):
+                ready_us = entry.realtime_us
+    running = state.active_state in ("active", "activating", "reloading", "deactivating")
+    return (analyzer.diagnosis() if running else analyzer.finish(state.exec_main_status)), ready_us
+
+
+def _url(url: str | None, argv: list[str], engine: Any) -> str:
+    try:
+        port = packs.get(engine).http.default_port if engine is not None else 8000
+    except KeyError:
+        port = 8000
+    return resolve_url(url, argv, port)
+
+
+def _probe(url: str, args: argparse.Namespace, ctx: Context) -> ProbeObservation:
+    """health, then /v1/models, then a 1-token completion; the first that fails is the answer."""
+    prober = HttpProber(url, api_key=api_key_from(args.api_key, ctx.environ), smoke_timeout_seconds=30.0)
+    try:
+        obs = prober.probe(ProbeKind.HEALTH)
+        if not (obs.ok or obs.status == 404):
+            return obs
+        models = prober.probe(ProbeKind.MODELS)
+        return prober.probe(ProbeKind.SMOKE, model=models.model)
+    finally:
+        prober.close()
+
+
+def _gpus(gpus_from: str | None, environment: str) -> tuple[list[dict[str, Any]], str | None]:
+    visible = next((w.split("=", 1)[1] for w in environment.split() if w.startswith("CUDA_VISIBLE_DEVICES=")), None)
+    try:
+        readings = select_visible(gpu_adapter.open_source(gpus_from).read(), visible)
+    except BringupError as exc:
+        return [], f"not read: {exc}"
+    return [{"index": g.index, "name": g.name, "used_bytes": g.memory_used_bytes, "total_bytes": g.memory_total_bytes} for g in readings], None
+
+
+def _iso(realtime_us: int) -> str:
+    return dt.datetime.fromtimestamp(realtime_us / 1e6, tz=dt.UTC).isoformat(timespec="seconds")
