@@ -12,8 +12,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bringup.twin.memory import GPU_TOTAL_BYTES, MemoryPlan
 from twin.helpers import Twin, connect_error, free_port
 
+_PLAN = MemoryPlan(GPU_TOTAL_BYTES, 4, 0.92, 1024, 8192, 196608)
 STARTUP_LINES = [
     "version 0.33.0",
     "non-default args: {",
@@ -21,9 +23,10 @@ STARTUP_LINES = [
     "Initializing a V1 LLM engine (v0.33.0) with config: model='MiniMaxAI/MiniMax-M2.5'",
     "vLLM is using nccl==",
     "Starting to load model MiniMaxAI/MiniMax-M2.5...",
-    "Model loading took 57.5 GiB memory and ",
-    "Available KV cache memory: 27.6 GiB",
-    "GPU KV cache size: 466,784 tokens, Maximum concurrency for 196,608 tokens per request: 2.37x",
+    f"Model loading took {round(_PLAN.weights_bytes / 2**30, 2)} GiB memory and ",
+    f"Available KV cache memory: {round(_PLAN.kv_bytes / 2**30, 2)} GiB",
+    (f"GPU KV cache size: {_PLAN.kv_tokens:,} tokens, Maximum concurrency for 196,608 tokens per request: "
+    f"{_PLAN.max_concurrency:.2f}x"),
     "Graph capturing finished in ",
     "init engine (profile, create kv cache, warmup model) took ",
     "Supported tasks: ['generate']",

@@ -1,7 +1,7 @@
 """The twin's GPU memory model: what each GPU holds at each step, and which failures fit.
 
-Numbers are per GPU (per TP rank), for a MiniMax-M2.5-like model: 230 GiB of bf16 weights
-split over ``tp`` ranks (57.5 GiB at TP4), 62 layers, 8 KV heads of dimension 128
+Numbers are per GPU (per TP rank), for a MiniMax-M2.5-like FP8 model: 230 GB of weights
+split over ``tp`` ranks (57.5 GB = 53.55 GiB at TP4), 62 layers, 8 KV heads of dimension 128
 (``max(1, 8 // tp)`` per rank), a vocabulary of 200064, on the default GPU of
 102005473280 bytes (95 GiB). The steps mirror vLLM 0.33 (engines.md 1.6):
 
@@ -11,18 +11,19 @@ split over ``tp`` ranks (57.5 GiB at TP4), 62 layers, 8 KV heads of dimension 12
    when ``free < ceil(total x utilization)``; free counts other processes' memory.
 2. weights load (``weights_bytes``), then the profile run leaves the activation workspace
    (``activation_bytes``, scaling with ``max_num_batched_tokens``) cached by the allocator.
-3. ``kv_bytes = requested - weights - non_torch - activation``; after the KV pool the
-   process holds ``context + requested``.
-4. CUDA graphs are captured after the KV pool; the twin models their pool
-   (``graph_pool_bytes``, from the capture sizes) as taken from the slack, as vLLM <= 0.11
-   did and as 0.33 does whenever its graph estimate falls short.
-5. **The sampler warmup rule** (``oom_warmup``): the warmup allocates
-   ``min(max_num_seqs, max_num_batched_tokens) x 200064 x 12`` bytes (fp32 sort values and
-   int64 indices over the vocabulary), which must fit in the headroom
-   ``total - utilization x total - graph pool - context``. With the defaults (1024 seqs,
-   0.92) that is 2.29 GiB against 1.66 GiB: CUDA OOM. With ``--max-num-seqs 256``
-   (0.57 GiB) or 512 (1.14 GiB) it fits; so does ``--gpu-memory-utilization 0.90``.
-6. **The KV rule** (``kv_insufficient``): one request of ``max_model_len`` tokens needs
+3. 0.33 estimates the CUDA graph pool during profiling and charges it to the budget:
+   ``kv_bytes = requested - weights - non_torch - activation - graph pool``; after the KV pool
+   and the graphs the process holds ``context + requested``.
+4. **The sampler warmup rule** (``oom_warmup``): after the graphs, the warmup runs
+   ``min(max_num_seqs, max_num_batched_tokens)`` dummy requests over the vocabulary and holds
+   28 bytes per element at its peak (engines.md 1.7: model-dtype logits 2, their fp32 copy 4,
+   sort values 4 + int64 indices 8, softmax probabilities 4, the exponential noise 4, the
+   top-p mask and cumulative sum 2). Nothing in the budget is reserved for it, so it must fit
+   in ``total - utilization x total - context``. At the default utilization (0.92) 1024
+   requests fit (5.34 GiB against 6.60 GiB); at 0.95 they do not (against 3.75 GiB), while
+   704 (3.67 GiB) or 512 (2.67 GiB) do. The ``oom_warmup`` scenario therefore starts at 0.95,
+   as many deployments do to get more KV cache.
+5. **The KV rule** (``kv_insufficient``): one request of ``max_model_len`` tokens needs
    ``ceil(len / 16) x 16 x bytes_per_token``; when that exceeds ``kv_bytes`` the start
    fails, naming the estimated maximum model length ``floor(kv / (16 x bpt)) x 16``.
 """
@@ -37,14 +38,15 @@ from bringup.units import GiB
 GPU_TOTAL_BYTES = 102005473280
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell"
 DEFAULT_GPU_COUNT = 4
-MODEL_WEIGHTS_BYTES = 230 * GiB
+MODEL_WEIGHTS_BYTES = 230_000_000_000  # 230 GB: 57.5 GB per GPU at TP4
 NUM_LAYERS = 62
 NUM_KV_HEADS = 8
 HEAD_DIM = 128
 KV_DTYPE_BYTES = 2
 VOCAB_SIZE = 200064
 BLOCK_SIZE = 16
-SAMPLER_BYTES_PER_ELEMENT = 12  # fp32 sort values + int64 indices
+SAMPLER_BYTES_PER_ELEMENT = 28  # see rule 4 in the module docstring
+SORT_BYTES_PER_ELEMENT = 12  # the single largest allocation: fp32 sort values + int64 indices
 NON_TORCH_BYTES = int(0.30 * GiB)
 ACTIVATION_BYTES_PER_TOKEN = 256 * 1024
 CONTEXT_BYTES = int(0.50 * GiB)
@@ -85,7 +87,8 @@ class MemoryPlan:
     @property
     def kv_bytes(self) -> int:
         """KV pool bytes (may be <= 0 when the weights leave nothing)."""
-        return self.requested_bytes - self.weights_bytes - NON_TORCH_BYTES - self.activation_bytes
+        return (self.requested_bytes - self.weights_bytes - NON_TORCH_BYTES - self.activation_bytes
+                - self.graph_pool_bytes)
 
     @property
     def bytes_per_token(self) -> int:
@@ -146,8 +149,8 @@ class MemoryPlan:
 
     @property
     def sampler_headroom_bytes(self) -> int:
-        """What is left on the GPU after the KV pool and the graphs."""
-        return self.total_bytes - self.requested_bytes - self.graph_pool_bytes - self.context_bytes
+        """What is left on the GPU after the KV pool and the graphs (both inside the budget)."""
+        return self.total_bytes - self.requested_bytes - self.context_bytes
 
     @property
     def sampler_fits(self) -> bool:
@@ -159,7 +162,7 @@ class MemoryPlan:
 
     def serving_bytes(self) -> int:
         """What one GPU holds once the server is ready."""
-        return self.context_bytes + self.requested_bytes + self.graph_pool_bytes
+        return self.context_bytes + self.requested_bytes
 
 
 def gib(n: float) -> float:

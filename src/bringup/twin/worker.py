@@ -16,7 +16,13 @@ from bringup.twin import config as timeline
 from bringup.twin import texts
 from bringup.twin.config import TwinConfig
 from bringup.twin.logfmt import LogWriter, graphs_bar, shards_bar
-from bringup.twin.memory import NON_TORCH_BYTES, MemoryPlan, gib
+from bringup.twin.memory import (
+    NON_TORCH_BYTES,
+    SAMPLER_BYTES_PER_ELEMENT,
+    SORT_BYTES_PER_ELEMENT,
+    MemoryPlan,
+    gib,
+)
 from bringup.twin.procs import (
     Channel,
     Terminated,
@@ -220,14 +226,15 @@ class Worker:
 
     def _sampler_oom(self) -> WorkerError:
         n = self.plan.sampler_requests
-        vocab_bytes = self.plan.sampler_bytes // 12
+        elements = self.plan.sampler_bytes // SAMPLER_BYTES_PER_ELEMENT
+        before_sort = (SAMPLER_BYTES_PER_ELEMENT - SORT_BYTES_PER_ELEMENT) * elements // 2
         headroom = self.plan.sampler_headroom_bytes
         oom = texts.torch_oom(
             gpu=self.rank,
-            tried_gib=gib(8 * vocab_bytes),
+            tried_gib=gib(SORT_BYTES_PER_ELEMENT * elements),
             total_gib=gib(self.plan.total_bytes),
-            free_gib=gib(max(0, headroom - 4 * vocab_bytes)),
-            in_use_gib=gib(self.plan.serving_bytes() + 4 * vocab_bytes),
+            free_gib=gib(max(0, headroom - before_sort)),
+            in_use_gib=gib(self.plan.serving_bytes() + before_sort),
             graphs_gib=gib(self.plan.graph_pool_bytes),
         )
         return WorkerError(texts.SAMPLER_OOM.format(n=n), texts.sampler_traceback(oom, n, self.in_worker))

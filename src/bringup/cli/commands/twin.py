@@ -17,6 +17,7 @@ from bringup.twin.config import (
     DEFAULT_TIME_SCALE,
     DEFAULT_UTILIZATION,
     KV_INSUFFICIENT_UTILIZATION,
+    OOM_WARMUP_UTILIZATION,
     SCENARIOS,
     TwinConfig,
 )
@@ -43,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-num-batched-tokens", type=int, help="vLLM --max-num-batched-tokens (default 8192)")
     parser.add_argument("--gpu-memory-utilization", type=float, metavar="U",
                         help=f"vLLM --gpu-memory-utilization (default {DEFAULT_UTILIZATION}; "
-                             f"{KV_INSUFFICIENT_UTILIZATION} in kv_insufficient)")
+                             f"{KV_INSUFFICIENT_UTILIZATION} in kv_insufficient, "
+                             f"{OOM_WARMUP_UTILIZATION} in oom_warmup)")
     parser.add_argument("--max-model-len", type=int, metavar="L", help="vLLM --max-model-len (default 196608)")
     parser.add_argument("--model", help=f"served model name (default {DEFAULT_MODEL})")
     parser.add_argument("--token-rate", type=float, metavar="TOKENS_PER_S",
@@ -57,8 +59,9 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str]) -> TwinC
     values = {**_DEFAULTS, **given}
     utilization = args.gpu_memory_utilization
     if utilization is None:
-        utilization = KV_INSUFFICIENT_UTILIZATION if args.scenario == "kv_insufficient" else DEFAULT_UTILIZATION
-        if args.scenario == "kv_insufficient":
+        utilization = {"kv_insufficient": KV_INSUFFICIENT_UTILIZATION,
+                       "oom_warmup": OOM_WARMUP_UTILIZATION}.get(args.scenario, DEFAULT_UTILIZATION)
+        if args.scenario in ("kv_insufficient", "oom_warmup"):
             given["gpu_memory_utilization"] = utilization
     _check(values, utilization)
     return TwinConfig(
