@@ -49,8 +49,10 @@ def graph_oom() -> Failure:
 def test_sampler_oom_lowers_max_num_seqs_to_the_pack_value():
     """A sampler warmup OOM sets --max-num-seqs to the pack's remedy value, with a one-line reason."""
     d = decide(failure_of(SAMPLER_OOM), VLLM)
-    assert d.change is not None and (d.change.flag, d.change.value) == ("--max-num-seqs", "256")
-    assert "from 1024 to 256" in d.reason and "\n" not in d.reason
+    assert d.change is not None
+    assert (d.change.flag, d.change.value) == ("--max-num-seqs", "256")
+    assert "from 1024 to 256" in d.reason
+    assert "\n" not in d.reason
     assert retry_policy.apply(VLLM, d.change) == [*VLLM, "--max-num-seqs", "256"]
 
 
@@ -58,7 +60,9 @@ def test_sampler_oom_prefers_the_plan_value():
     """With a plan, --max-num-seqs goes to what the plan says fits."""
     plan = type("FakePlan", (), {"recommendations": (Recommendation("--max-num-seqs", "384", "fits"),)})()
     d = decide(failure_of(SAMPLER_OOM), VLLM, plan=plan)  # type: ignore[arg-type]
-    assert d.change is not None and d.change.value == "384" and "plan" in d.reason
+    assert d.change is not None
+    assert d.change.value == "384"
+    assert "plan" in d.reason
 
 
 def test_sampler_oom_again_halves_instead_of_repeating():
@@ -67,7 +71,8 @@ def test_sampler_oom_again_halves_instead_of_repeating():
     assert first is not None
     argv = retry_policy.apply(VLLM, first)
     second = decide(failure_of(SAMPLER_OOM), argv, history=[first]).change
-    assert second is not None and (second.flag, second.value) == ("--max-num-seqs", "128")
+    assert second is not None
+    assert (second.flag, second.value) == ("--max-num-seqs", "128")
 
 
 def test_graph_capture_oom_lowers_utilization_then_enforce_eager_last():
@@ -78,13 +83,15 @@ def test_graph_capture_oom_lowers_utilization_then_enforce_eager_last():
         argv = retry_policy.apply(argv, d.change)
         seen.append((d.change.flag, d.change.value))
     assert seen == [("--gpu-memory-utilization", "0.85"), ("--gpu-memory-utilization", "0.8"), ("--enforce-eager", None)]
-    assert argv[-1] == "--enforce-eager" and "already tried" in d.reason
+    assert argv[-1] == "--enforce-eager"
+    assert "already tried" in d.reason
 
 
 def test_kv_insufficient_sets_max_model_len_from_the_estimate():
     """kv_cache_insufficient sets --max-model-len to the estimate the log gives."""
     d = decide(failure_of(KV_SHORT), [*VLLM, "--max-model-len", "196608"])
-    assert d.change is not None and (d.change.flag, d.change.value) == ("--max-model-len", "89568")
+    assert d.change is not None
+    assert (d.change.flag, d.change.value) == ("--max-model-len", "89568")
     assert retry_policy.apply([*VLLM, "--max-model-len", "196608"], d.change)[-1] == "89568"
 
 
@@ -92,12 +99,17 @@ def test_memory_taken_waits_first_then_lowers_utilization():
     """gpu_memory_utilization: wait for the GPUs first; without a way to wait, lower the utilization."""
     failure = failure_of(FREE_MEMORY)
     wait = decide(failure, VLLM).change
-    assert wait is not None and wait.wait_for_gpus and wait.flag is None
+    assert wait is not None
+    assert wait.wait_for_gpus
+    assert wait.flag is None
     assert retry_policy.apply(VLLM, wait) == VLLM
     lower = decide(failure, VLLM, history=[wait]).change
-    assert lower is not None and lower.flag == "--gpu-memory-utilization" and float(lower.value or 0) < 0.26
+    assert lower is not None
+    assert lower.flag == "--gpu-memory-utilization"
+    assert float(lower.value or 0) < 0.26
     no_wait = decide(failure, VLLM, can_wait=False).change
-    assert no_wait is not None and no_wait.flag == "--gpu-memory-utilization"
+    assert no_wait is not None
+    assert no_wait.flag == "--gpu-memory-utilization"
 
 
 @pytest.mark.parametrize("cls", [FailureClass.CONFIG_ERROR, FailureClass.MISSING_OR_CORRUPT_WEIGHTS, FailureClass.UNSUPPORTED_HARDWARE])
@@ -105,7 +117,8 @@ def test_not_retryable_classes_are_never_retried(cls):
     """config_error, missing_or_corrupt_weights and unsupported_hardware are never retried, even with a flag remedy."""
     failure = Failure(cls, Phase.CONFIG, "error: argument --foo", 3, "bad", (Remedy("Set it.", "--max-model-len", "4096"),))
     d = decide(failure, VLLM)
-    assert d.change is None and str(cls) in d.reason
+    assert d.change is None
+    assert str(cls) in d.reason
 
 
 def test_unsafe_remedies_are_not_applied():

@@ -28,7 +28,7 @@ def test_oom_warmup_is_remedied_and_ends_ready(tmp_path):
     """The first attempt dies in the sampler warmup; --max-num-seqs is lowered; the second is ready (exit 0)."""
     port = free_port()
     twin = [sys.executable, "-m", "bringup", "twin", "vllm", "--scenario", "oom_warmup", "--port", str(port),
-            "--time-scale", "0.02", "--tp", "1"]
+            "--time-scale", "0.02"]
     code, out, err = cli(["run", "--retry", "2", "--json", "--exit-when-ready", "--quiet",
                           "--gpus-from", str(tmp_path / "none.json"), "--", *twin])
     lines = [json.loads(line) for line in out.splitlines()]
@@ -37,12 +37,15 @@ def test_oom_warmup_is_remedied_and_ends_ready(tmp_path):
     assert retries == [{"event": "retry", "attempt": 2, "change": {"flag": "--max-num-seqs", "value": "256", "reason": retries[0]["change"]["reason"]}}]
     assert "sampler warmup" in retries[0]["change"]["reason"]
     summary = lines[-1]
-    assert summary["event"] == "summary" and summary["outcome"] == "ready"
+    assert summary["event"] == "summary"
+    assert summary["outcome"] == "ready"
     assert [s["event"] for s in lines].count("summary") == 1
     first, second = summary["attempts"]
     assert (first["outcome"], first["class"], first["phase"]) == ("failed", "cuda_oom", "warmup")
-    assert first["change"]["flag"] == "--max-num-seqs" and second["change"] is None
-    assert second["argv"][-2:] == ["--max-num-seqs", "256"] and second["outcome"] == "ready"
+    assert first["change"]["flag"] == "--max-num-seqs"
+    assert second["change"] is None
+    assert second["argv"][-2:] == ["--max-num-seqs", "256"]
+    assert second["outcome"] == "ready"
     assert "retry 1/2: attempt 2 with --max-num-seqs 256" in err
 
 
@@ -54,5 +57,5 @@ def test_config_error_is_never_retried():
     assert code == 1
     assert not [e for e in lines if e["event"] == "retry"]
     (only,) = lines[-1]["attempts"]
-    assert only["class"] == "config_error" and "not retried" in only["not_retried"] or "config_error is not retried" in only["not_retried"]
+    assert (only["class"] == "config_error" and "not retried" in only["not_retried"]) or "config_error is not retried" in only["not_retried"]
     assert "not retried: config_error is not retried" in err

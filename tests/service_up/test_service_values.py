@@ -7,10 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bringup.core import service
-from bringup.core.systemd_unit import EnvRef, format_command, render_retry_dropin
-from bringup.core.vocab import Outcome, Phase
 from bringup.core.diagnosis import Diagnosis, Failure
-from bringup.core.vocab import FailureClass
+from bringup.core.systemd_unit import EnvRef, format_command, render_retry_dropin
+from bringup.core.vocab import FailureClass, Outcome, Phase
 
 CAT = """# /etc/systemd/system/vllm-m2.service
 [Service]
@@ -33,7 +32,9 @@ def test_split_command_follows_systemd_syntax():
 def test_exec_start_from_cat_honours_the_dropin_reset():
     """The drop-in's empty ExecStart= resets the unit's; the last one wins."""
     words = service.exec_start_from_cat(CAT)
-    assert words is not None and words[5:7] == ("serve", "/models/M 2") and words[-1] == "256"
+    assert words is not None
+    assert words[5:7] == ("serve", "/models/M 2")
+    assert words[-1] == "256"
 
 
 def test_exec_start_from_show_reads_argv():
@@ -75,7 +76,7 @@ FAIL = Failure(FailureClass.CUDA_OOM, Phase.WARMUP, "oom", 3, "oom")
 FAILED_LOG = Diagnosis("vllm", None, Outcome.FAILED, Phase.WARMUP, FAIL)
 
 
-@pytest.mark.parametrize("state,diagnosis,answers,verdict,code", [
+@pytest.mark.parametrize(("state", "diagnosis", "answers", "verdict", "code"), [
     (_state("active"), None, True, "ready", 0),
     (_state("active"), None, False, "failed", 1),
     (_state("active"), FAILED_LOG, True, "failed", 1),
@@ -89,4 +90,5 @@ FAILED_LOG = Diagnosis("vllm", None, Outcome.FAILED, Phase.WARMUP, FAIL)
 def test_derive_covers_every_branch(state, diagnosis, answers, verdict, code):
     """Each combination of unit state, journal verdict and probe maps to one verdict and exit code."""
     v, why = service.derive(service.Look(state, diagnosis, answers))
-    assert (v.value, v.exit_code) == (verdict, code) and why
+    assert (v.value, v.exit_code) == (verdict, code)
+    assert why
