@@ -1,0 +1,80 @@
+"""`bringup status` through the command-runner seam, with recorded systemctl and journalctl outputs."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from bringup.adapters.commands import CommandResult, RecordedRunner
+from bringup.cli.commands import status
+from bringup.cli.main import Context, command_parser
+from bringup.core import service
+
+UNIT = "vllm-m2.service"
+INV = "7c1f2b9a0d4e4f7e9b1a2c3d4e5f6a7b"
+SHOW_FAILED = f"""LoadState=loaded
+ActiveState=failed
+SubState=failed
+MainPID=0
+NRestarts=1
+Result=exit-code
+ExecMainStatus=1
+ExecMainCode=1
+InvocationID={INV}
+ActiveEnterTimestamp=
+ExecStart={{ path=/usr/local/bin/bringup ; argv[]=/usr/local/bin/bringup run --notify -- /opt/vllm/bin/vllm serve /models/M2 --port 8011 ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }}
+Environment=CUDA_VISIBLE_DEVICES=0,1
+"""
+CAT = "# /etc/systemd/system/vllm-m2.service\n[Service]\nExecStart=/usr/local/bin/bringup run --notify -- /opt/vllm/bin/vllm serve /models/M2 --port 8011\n"
+MESSAGES = [
+    "(APIServer pid=4242) INFO 11-30 10:00:00 [api_server.py:1800] vLLM API server version 0.11.0",
+    "(EngineCore_DP0 pid=4300) INFO 11-30 10:01:10 [gpu_model_runner.py:2000] Graph capturing finished in 5 secs, took 0.50 GiB",
+    ("(EngineCore_DP0 pid=4300) ERROR 11-30 10:01:11 [core.py:700] RuntimeError: CUDA out of memory occurred when warming up sampler "
+    "with 1024 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."),
+]
+
+
+def journal(messages: list[str]) -> str:
+    return "\n".join(json.dumps({"__CURSOR": f"s=abc;i={i}", "MESSAGE": m, "_PID": "4242", "__REALTIME_TIMESTAMP": str(1764496800000000 + i),
+                                 "_SYSTEMD_INVOCATION_ID": INV}) for i, m in enumerate(messages)) + "\n"
+
+
+def recorded(show: str, messages: list[str]) -> RecordedRunner:
+    props = "--property=" + ",".join(service.SHOW_PROPERTIES)
+    return RecordedRunner({
+        ("systemctl", "show", UNIT, props): CommandResult.ok(stdout=show),
+        ("systemctl", "cat", UNIT): CommandResult.ok(stdout=CAT),
+        ("journalctl", "-u", UNIT, f"_SYSTEMD_INVOCATION_ID={INV}", "-o", "json", "--no-pager"): CommandResult.ok(stdout=journal(messages)),
+    })
+
+
+def call(runner: RecordedRunner, *flags: str) -> tuple[int, str]:
+    args = command_parser("status").parse_args(["vllm-m2", "--gpus-from", "/nonexistent/readings.json", *flags])
+    args.passthrough = None
+    out = io.StringIO()
+    code = status.run(args, Context(stdout=out, stderr=io.StringIO(), stdin=io.StringIO(), environ={"NO_COLOR": "1"}), runner=runner)
+    return code, out.getvalue()
+
+
+def test_failed_unit_reports_the_root_cause_of_the_current_invocation():
+    """A failed unit: exit 1, the sampler OOM from this invocation's journal, the state from systemctl show."""
+    runner = recorded(SHOW_FAILED, MESSAGES)
+    code, out = call(runner, "--json")
+    report = json.loads(out)
+    assert code == 1
+    assert report["verdict"] == "failed"
+    assert report["failure"]["class"] == "cuda_oom"
+    assert report["failure"]["phase"] == "warmup"
+    assert report["state"]["n_restarts"] == 1
+    assert report["url"] == "http://127.0.0.1:8011"
+    assert report["probe"] is None  # not active: the model is not asked
+    assert ("journalctl", "-u", UNIT, f"_SYSTEMD_INVOCATION_ID={INV}", "-o", "json", "--no-pager") in runner.calls
+
+
+def test_activating_unit_is_starting_with_exit_3():
+    """An activating unit with no failure in its journal is still starting: exit 3, phase reached shown."""
+    show = SHOW_FAILED.replace("ActiveState=failed", "ActiveState=activating").replace("SubState=failed", "SubState=start")
+    code, out = call(recorded(show, MESSAGES[:2]))
+    assert code == 3
+    assert out.startswith(f"{UNIT}: STARTING")
+    assert "phase:   warmup" in out
