@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -45,8 +47,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def running_sshd(workdir: Path) -> Iterator[SshServer]:
-    """Start sshd in the foreground (-D) on a free port; stop it afterwards."""
+def running_sshd(workdir: Path, *, extra_path: Path | None = None) -> Iterator[SshServer]:
+    """Start sshd in the foreground (-D) on a free port; stop it afterwards.
+
+    ``extra_path``: a folder put first on the sessions' PATH (fake ``journalctl``, say).
+    """
     if SSHD is None:
         raise RuntimeError("sshd is not installed (Debian: apt-get install openssh-server)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -66,7 +71,7 @@ def running_sshd(workdir: Path) -> Iterator[SshServer]:
         "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nStrictModes no\n"
         f"PidFile {workdir / 'sshd.pid'}\nPermitRootLogin yes\nUsePAM no\n"
         "MaxSessions 50\nMaxStartups 50\nLogLevel ERROR\n"
-        f"SetEnv PATH={os.environ.get('PATH', '/usr/bin:/bin')}\n"
+        f"SetEnv PATH={_session_path(extra_path)}\n"
     )
     Path("/run/sshd").mkdir(exist_ok=True)
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.DEVNULL)
@@ -85,7 +90,11 @@ def running_sshd(workdir: Path) -> Iterator[SshServer]:
     try:
         yield SshServer(port, proc, client_key, known, empty, user)
     finally:
+        sessions = SshServer(port, proc, client_key, known, empty, user).session_pids()
         proc.terminate()
+        for pid in sessions:  # the per-connection children (ControlPersist masters talk to them)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -100,3 +109,19 @@ def target_for(server: SshServer, *, known: bool = True) -> SshTarget:
         known_hosts_file=str(server.known_hosts if known else server.empty_known_hosts),
         config_file="/dev/null",
     )
+
+
+def _session_path(extra_path: Path | None) -> str:
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    return f"{extra_path}:{path}" if extra_path else path
+
+
+def write_ssh_config(server: SshServer, path: Path, *, known: bool = True) -> Path:
+    """An ssh_config (for ``BRINGUP_SSH_CONFIG``) that reaches ``server`` with its throwaway keys."""
+    known_hosts = server.known_hosts if known else server.empty_known_hosts
+    path.write_text(
+        "Host *\n"
+        f"  IdentityFile {server.client_key}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {known_hosts}\n  GlobalKnownHostsFile /dev/null\n"
+    )
+    return path

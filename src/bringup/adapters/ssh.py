@@ -18,14 +18,16 @@ import re
 import shlex
 import subprocess
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bringup.adapters.commands import CommandResult
 from bringup.errors import RemoteError, UsageError
 
 _TARGET = re.compile(r"^(?:(?P<user>[^@\s:]+)@)?(?P<host>\[[0-9a-fA-F:.]+\]|[^@\s:\[\]]+)(?::(?P<port>\d{1,5}))?$")
 SSH_EXIT_ERROR = 255  # ssh's own exit status for connection and authentication failures
+CONFIG_VARIABLE = "BRINGUP_SSH_CONFIG"  # an ssh_config file for bringup's ssh (-F), else ~/.ssh/config
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,15 +66,27 @@ class SshTarget:
         return f"{self.destination}{port}"
 
 
+def target_from(text: str, *, accept_new_host_key: bool, environ: Mapping[str, str]) -> SshTarget:
+    """The target of ``--host TEXT``; ``BRINGUP_SSH_CONFIG`` in ``environ`` names an ssh_config (-F)."""
+    target = SshTarget.parse(text, accept_new_host_key=accept_new_host_key)
+    config = environ.get(CONFIG_VARIABLE)
+    return replace(target, config_file=config) if config else target
+
+
 def _control_dir() -> str:
     path = Path(tempfile.gettempdir()) / "bringup-ssh"
     path.mkdir(mode=0o700, exist_ok=True)
     return str(path)
 
 
-def ssh_argv(target: SshTarget, remote_argv: Sequence[str], *, control_dir: str | None = None) -> list[str]:
-    """The local argv that runs ``remote_argv`` on ``target`` (quoted for the remote shell)."""
-    argv = ["ssh"]
+def ssh_argv(target: SshTarget, remote_argv: Sequence[str], *, control_dir: str | None = None,
+             tty: bool = False) -> list[str]:
+    """The local argv that runs ``remote_argv`` on ``target`` (quoted for the remote shell).
+
+    ``tty``: force a remote terminal (``-tt``), so that closing the connection hangs up the
+    remote command (SIGHUP) and a Ctrl-C byte reaches it as SIGINT.
+    """
+    argv = ["ssh", "-tt"] if tty else ["ssh", "-T"]
     if target.config_file:
         argv += ["-F", target.config_file]
     if target.port:
@@ -126,13 +140,18 @@ class SshRunner:
         """The local ssh argv for a remote command."""
         return ssh_argv(self.target, remote_argv, control_dir=self.control_dir)
 
+    def streaming_argv(self, remote_argv: Sequence[str]) -> list[str]:
+        """The local argv of a long-lived remote reader (``journalctl -f``, ``tail -F``)."""
+        return self.argv(remote_argv)
+
     def run(self, argv: Sequence[str], *, timeout_seconds: float | None = 30.0,
-            input_text: str | None = None) -> RemoteResult:
+            input_text: str | None = None) -> CommandResult:
         """Run ``argv`` remotely to completion; ssh's own failures raise RemoteError."""
         local = self.argv(argv)
         try:
             proc = subprocess.run(local, capture_output=True, text=True, errors="replace",
-                                  timeout=timeout_seconds, input=input_text, check=False)
+                                  timeout=timeout_seconds, input=input_text, check=False,
+                                  stdin=subprocess.DEVNULL if input_text is None else None)
         except FileNotFoundError as exc:
             raise RemoteError("the `ssh` client is not installed here",
                               hint="install openssh-client") from exc
@@ -141,10 +160,10 @@ class SshRunner:
                               f"{timeout_seconds:.0f}s") from exc
         if proc.returncode == SSH_EXIT_ERROR and _looks_like_ssh_error(proc.stderr):
             raise RemoteError(explain_ssh_failure(self.target, proc.stderr))
-        return RemoteResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr, str(self.target))
+        return CommandResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
 
     def check(self, argv: Sequence[str], *, timeout_seconds: float | None = 30.0,
-              input_text: str | None = None) -> RemoteResult:
+              input_text: str | None = None) -> CommandResult:
         """Run and raise RemoteError (naming host and command) on a non-zero exit."""
         result = self.run(argv, timeout_seconds=timeout_seconds, input_text=input_text)
         if result.returncode != 0:
@@ -152,17 +171,6 @@ class SshRunner:
             raise RemoteError(f"{self.target}: `{shlex.join(argv)}` exited with "
                               f"{result.returncode}: {detail}")
         return result
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteResult:
-    """A finished remote command."""
-
-    argv: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
-    host: str
 
 
 def _looks_like_ssh_error(stderr: str) -> bool:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from bringup import __version__
+from bringup import __version__, remote
 from bringup.errors import BringupError
 
 # name -> one-line help. The order is the order of the story: verify, plan, guard, run...
@@ -80,6 +80,8 @@ def command_parser(name: str) -> argparse.ArgumentParser:
     module = importlib.import_module(f"bringup.cli.commands.{name}")
     parser = _Parser(prog=f"bringup {name}", description=COMMANDS[name])
     module.add_arguments(parser)
+    if name in remote.FORWARDED:
+        remote.add_remote_arguments(parser)
     return parser
 
 
@@ -120,6 +122,8 @@ def _dispatch(args: list[str], ctx: Context) -> int:
     if rest and rest[0] in ("-h", "--help"):
         parser.print_help(ctx.stdout)
         return 0
+    if name in remote.FORWARDED and (call := remote.split_remote_flags(rest)) is not None:
+        return remote.forward(name, call, stdin=ctx.stdin, stdout=ctx.stdout, stderr=ctx.stderr, environ=ctx.environ)
     before, after = _split_dashes(rest)
     namespace = parser.parse_args(before)
     namespace.passthrough = after
