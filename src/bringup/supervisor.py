@@ -377,7 +377,7 @@ class _Supervisor:
     def _install_signals(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
-        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}  # SIGHUP: a closed ssh -tt
 
         def handler(signum: int, _frame: object) -> None:
             self.queue.put(_SignalItem(signum))
