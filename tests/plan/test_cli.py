@@ -32,8 +32,8 @@ def test_json_has_exactly_the_issue_fields() -> None:
     assert set(data["per_gpu"]) == {"total_bytes", "weights_bytes", "activation_peak_bytes", "non_torch_bytes",
                                     "cuda_graph_bytes", "kv_cache_bytes", "sampler_warmup_bytes", "headroom_bytes"}
     assert set(data["kv_cache"]) == {"bytes_per_token", "tokens", "max_concurrency"}
-    assert set(data["verdict"]) == {"fits", "class", "phase", "reason"}
-    assert data["verdict"]["class"] == "cuda_oom"
+    assert set(data["verdict"]) == {"fits", "failure_class", "phase", "reason"}
+    assert data["verdict"]["failure_class"] == "cuda_oom"
     assert data["verdict"]["phase"] == "warmup"
     assert data["settings"]["tensor_parallel_size"] == 4
     assert all(set(r) == {"flag", "value", "why"} for r in data["recommendations"])
@@ -111,7 +111,7 @@ def test_gpus_from_readings_file_counts_other_processes(tmp_path: Path) -> None:
     code, out, _ = _run("Llama-3.1-8B", "--gpus-from", str(path), "--json")
     data = json.loads(out)
     assert code == 1
-    assert (data["verdict"]["class"], data["verdict"]["phase"]) == ("gpu_memory_utilization", "distributed_init")
+    assert (data["verdict"]["failure_class"], data["verdict"]["phase"]) == ("gpu_memory_utilization", "distributed_init")
     assert data["recommendations"][0]["flag"] == "--gpu-memory-utilization"
 
 

@@ -26,7 +26,7 @@ class Remedy:
 class Failure:
     """Why a startup failed, pinned to the line that states the cause."""
 
-    failure_class: FailureClass
+    failure_class: FailureClass = field(metadata={"json": "class"})
     phase: Phase  # the phase the failure happened in
     line: str  # the root-cause line verbatim, prefixes included
     line_number: int  # 1-based line number in the input

@@ -12,13 +12,14 @@ from typing import Any, TextIO
 def to_jsonable(value: Any) -> Any:
     """Convert dataclasses, enums, tuples and mappings into plain JSON values.
 
-    Dataclass fields keep their names, except that a trailing ``_class`` field is written
-    as ``class`` (``failure_class`` → ``class``), the spelling the JSON vocabulary uses.
+    Dataclass fields keep their names unless the field's metadata names its JSON key:
+    ``field(metadata={"json": "class"})`` writes ``failure_class`` as ``class``, the spelling
+    ``diagnose`` and ``run`` use (``plan``'s verdict keeps ``failure_class``, as its issue says).
     """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out: dict[str, Any] = {}
         for f in dataclasses.fields(value):
-            key = "class" if f.name == "failure_class" else f.name
+            key = f.metadata.get("json", f.name)
             out[key] = to_jsonable(getattr(value, f.name))
         return out
     if isinstance(value, enum.Enum):

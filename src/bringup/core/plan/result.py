@@ -1,8 +1,8 @@
 """The plan as values: exactly the ``bringup plan --json`` object.
 
 ``{"model": {...}, "settings": {...}, "per_gpu": {...}, "kv_cache": {...},
-"verdict": {"fits", "class", "phase", "reason"}, "recommendations": [{"flag", "value", "why"}]}``
-(``failure_class`` is written as ``class``, the diagnose vocabulary's spelling).
+"verdict": {"fits", "failure_class", "phase", "reason"}, "recommendations": [{"flag", "value", "why"}]}``
+(the verdict's ``failure_class`` keeps that name in JSON, as the issue spells it).
 """
 
 from __future__ import annotations
