@@ -125,7 +125,7 @@ SIGNATURES = (
               "Weights are missing from the checkpoint for this architecture.", r.redownload, P.WEIGHTS_LOADING),
     Signature("no_such_model", rx(r"Invalid repository ID or local directory specified|RepositoryNotFoundError|LocalEntryNotFoundError|GatedRepoError|Cannot access gated repo|401 Client Error|We couldn't connect to 'https://huggingface\.co'"),
               F.MISSING_OR_CORRUPT_WEIGHTS, "The model could not be found or fetched (path, repository id, token or network).", r.redownload, P.CONFIG),
-    Signature("remote_code", rx(r"trust_remote_code=True|consider setting .trust_remote_code"), F.CONFIG_ERROR,
+    Signature("remote_code", rx(r"contains custom code which must be executed|consider setting .trust_remote_code|pass the argument .trust_remote_code=True"), F.CONFIG_ERROR,
               "The model needs its own code, which is not allowed without --trust-remote-code.", r.trust_remote_code, P.CONFIG),
     Signature("max_len_config", rx(r"User-specified max_model_len \((?P<wanted>\d+)\) is greater than the derived max_model_len \((?:\w+=)?(?P<derived>\d+)"),
               F.CONFIG_ERROR, "--max-model-len {wanted} is above the model's limit of {derived}.", r.config_len, P.CONFIG),

@@ -1,0 +1,30 @@
+"""Lines that look like causes in a healthy startup are not taken as causes."""
+
+from __future__ import annotations
+
+from bringup.core.analyzer import diagnose_lines
+from bringup.core.vocab import Engine, FailureClass
+
+CONFIG_DUMP = (
+    "(EngineCore pid=4242) INFO 11-30 09:47:00 [core.py:139] Initializing a V1 LLM engine (v0.33.0) with config: "
+    "model='MiniMaxAI/MiniMax-M2.5', speculative_config=None, tokenizer='MiniMaxAI/MiniMax-M2.5', "
+    "skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, trust_remote_code=True, dtype=torch.bfloat16"
+)
+
+
+def test_trust_remote_code_in_the_config_dump_is_not_a_config_error() -> None:
+    """vLLM echoes trust_remote_code=True in its engine config line; that is no failure."""
+    d = diagnose_lines(["(APIServer pid=4200) INFO 11-30 09:46:55 [utils.py:253] non-default args: {'trust_remote_code': True}",
+                        CONFIG_DUMP], engine=Engine.VLLM)
+    assert d.failure is None
+
+
+def test_transformers_remote_code_error_is_a_config_error() -> None:
+    """transformers' refusal to run custom code is a config_error with the --trust-remote-code remedy."""
+    line = ("ValueError: The repository for MiniMaxAI/MiniMax-M2.5 contains custom code which must be executed to "
+            "correctly load the model. Please pass the argument `trust_remote_code=True` to allow custom code to be run.")
+    d = diagnose_lines(["(APIServer pid=4200) INFO 11-30 09:46:55 [utils.py:253] non-default args: {}", line],
+                       engine=Engine.VLLM)
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.CONFIG_ERROR
+    assert any(r.flag == "--trust-remote-code" for r in d.failure.remedy)
