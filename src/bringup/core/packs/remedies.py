@@ -249,11 +249,3 @@ def tgi_prefill(ctx: RemedyContext) -> tuple[Remedy, ...]:
             Remedy("Or lower --max-total-tokens / --max-input-tokens, or use more shards "
                    "(--num-shard)."))
 
-
-def llama_ctx(ctx: RemedyContext) -> tuple[Remedy, ...]:
-    """llama.cpp: VRAM too small for the context or the layers offloaded."""
-    n_ctx = _num(ctx, "max_model_len")
-    value = str(max(512, int(n_ctx) // 2)) if n_ctx else "4096"
-    return (Remedy(f"Use a smaller context: -c {value}.", "-c", value),
-            Remedy("Quantize the KV cache: --cache-type-k q8_0.", "--cache-type-k", "q8_0"),
-            Remedy("Or offload fewer layers (lower -ngl) or use a smaller quant."))
