@@ -37,13 +37,23 @@ FORWARDED = ("verify", "plan", "guard", "diagnose", "unit", "run")
 STOP_GRACE_SECONDS = 30.0  # after Ctrl-C is sent, how long the remote bringup has to stop its server
 NOT_FOUND = 127
 
-# $1 message, $2 bringup, $3 "sudo" or "", $4 "raw" (stty -onlcr) or "", then the arguments.
-_LAUNCH = (
-    'm=$1; b=$2; s=$3; r=$4; shift 4; '
-    'command -v "$b" >/dev/null 2>&1 || { printf "%s\\n" "$m" >&2; exit 127; }; '
-    'if [ -n "$r" ] && [ -t 1 ]; then stty -onlcr -echo 2>/dev/null; fi; '
-    'if [ -n "$s" ]; then exec sudo -n "$b" "$@"; else exec "$b" "$@"; fi'
-)
+# $1 message, $2 bringup, $3 "sudo" or "", $4 "" (exec), "tty" or "raw" (run), then the arguments.
+# For run, bringup writes into a FIFO drained by a relay that outlives a hangup, so a closed
+# connection never makes its writes fail while it stops the server; the shell passes INT, HUP
+# and TERM on to it and exits with its status. "raw": no local terminal, so give the remote one
+# sane modes (^C is intr) without echo.
+_LAUNCH = """m=$1; b=$2; s=$3; r=$4; shift 4
+command -v "$b" >/dev/null 2>&1 || { printf '%s\\n' "$m" >&2; exit 127; }
+if [ -n "$s" ]; then set -- sudo -n "$b" "$@"; else set -- "$b" "$@"; fi
+[ -z "$r" ] && exec "$@"
+[ "$r" = raw ] && stty sane -echo 2>/dev/null
+d=$(mktemp -d) && mkfifo "$d/o" || exit 70
+(trap '' INT HUP TERM; cat; cat >/dev/null) <"$d/o" &
+"$@" >"$d/o" 2>&1 </dev/null &
+p=$!
+for g in INT HUP TERM; do trap "kill -$g $p 2>/dev/null" $g; done
+while :; do wait $p; c=$?; kill -0 $p 2>/dev/null || break; done
+wait; rm -rf "$d"; exit $c"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +98,12 @@ def split_remote_flags(args: Sequence[str]) -> RemoteCall | None:
                       values["--remote-bringup"] or "bringup", tuple(rest + tail))
 
 
-def remote_argv(call: RemoteCall, command: str, target: SshTarget, *, raw: bool) -> list[str]:
+def remote_argv(call: RemoteCall, command: str, target: SshTarget, *, mode: str = "") -> list[str]:
     """The remote command: a small ``sh`` launcher that checks bringup is installed, then execs it."""
     message = (f"bringup: error: {target}: `{call.remote_bringup}` is not installed there (install "
                "bringup on the remote host, or give its path with --remote-bringup PATH)")
     return ["sh", "-c", _LAUNCH, "sh", message, call.remote_bringup, "sudo" if call.sudo else "",
-            "raw" if raw else "", command, *call.args]
+            mode, command, *call.args]
 
 
 def add_remote_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,8 +123,8 @@ def forward(command: str, call: RemoteCall, *, stdin: TextIO, stdout: TextIO, st
     runner.run(["true"], timeout_seconds=target.connect_timeout_seconds + 20)  # ssh failures: one line
     is_run = command == "run"
     local_tty = is_run and _is_tty(stdin)
-    argv = ssh_argv(target, remote_argv(call, command, target, raw=is_run and not _is_tty(stdout)),
-                    tty=is_run)
+    mode = ("tty" if local_tty else "raw") if is_run else ""
+    argv = ssh_argv(target, remote_argv(call, command, target, mode=mode), tty=is_run)
     try:
         proc = subprocess.Popen(
             argv, stdin=_stdin_for(stdin, is_run=is_run, local_tty=local_tty),
@@ -128,6 +138,8 @@ def forward(command: str, call: RemoteCall, *, stdin: TextIO, stdout: TextIO, st
     for t in copiers:
         if t is not None:
             t.join(5.0)
+    if code < 0:
+        return 128 - code  # our ssh client was killed by a signal
     if code == NOT_FOUND:
         return NOT_FOUND
     if code == SSH_EXIT_ERROR:
