@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import signal
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bringup.adapters.ssh import SshTarget
+from bringup.cli.main import Context, main
 
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
 
@@ -125,3 +127,21 @@ def write_ssh_config(server: SshServer, path: Path, *, known: bool = True) -> Pa
         f"  UserKnownHostsFile {known_hosts}\n  GlobalKnownHostsFile /dev/null\n"
     )
     return path
+
+
+# -- bringup's CLI against the test server ---------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+REMOTE_BRINGUP = str(REPO / ".venv" / "bin" / "bringup")  # the "remote" bringup: this repo's
+
+
+def ssh_env(config: Path, **extra: str) -> dict[str, str]:
+    """An environment whose bringup reaches the test sshd (BRINGUP_SSH_CONFIG)."""
+    return {"PATH": os.environ.get("PATH", ""), "NO_COLOR": "1", "BRINGUP_SSH_CONFIG": str(config), **extra}
+
+
+def cli(args: list[str], environ: dict[str, str]) -> tuple[int, str, str]:
+    """Run ``bringup ARGS`` in this process; return (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = main(args, Context(stdout=out, stderr=err, stdin=io.StringIO(), environ=environ))
+    return code, out.getvalue(), err.getvalue()
