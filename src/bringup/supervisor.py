@@ -25,7 +25,7 @@ from bringup.adapters import gpus as gpu_adapter
 from bringup.adapters.clock import Clock, SystemClock
 from bringup.adapters.http_probe import HttpProber, api_key_from
 from bringup.adapters.sd_notify import Notifier
-from bringup.adapters.sources import ChildSource, ExitItem, LineItem, NoteItem, Source
+from bringup.adapters.sources import ChildSource, ExitItem, LineItem, LinesItem, NoteItem, Source
 from bringup.core import engine_args, packs
 from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Diagnosis, EngineEvent, Event, Failure
@@ -214,10 +214,12 @@ class _Supervisor:
     # -- the loop --------------------------------------------------------------------------
 
     def run(self) -> StartupResult:
+        if not self.owned:
+            self.source.start(self.queue.put)  # first: its command line names host and port
         self._setup()
         if self.owned:
             self._foreign_port = _port_busy(self.url)
-        self.source.start(self.queue.put)  # BringupError here: nothing was started
+            self.source.start(self.queue.put)  # BringupError here: nothing was started
         threads = [
             threading.Thread(target=self._probe_loop, daemon=True, name="prober"),
             threading.Thread(target=self._gpu_loop, daemon=True, name="gpu-sampler"),
@@ -263,13 +265,11 @@ class _Supervisor:
 
     def _handle(self, item: Any, now: float) -> None:
         m = self.machine
-        if isinstance(item, LineItem):
-            self.observer.line(item.stream, item.text)
-            events = self.analyzer.feed(item.text)
-            m.on_line(item.text, now)
-            for event in events:
-                self._engine_seen(event)
-                self._report(m.on_event(event, now))
+        if isinstance(item, LinesItem):
+            for text in item.texts:
+                self._line(item.stream, text, now)
+        elif isinstance(item, LineItem):
+            self._line(item.stream, item.text, now)
         elif isinstance(item, _ProbeItem):
             self._report(m.on_probe(self._owned_port(item.obs), now))
         elif isinstance(item, _GpuItem):
@@ -284,6 +284,14 @@ class _Supervisor:
             self.observer.note(item.text)
         elif isinstance(item, _SignalItem):
             self.signum = item.signum
+
+    def _line(self, stream: str, text: str, now: float) -> None:
+        self.observer.line(stream, text)
+        events = self.analyzer.feed(text)
+        self.machine.on_line(text, now)
+        for event in events:
+            self._engine_seen(event)
+            self._report(self.machine.on_event(event, now))
 
     def _engine_seen(self, event: Event) -> None:
         if isinstance(event, EngineEvent) and self.engine is None:

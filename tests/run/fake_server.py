@@ -65,8 +65,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(404, {"error": "not found"})
 
 
-def listen(port: int) -> None:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+def listen(port: int, stamp_path: str | None = None) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)  # listening from here
+    stamp(stamp_path)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     say(f"INFO:     Started server process [{os.getpid()}]")
     say("INFO:     Application startup complete.")
@@ -90,7 +91,13 @@ def load_and_ready(args: argparse.Namespace) -> None:
     say(E + "GPU KV cache size: 123,456 tokens, Maximum concurrency for 4,096 tokens per request: 30.14x")
     say(E + "init engine (profile, create kv cache, warmup model) took 1.00 s")
     time.sleep(args.listen_delay)
-    listen(args.port)
+    listen(args.port, args.stamp)
+
+
+def stamp(path: str | None) -> None:
+    if path:
+        with open(path, "w") as f:
+            f.write(repr(time.time()))
 
 
 def main() -> None:
@@ -103,12 +110,14 @@ def main() -> None:
     ap.add_argument("--listen-delay", type=float, default=0.0)
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--pidfile")
+    ap.add_argument("--stamp", help="write time.time() here when the root-cause line is written or the port listens")
     args = ap.parse_args()
     startup_lines(args.shards, args.step)
     if args.mode == "hang":
         time.sleep(3600)
     if args.mode == "oom":
         say(E + "Starting to load model fake/model...")
+        stamp(args.stamp)
         say(EE + "torch.OutOfMemoryError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.")
         time.sleep(args.linger)
         return

@@ -23,6 +23,7 @@ import psutil
 from bringup.errors import UsageError
 
 LineSink = Callable[[str, str], None]  # (stream name "stdout" | "stderr", line without "\n")
+BatchSink = Callable[[str, list[str]], None]  # (stream name, lines that arrived together)
 EofSink = Callable[[str], None]  # (stream name)
 
 _DRAIN = (
@@ -66,16 +67,42 @@ def child_environ(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-class ChildProcess:
-    """A started server: its output arrives through ``on_line``; stop it with ``terminate``."""
+def read_batches(
+    stream: IO[bytes], name: str, on_lines: BatchSink, on_eof: EofSink | None, *, batch_seconds: float = 0.05
+) -> None:
+    """Deliver ``stream``'s lines in batches: whatever arrived, then a pause of ``batch_seconds``.
 
-    def __init__(self, popen: subprocess.Popen[bytes], on_line: LineSink, on_eof: EofSink | None) -> None:
+    One wake-up per batch instead of per line keeps a chatty server cheap to follow; a line
+    waits at most ``batch_seconds`` longer. A partial last line is delivered at EOF.
+    """
+    pending = b""
+    read = getattr(stream, "read1", stream.read)
+    try:
+        while chunk := read(65536):
+            *complete, pending = (pending + chunk).split(b"\n")
+            if complete:
+                on_lines(name, [decode_line(raw) for raw in complete])
+            if batch_seconds:
+                time.sleep(batch_seconds)
+    except (OSError, ValueError):
+        pass  # the pipe was closed under us (detach, shutdown)
+    finally:
+        if pending:
+            on_lines(name, [decode_line(pending)])
+        if on_eof is not None:
+            on_eof(name)
+
+
+class ChildProcess:
+    """A started server: its output arrives through ``on_lines``; stop it with ``terminate``."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], on_lines: BatchSink, on_eof: EofSink | None) -> None:
         self._popen = popen
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session: the child leads its own group
         self._created = _create_time(popen.pid)
         self._readers = [
-            threading.Thread(target=read_lines, args=(s, n, on_line, on_eof), daemon=True, name=f"read-{n}")
+            threading.Thread(target=read_batches, args=(s, n, on_lines, on_eof), daemon=True, name=f"read-{n}")
             for s, n in ((popen.stdout, "stdout"), (popen.stderr, "stderr"))
             if s is not None
         ]
@@ -88,7 +115,7 @@ class ChildProcess:
         argv: Sequence[str],
         *,
         environ: Mapping[str, str],
-        on_line: LineSink,
+        on_lines: BatchSink,
         on_eof: EofSink | None = None,
         cwd: str | None = None,
     ) -> ChildProcess:
@@ -111,7 +138,7 @@ class ChildProcess:
             raise UsageError(f"cannot execute {argv[0]}: permission denied", hint="check that the file is executable") from exc
         except OSError as exc:
             raise UsageError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
-        return cls(popen, on_line, on_eof)
+        return cls(popen, on_lines, on_eof)
 
     def poll(self) -> int | None:
         """The exit status if the child has ended (negative: killed by that signal)."""

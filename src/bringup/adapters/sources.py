@@ -43,6 +43,14 @@ class LineItem:
 
 
 @dataclass(frozen=True, slots=True)
+class LinesItem:
+    """Several lines of one stream that arrived together, in order."""
+
+    stream: str
+    texts: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class ExitItem:
     """The server ended; ``code`` is its exit status when known (negative: killed by signal)."""
 
@@ -57,7 +65,7 @@ class NoteItem:
     text: str
 
 
-Item = LineItem | ExitItem | NoteItem
+Item = LineItem | LinesItem | ExitItem | NoteItem
 Emit = Callable[[Any], None]
 
 
@@ -90,7 +98,7 @@ class ChildSource:
 
     def start(self, emit: Emit) -> None:
         self.child = ChildProcess.start(
-            self.argv, environ=self.environ, on_line=lambda s, t: emit(LineItem(s, t))
+            self.argv, environ=self.environ, on_lines=lambda s, ts: emit(LinesItem(s, ts))
         )
         self.description = f"pid {self.child.pid}"
         threading.Thread(target=self._wait, args=(self.child, emit), daemon=True, name="wait-child").start()
