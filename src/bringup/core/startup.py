@@ -436,6 +436,7 @@ def probe_fields(obs: ProbeObservation) -> dict[str, Any]:
         "error": obs.error,
         "latency_seconds": round(obs.latency_seconds, 4),
         "model": obs.model,
+        **({"answer": obs.text} if obs.kind is ProbeKind.SMOKE and obs.ok else {}),
     }
 
 

@@ -1,0 +1,163 @@
+"""``bringup demo``: the motivating story end to end, on a machine without a GPU.
+
+MiniMax-M2.5 in FP8, tensor parallel 4, on four 96 GB GPUs (the engine twin plays vLLM 0.33
+and the GPUs, through a readings file):
+
+1. ``plan`` predicts the CUDA OOM in the sampler warmup before launch, and the flag that avoids it;
+2. ``run`` with the default ``--max-num-seqs`` catches the worker's OOM while the API server
+   process is still alive, and names the root-cause line and the remedy;
+3. ``run`` again with the plan's value reaches ready, and the model answers;
+4. a summary of what happened and when.
+
+Everything runs for real (processes, sockets, sd-style readings); only vLLM and the GPUs are
+stand-ins. The demo uses ``--gpu-memory-utilization 0.95``, a common setting to get more KV
+cache: at vLLM 0.33's default of 0.92 the plan predicts that 1024 warmup requests just fit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bringup.core.startup import LiveEvent
+from bringup.core.vocab import Engine, Outcome
+from bringup.supervisor import StartupConfig, StartupResult, run_startup
+
+GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell"
+GPU_TOTAL_BYTES = 102005473280
+GPU_COUNT = 4
+MODEL = "minimax-m2.5"
+UTILIZATION = "0.95"
+
+
+@dataclass
+class Attempt:
+    """One followed start of the twin."""
+
+    argv: list[str]
+    result: StartupResult | None = None
+    failure_t: float | None = None
+    server_alive_at_failure: list[int] = field(default_factory=list)
+    answer: str | None = None
+    wall_seconds: float = 0.0
+
+
+@dataclass
+class Story:
+    """What the demo saw, for the summary and ``--json``."""
+
+    plan: dict[str, Any] | None = None
+    recommended_max_num_seqs: str | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def told(self) -> bool:
+        """The story went as it should: predicted, caught while alive, fixed, answered."""
+        if self.plan is None or len(self.attempts) != 2:
+            return False
+        first, second = (a.result for a in self.attempts)
+        verdict = self.plan["verdict"]
+        return (
+            not verdict["fits"] and verdict["failure_class"] == "cuda_oom" and verdict["phase"] == "warmup"
+            and first is not None and first.outcome is Outcome.FAILED
+            and first.failure is not None and first.failure.failure_class.value == "cuda_oom"
+            and second is not None and second.outcome is Outcome.READY
+        )
+
+
+def write_readings(path: Path) -> None:
+    """Four idle 96 GB GPUs, in the readings-file format the twin and ``--gpus-from`` share."""
+    gpus = [
+        {"index": i, "name": GPU_NAME, "uuid": f"GPU-demo-{i:04d}", "memory_total_bytes": GPU_TOTAL_BYTES,
+         "memory_used_bytes": 1 << 20, "processes": []}
+        for i in range(GPU_COUNT)
+    ]
+    path.write_text(json.dumps({"gpus": gpus}, indent=1))
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def plan_argv(readings: Path) -> list[str]:
+    """The ``bringup plan`` command the demo runs."""
+    return ["plan", MODEL, "--gpus-from", str(readings), "-tp", str(GPU_COUNT),
+            "--gpu-memory-utilization", UTILIZATION, "--json"]
+
+
+def twin_argv(readings: Path, port: int, time_scale: float, extra: list[str]) -> list[str]:
+    """The server command: the engine twin playing ``vllm serve MiniMaxAI/MiniMax-M2.5 -tp 4``."""
+    return [sys.executable, "-m", "bringup", "twin", "vllm", "--scenario", "oom_warmup", "--port", str(port),
+            "--tp", str(GPU_COUNT), "--gpus-file", str(readings), "--gpu-memory-utilization", UTILIZATION,
+            "--time-scale", f"{time_scale:g}", *extra]
+
+
+def run_plan(readings: Path, environ: dict[str, str]) -> dict[str, Any]:
+    """Run ``bringup plan ... --json`` in-process and return its object."""
+    from bringup.cli.main import Context, main  # the CLI is the library's client, imported late
+
+    out, err = io.StringIO(), io.StringIO()
+    main(plan_argv(readings), Context(stdout=out, stderr=err, environ=environ))
+    try:
+        data: dict[str, Any] = json.loads(out.getvalue())
+    except json.JSONDecodeError as exc:
+        raise RuntimeError(f"the plan step failed: {err.getvalue().strip()}") from exc
+    return data
+
+
+def follow(attempt: Attempt, readings: Path, observer: Any, environ: dict[str, str],
+           on_event: Callable[[LiveEvent], None] | None = None) -> None:
+    """Start the twin under the supervisor and follow it to a verdict (stopped afterwards)."""
+    me = psutil.Process()
+
+    def hook(event: LiveEvent) -> None:
+        if event.event == "failure" and attempt.failure_t is None:
+            attempt.failure_t = event.t
+            attempt.server_alive_at_failure = [c.pid for c in me.children() if c.is_running()
+                                               and c.status() != psutil.STATUS_ZOMBIE]
+        if event.event == "probe" and event.fields.get("probe") == "smoke" and event.fields.get("ok"):
+            attempt.answer = event.fields.get("answer")
+        if on_event is not None:
+            on_event(event)
+
+    config = StartupConfig(argv=tuple(attempt.argv), engine=Engine.VLLM, gpus_from=str(readings),
+                           stall_seconds=60.0, deadline_seconds=180.0, grace_seconds=5.0,
+                           exit_when_ready=True, environ=environ)
+    started = time.monotonic()
+    attempt.result = run_startup(config, observer=observer, on_event=hook)
+    attempt.wall_seconds = time.monotonic() - started
+
+
+def tell(*, say: Callable[[str], None], observer_for: Callable[[int], Any], environ: dict[str, str],
+         time_scale: float, on_event: Callable[[LiveEvent], None] | None = None) -> Story:
+    """Tell the whole story; ``say`` prints bringup's narration, ``observer_for(n)`` renders run n."""
+    story = Story()
+    with tempfile.TemporaryDirectory(prefix="bringup-demo-") as tmp:
+        readings = Path(tmp) / "gpus.json"
+        write_readings(readings)
+        say(f"1/4  bringup {' '.join(plan_argv(readings)[:-1])}")
+        story.plan = run_plan(readings, environ)
+        story.recommended_max_num_seqs = next(
+            (r["value"] for r in story.plan["recommendations"] if r["flag"] == "--max-num-seqs"), None)
+        for extra in ([], ["--max-num-seqs", story.recommended_max_num_seqs or "256"]):
+            attempt = Attempt(twin_argv(readings, free_port(), time_scale, extra))
+            story.attempts.append(attempt)
+            n = len(story.attempts)
+            label = "with the default --max-num-seqs (1024)" if not extra else f"again with {' '.join(extra)}"
+            say(f"{n + 1}/4  bringup run -- vllm serve MiniMaxAI/MiniMax-M2.5 -tp 4 "
+                f"--gpu-memory-utilization {UTILIZATION} {' '.join(extra)}".rstrip() + f"   ({label}, engine twin)")
+            follow(attempt, readings, observer_for(n), environ, on_event)
+    return story
