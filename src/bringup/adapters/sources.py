@@ -232,16 +232,30 @@ def _running(process: psutil.Process) -> bool:
         return False
 
 
-class _Follower(_Stoppable):
-    """Runs a long-lived reader command (``journalctl -f``, ``docker logs -f``) and restarts it."""
+RECONNECT_ATTEMPTS = 6  # reader restarts in a row without a new line before giving up
 
-    def __init__(self, environ: Mapping[str, str]) -> None:
+
+def reconnect_delay_seconds(attempt: int) -> float:
+    """Backoff before reconnect ``attempt`` (1, 2, ...): 0.5 s doubling, at most 10 s."""
+    return float(min(0.5 * 2 ** max(attempt - 1, 0), 10.0))
+
+
+class _Follower(_Stoppable):
+    """Runs a long-lived reader command (``journalctl -f``, ``docker logs -f``) and restarts it.
+
+    ``wrap`` turns the reader's argv into the one to run here (``ssh HOST -- ...`` for a
+    remote host: a runner with ``streaming_argv``, such as ``SshRunner``, provides it).
+    """
+
+    def __init__(self, environ: Mapping[str, str], wrap: Callable[[list[str]], list[str]] | None = None) -> None:
         super().__init__()
         self.environ = dict(environ)
+        self.wrap = wrap
         self._popen: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
     def _spawn(self, argv: list[str]) -> subprocess.Popen[bytes]:
+        argv = self.wrap(argv) if self.wrap is not None else argv
         try:
             popen = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.environ
@@ -268,7 +282,7 @@ class UnitSource(_Follower):
     PROPERTIES = "ActiveState,SubState,MainPID,InvocationID,ExecMainStatus,ExecMainCode,LoadState,ExecStart"
 
     def __init__(self, unit: str, environ: Mapping[str, str], *, runner: Runner | None = None, poll_seconds: float = 1.0) -> None:
-        super().__init__(environ)
+        super().__init__(environ, getattr(runner, "streaming_argv", None))
         self.unit = unit
         self.runner = runner or LocalRunner(environ)
         self.poll_seconds = poll_seconds
@@ -307,15 +321,21 @@ class UnitSource(_Follower):
         return _exec_start_argv(self._state.get("ExecStart", ""))
 
     def _read_journal(self, emit: Emit) -> None:
+        failures = 0
         while not self._stopped.is_set():
             popen = self._spawn(self.journal_argv())
             assert popen.stdout is not None
+            before = self.cursor
             for raw in iter(popen.stdout.readline, b""):
                 self._entry(raw, emit)
             popen.wait()
-            if self._stopped.wait(0.5):
+            failures = 1 if self.cursor != before else failures + 1
+            if failures > RECONNECT_ATTEMPTS:
+                emit(ExitItem(None, f"the journal of {self.unit} could not be read {RECONNECT_ATTEMPTS} times in a row (status {popen.returncode}); giving up"))
                 return
-            emit(NoteItem(f"journalctl ended (status {popen.returncode}); reconnecting after the last entry"))
+            if self._stopped.wait(reconnect_delay_seconds(failures)):
+                return
+            emit(NoteItem(f"journalctl ended (status {popen.returncode}); reconnected, resuming after the last entry"))
 
     def _entry(self, raw: bytes, emit: Emit) -> None:
         try:
@@ -374,7 +394,7 @@ class ContainerSource(_Follower):
     """A docker container: its state from ``docker inspect``, its lines from ``docker logs -f``."""
 
     def __init__(self, name: str, environ: Mapping[str, str], *, runner: Runner | None = None) -> None:
-        super().__init__(environ)
+        super().__init__(environ, getattr(runner, "streaming_argv", None))
         self.name = name
         self.runner = runner or LocalRunner(environ)
         self.description = f"container {name}"

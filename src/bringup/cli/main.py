@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from bringup import __version__, remote
+from bringup import __version__
 from bringup.errors import BringupError
 
 # name -> one-line help. The order is the order of the story: verify, plan, guard, run...
@@ -43,6 +43,9 @@ COMMANDS: dict[str, str] = {
 }
 
 EXIT_USAGE = 2
+# With --host these run bringup itself on the remote host (bringup.remote); the flags are taken out.
+REMOTE_COMMANDS = ("verify", "plan", "guard", "diagnose", "unit", "run")
+REMOTE_FLAGS = ("--host", "--accept-new-host-key", "--sudo", "--remote-bringup")
 
 
 @dataclass
@@ -80,7 +83,9 @@ def command_parser(name: str) -> argparse.ArgumentParser:
     module = importlib.import_module(f"bringup.cli.commands.{name}")
     parser = _Parser(prog=f"bringup {name}", description=COMMANDS[name])
     module.add_arguments(parser)
-    if name in remote.FORWARDED:
+    if name in REMOTE_COMMANDS:
+        from bringup import remote
+
         remote.add_remote_arguments(parser)
     return parser
 
@@ -122,8 +127,12 @@ def _dispatch(args: list[str], ctx: Context) -> int:
     if rest and rest[0] in ("-h", "--help"):
         parser.print_help(ctx.stdout)
         return 0
-    if name in remote.FORWARDED and (call := remote.split_remote_flags(rest)) is not None:
-        return remote.forward(name, call, stdin=ctx.stdin, stdout=ctx.stdout, stderr=ctx.stderr, environ=ctx.environ)
+    if name in REMOTE_COMMANDS and any(a.split("=", 1)[0] in REMOTE_FLAGS for a in _split_dashes(rest)[0]):
+        from bringup import remote
+
+        call = remote.split_remote_flags(rest)
+        if call is not None:
+            return remote.forward(name, call, stdin=ctx.stdin, stdout=ctx.stdout, stderr=ctx.stderr, environ=ctx.environ)
     before, after = _split_dashes(rest)
     namespace = parser.parse_args(before)
     namespace.passthrough = after
