@@ -47,7 +47,7 @@ DEFAULTS: Mapping[str, str] = {MAX_NUM_SEQS: "1024", UTILIZATION: "0.9"}
 SAFE_FLAGS: frozenset[str] = frozenset({
     MAX_NUM_SEQS, UTILIZATION, MAX_MODEL_LEN, ENFORCE_EAGER, "--max-num-batched-tokens",
     "--mem-fraction-static", "--cuda-graph-max-bs", "--chunked-prefill-size",
-    "--max-batch-prefill-tokens", "-c",
+    "--max-batch-prefill-tokens", "-c", "--ctx-size", "--n_ctx",
 })
 
 # Facts the log analyzer records, by the flag they describe.
