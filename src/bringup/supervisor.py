@@ -340,18 +340,23 @@ class _Supervisor:
         return ProbeObservation(obs.kind, obs.url, ok=False, status=obs.status, error=why, latency_seconds=obs.latency_seconds)
 
     def _gpu_loop(self) -> None:
+        """Sample GPU memory every interval. NVML missing: off (said once). A readings file
+        that does not exist yet (the twin writes it) or is being rewritten: try again."""
         source = gpu_adapter.open_source(self.config.gpus_from)
         visible = self.config.environ.get("CUDA_VISIBLE_DEVICES")
-        try:
-            self.queue.put(_GpuItem(select_visible(source.read(), visible)))
-        except BringupError as exc:
-            self.queue.put(NoteItem(f"GPU sampling off: {exc}"))
-            return
-        while not self.stopped.wait(self.config.gpu_interval_seconds):
+        said = False
+        while True:
             try:
                 self.queue.put(_GpuItem(select_visible(source.read(), visible)))
-            except BringupError:
-                continue  # a readings file being rewritten; the next sample will do
+            except BringupError as exc:
+                if not self.config.gpus_from:
+                    self.queue.put(NoteItem(f"GPU sampling off: {exc}"))
+                    return
+                if not said:
+                    said = True
+                    self.queue.put(NoteItem(f"GPU readings not available yet ({exc}); trying every {self.config.gpu_interval_seconds:g}s"))
+            if self.stopped.wait(self.config.gpu_interval_seconds):
+                return
 
     # -- systemd ---------------------------------------------------------------------------
 
