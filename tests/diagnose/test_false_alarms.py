@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bringup.core.analyzer import diagnose_lines
+from bringup.core.analyzer import LogAnalyzer, diagnose_lines
+from bringup.core.diagnosis import FailureEvent
 from bringup.core.vocab import Engine, FailureClass
 
 CONFIG_DUMP = (
@@ -28,3 +29,23 @@ def test_transformers_remote_code_error_is_a_config_error() -> None:
     assert d.failure is not None
     assert d.failure.failure_class is FailureClass.CONFIG_ERROR
     assert any(r.flag == "--trust-remote-code" for r in d.failure.remedy)
+
+
+def test_engine_core_echo_gives_way_to_the_workers_own_line() -> None:
+    """EngineCore's "Worker failed with error '...'" repeats the cause; the worker's line is the root cause."""
+    echo = ("(EngineCore pid=4300) ERROR 11-30 09:52:10 [core.py:1080] RuntimeError: Worker failed with error 'CUDA out of "
+            "memory occurred when warming up sampler with 1024 dummy requests. Please try lowering `max_num_seqs` or "
+            "`gpu_memory_utilization` when initializing the engine.', please check the stack trace above for the root cause")
+    own = ("(Worker_TP1 pid=4302) ERROR 11-30 09:52:10 [multiproc_executor.py:871] RuntimeError: CUDA out of memory occurred "
+           "when warming up sampler with 1024 dummy requests. Please try lowering `max_num_seqs` or "
+           "`gpu_memory_utilization` when initializing the engine.")
+    a = LogAnalyzer(Engine.VLLM)
+    a.feed("(APIServer pid=4200) INFO 11-30 09:46:55 [utils.py:253] non-default args: {}")
+    first = [e for e in a.feed(echo) if isinstance(e, FailureEvent)]
+    assert len(first) == 1
+    assert not first[0].failure.is_final
+    a.feed(own)
+    d = a.finish(1)
+    assert d.failure is not None
+    assert d.failure.line == own
+    assert d.failure.failure_class is FailureClass.CUDA_OOM

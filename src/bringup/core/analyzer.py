@@ -194,8 +194,10 @@ class LogAnalyzer:
         )
         phase = sig.phase or self._frame_phase(key) or self._current_phase()
         ctx = RemedyContext(groups, dict(self._facts), phase)
+        assert self._pack is not None
+        echo = any(p.search(ll.message) for p in self._pack.echoes)
         new = Failure(sig.failure_class, phase, ll.text, ll.number,
-                      sig.summary.format_map(groups), sig.remedy(ctx), not sig.is_wrapper)
+                      sig.summary.format_map(groups), sig.remedy(ctx), not (sig.is_wrapper or echo))
         if self._takes(new, sig.priority):
             self._failure, self._priority = new, sig.priority
             events.append(FailureEvent(new))

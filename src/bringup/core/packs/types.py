@@ -119,6 +119,9 @@ class Pack:
     phase_after: Mapping[Phase, Phase] = field(default_factory=dict)  # milestone -> phase it starts
     restart: tuple[re.Pattern[str], ...] = ()  # a new attempt begins (log of several starts)
     http_variants: Mapping[str, HttpSpec] = field(default_factory=dict)  # e.g. llama-cpp-python
+    # lines that repeat another process's error (vLLM's EngineCore: "Worker failed with error '...'"):
+    # their cause is taken, but not as final, so the emitting process's own line replaces it
+    echoes: tuple[re.Pattern[str], ...] = ()
     exit_summary: str = "The engine process exited before it was ready, without printing why."
 
 

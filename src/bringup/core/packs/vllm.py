@@ -168,6 +168,7 @@ PACK = Pack(
     facts=FACTS,
     signatures=SIGNATURES,
     exclusions=EXCLUSIONS,
+    echoes=(rx(r"Worker failed with error '"),),
     frames=FRAMES,
     http=HttpSpec(default_port=8000, health_path="/health", refuses_until_ready=True, health_503_while_loading=False),
     # Every vLLM logging record and traceback frame has ".py"; the rest are the unprefixed lines
