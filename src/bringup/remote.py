@@ -332,3 +332,70 @@ class RemoteFileSource(_Follower):
             emit(LineItem("log", text))
             delivered = True
         return delivered
+
+
+# -- commands that stay local and reach the host over ssh (watch, up, status) ---------------------
+
+
+def add_host_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--host`` and ``--accept-new-host-key`` for watch, up and status."""
+    parser.add_argument("--host", metavar="[USER@]SERVER[:PORT]", help="the service runs on SERVER: reach it over ssh (systemctl, journalctl, tail, nvidia-smi run there)")
+    parser.add_argument("--accept-new-host-key", action="store_true", help="with --host: trust SERVER's host key on first use (never a changed one)")
+
+
+def ssh_runner(args: argparse.Namespace, environ: Mapping[str, str]) -> SshRunner | None:
+    """An SshRunner for ``--host``, else None."""
+    if not getattr(args, "host", None):
+        if getattr(args, "accept_new_host_key", False):
+            raise UsageError("--accept-new-host-key needs --host")
+        return None
+    return SshRunner(target_from(args.host, accept_new_host_key=args.accept_new_host_key, environ=environ))
+
+
+_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+def probe_url(url: str, runner: object) -> str:
+    """A URL the server gave for itself (``127.0.0.1:8000``) as seen from here: on the ssh host."""
+    target = getattr(runner, "target", None)
+    if not isinstance(target, SshTarget) or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    hostport, slash, path = rest.partition("/")
+    host, colon, port = hostport.rpartition(":") if not hostport.endswith("]") else (hostport, "", "")
+    if host not in _LOOPBACK:
+        return url
+    remote = f"[{target.host}]" if ":" in target.host else target.host
+    return f"{scheme}://{remote}{colon}{port}{slash}{path}"
+
+
+GPU_QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.used,memory.total", "--format=csv,noheader,nounits"]
+
+
+def remote_gpus(runner: SshRunner) -> tuple[list[dict[str, object]], str | None]:
+    """The remote host's GPUs through ``nvidia-smi`` (status's ``gpus`` shape), or a note why not."""
+    from bringup.core.fleet import parse_nvidia_smi
+
+    try:
+        result = runner.run(GPU_QUERY)
+    except RemoteError as exc:
+        return [], f"not read: {exc}"
+    if result.returncode != 0:
+        detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return [], f"not read: {runner.target}: nvidia-smi exited with {result.returncode}: {detail}"
+    return [{"index": g.index, "name": g.name, "used_bytes": g.used_bytes, "total_bytes": g.total_bytes}
+            for g in parse_nvidia_smi(result.stdout)], None
+
+
+def server_url(argv: Sequence[str], runner: SshRunner) -> str:
+    """Where a remote server command (its ``--host``/``--port``, else the engine's default port)
+    answers, as seen from here."""
+    from bringup.core import engine_args, packs
+    from bringup.supervisor import resolve_url
+
+    engine = engine_args.parse_server_command(list(argv)).engine if argv else None
+    try:
+        port = packs.get(engine).http.default_port if engine is not None else 8000
+    except KeyError:
+        port = 8000
+    return probe_url(resolve_url(None, list(argv), port), runner)

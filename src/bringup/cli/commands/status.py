@@ -14,12 +14,16 @@ starting or unknown (activating, auto-restarting, inactive, not loaded), 2 usage
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime as dt
+import tomllib
 from typing import Any
 
+from bringup import remote
 from bringup.adapters import gpus as gpu_adapter
 from bringup.adapters.commands import LocalRunner, Runner, check
 from bringup.adapters.http_probe import HttpProber, api_key_from
+from bringup.adapters.ssh import SshRunner
 from bringup.cli.main import Context
 from bringup.core import engine_args, packs, service
 from bringup.core.analyzer import LogAnalyzer
@@ -35,8 +39,10 @@ from bringup.supervisor import resolve_url
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", metavar="NAME", help="the systemd unit (NAME or NAME.service)")
+    parser.add_argument("name", metavar="NAME", nargs="?", help="the systemd unit (NAME or NAME.service)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    remote.add_host_arguments(parser)
+    parser.add_argument("--hosts", metavar="FILE", help="the fleet: every unit of every [[host]] in the TOML FILE, one row each, hosts asked in parallel")
     parser.add_argument("--user", action="store_true", help="a unit of the user's manager (systemctl --user)")
     parser.add_argument("--url", help="server base URL (default: the ExecStart's --host/--port, else the engine's default)")
     parser.add_argument("--api-key", help="API key for the probe (default: OPENAI_API_KEY or VLLM_API_KEY)")
@@ -46,7 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) -> int:
     if args.passthrough:
         raise UsageError("status takes no server command")
-    report = look(unit_name(args.name) + ".service", runner or LocalRunner(ctx.environ), args, ctx)
+    if args.hosts:
+        return fleet_status(args, ctx)
+    if not args.name:
+        raise UsageError("give a unit NAME (or --hosts FILE for the fleet)")
+    runner = runner or remote.ssh_runner(args, ctx.environ) or LocalRunner(ctx.environ)
+    report = look(unit_name(args.name) + ".service", runner, args, ctx)
     if args.json:
         print_json(report, ctx.stdout)
     else:
@@ -62,11 +73,14 @@ def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> d
     argv = _server_argv(runner, user, unit, props)
     diagnosis, ready_us = _journal(runner, user, unit, state)
     engine = engine_args.parse_server_command(argv).engine if argv else None
-    url = _url(args.url, argv, engine)
+    url = remote.probe_url(_url(args.url, argv, engine), runner) if not args.url else _url(args.url, argv, engine)
     probe = _probe(url, args, ctx) if (args.url or state.active_state == "active") and state.load_state != "not-found" else None
     verdict, why = service.derive(service.Look(state, diagnosis, probe.ok if probe is not None else None))
     failure = diagnosis.failure if diagnosis is not None else None
-    gpus, gpu_note = _gpus(args.gpus_from, props.get("Environment", ""))
+    if isinstance(runner, SshRunner) and not args.gpus_from:
+        gpus, gpu_note = remote.remote_gpus(runner)
+    else:
+        gpus, gpu_note = _gpus(args.gpus_from, props.get("Environment", ""))
     return {
         "unit": unit,
         "verdict": verdict.value,
@@ -145,3 +159,49 @@ def _gpus(gpus_from: str | None, environment: str) -> tuple[list[dict[str, Any]]
 
 def _iso(realtime_us: int) -> str:
     return dt.datetime.fromtimestamp(realtime_us / 1e6, tz=dt.UTC).isoformat(timespec="seconds")
+
+
+def fleet_status(args: argparse.Namespace, ctx: Context) -> int:
+    """``--hosts FILE``: one row per unit of every host; hosts are asked in parallel threads."""
+    from bringup.core import fleet
+    from bringup.render.fleet import print_fleet
+
+    hosts = fleet.parse_inventory(_read_toml(args.hosts), source=args.hosts)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
+        per_host = list(pool.map(lambda h: _host_rows(h, args, ctx), hosts))
+    rows = [row for rows in per_host for row in rows]
+    if args.json:
+        print_json([fleet.row_json(r) for r in rows], ctx.stdout)
+    else:
+        print_fleet(rows, ctx.stdout, ctx.environ)
+    return fleet.fleet_exit_code(rows)
+
+
+def _host_rows(host: Any, args: argparse.Namespace, ctx: Context) -> list[Any]:
+    from bringup.adapters.ssh import target_from
+    from bringup.core import fleet
+
+    try:
+        runner = SshRunner(target_from(host.address, accept_new_host_key=host.accept_new_host_key, environ=ctx.environ))
+        runner.check(["true"])
+    except BringupError as exc:
+        return fleet.rows_for_error(host.address, host.units, str(exc))
+    look_args = argparse.Namespace(user=args.user, url=None, api_key=args.api_key, gpus_from=None)
+    rows = []
+    for name in host.units:
+        unit = unit_name(name) + ".service"
+        try:
+            rows.append(fleet.row_from_status(host.address, look(unit, runner, look_args, ctx)))
+        except BringupError as exc:
+            rows.extend(fleet.rows_for_error(host.address, [unit], str(exc)))
+    return rows
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError as exc:
+        raise UsageError(f"inventory not found: {path}", hint="give a TOML file of [[host]] tables") from exc
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path} is not valid TOML: {exc}") from exc

@@ -13,11 +13,14 @@ or a unit that cannot be started or followed, 128+N interrupted by signal N.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
 
+from bringup import remote
 from bringup.adapters.commands import LocalRunner, Runner
+from bringup.adapters.ssh import SshRunner
 from bringup.cli.commands.run import add_common, config_from
 from bringup.cli.main import Context, main
 from bringup.core.systemd_unit import unit_name
@@ -37,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", metavar="DIR", help="treat DIR as the file-system root for the retry drop-in (packaging, tests)")
     parser.add_argument("--start-timeout", default="60s", help="how long the unit may take to begin a new run after start/restart (default 60s)")
     parser.add_argument("--bench", action="store_true", help="when ready, run `bringup bench` against the server (its report on the human stream)")
+    remote.add_host_arguments(parser)
 
 
 def add_retry(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +88,9 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
     if args.retry < 0:
         raise UsageError(f"--retry {args.retry}: give a count of 0 or more")
     name = unit_name(args.name) + ".service"
+    if args.host and args.retry:
+        raise UsageError("--retry with --host is not supported yet (the drop-in would be written on this machine)", hint="run `bringup up --retry N` on the host itself")
+    runner = runner or remote.ssh_runner(args, ctx.environ)
     config = config_from(args, ctx, ())
     reporter = _reporter(args, ctx)
     attempts = UnitAttempts(
@@ -92,6 +99,8 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
         start_timeout_seconds=parse_duration(args.start_timeout), on_note=reporter.note,
     )
     argv = attempts.server_argv()
+    if isinstance(runner, SshRunner) and not args.url:
+        attempts.config = dataclasses.replace(attempts.config, url=remote.server_url(argv, runner))
     outcome = run_with_retry(attempts, argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop)
     if args.bench and outcome.exit_code == 0:
         _bench(outcome.result.url, args, ctx)

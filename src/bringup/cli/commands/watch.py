@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 
+from bringup import remote
 from bringup.adapters.sources import ContainerSource, FileSource, PidSource, Source, UnitSource
-from bringup.adapters.ssh import SshRunner, target_from
 from bringup.cli.commands.run import add_common, config_from
 from bringup.cli.main import Context
 from bringup.errors import UsageError
-from bringup.remote import RemoteFileSource
 from bringup.render.live import make_observer
 from bringup.supervisor import run_startup
 
@@ -28,33 +27,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--pid", type=int, help="a process id: liveness only, no log")
     add_common(parser)
     parser.add_argument("--follow", action="store_true", help="keep watching after ready until the server dies (exit 1) or Ctrl-C (exit 0)")
-    add_host(parser)
-
-
-def add_host(parser: argparse.ArgumentParser) -> None:
-    """``--host`` and ``--accept-new-host-key`` (watch, up, status: followed over ssh)."""
-    parser.add_argument("--host", metavar="[USER@]SERVER[:PORT]", help="the server runs on SERVER: follow it over ssh (give --url http://SERVER:PORT for the probes)")
-    parser.add_argument("--accept-new-host-key", action="store_true", help="with --host: trust SERVER's host key on first use (never a changed one)")
-
-
-def ssh_runner(args: argparse.Namespace, ctx: Context) -> SshRunner | None:
-    """An SshRunner for ``--host``, else None."""
-    if not getattr(args, "host", None):
-        if getattr(args, "accept_new_host_key", False):
-            raise UsageError("--accept-new-host-key needs --host")
-        return None
-    return SshRunner(target_from(args.host, accept_new_host_key=args.accept_new_host_key, environ=ctx.environ))
+    remote.add_host_arguments(parser)
 
 
 def make_source(args: argparse.Namespace, ctx: Context) -> Source:
     """The source named by the flags (over ssh with --host)."""
-    runner = ssh_runner(args, ctx)
+    runner = remote.ssh_runner(args, ctx.environ)
     if args.unit:
         return UnitSource(args.unit, ctx.environ, runner=runner)
     if args.container:
         return ContainerSource(args.container, ctx.environ, runner=runner)
     if args.log:
-        return FileSource(args.log) if runner is None else RemoteFileSource(args.log, runner)
+        return FileSource(args.log) if runner is None else remote.RemoteFileSource(args.log, runner)
     if runner is not None:
         raise UsageError("--pid cannot be watched on a remote host", hint="use --unit, --container or --log with --host")
     return PidSource(args.pid)
