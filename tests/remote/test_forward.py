@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -169,6 +170,25 @@ def test_stopping_local_run_stops_remote_server(sshd: SshServer, config: Path, h
             for child in psutil.Process(proc.pid).children():
                 child.kill()  # our ssh client: the remote terminal hangs up
             proc.wait(timeout=60)
+        assert _gone(port)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in _servers(port):
+            p.kill()
+
+
+def test_sighup_stops_a_local_run_like_sigterm() -> None:
+    """A hangup (what a closed ssh terminal sends) stops bringup run's server; exit 0 after ready."""
+    port = _free_port()
+    argv = [sys.executable, "-m", "bringup", "run", "--quiet", "--", sys.executable, FAKE_SERVER, "--mode", "ready", "--port", str(port)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "PYTHONPATH": str(REPO / "src")})
+    try:
+        assert proc.stdout is not None
+        assert any("READY" in line for line in proc.stdout if "READY" in line or "FAILED" in line)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=60) == 0
         assert _gone(port)
     finally:
         if proc.poll() is None:

@@ -185,7 +185,7 @@ def _host_rows(host: Any, args: argparse.Namespace, ctx: Context) -> list[Any]:
         runner = SshRunner(target_from(host.address, accept_new_host_key=host.accept_new_host_key, environ=ctx.environ))
         runner.check(["true"])
     except BringupError as exc:
-        return fleet.rows_for_error(host.address, host.units, str(exc))
+        return fleet.rows_for_error(host.address, [unit_name(u) + ".service" for u in host.units], str(exc))
     look_args = argparse.Namespace(user=args.user, url=None, api_key=args.api_key, gpus_from=None)
     rows = []
     for name in host.units:
