@@ -135,3 +135,14 @@ def test_bad_inventory(data: dict[str, object], problem: str) -> None:
     """An inventory without hosts, addresses or units is refused, saying what is missing."""
     with pytest.raises(InputError, match=problem.replace("[", r"\[").replace("]", r"\]")):
         fleet.parse_inventory(data)
+
+
+def test_status_of_one_remote_unit(hosts: tuple[list[SshServer], Path]) -> None:
+    """status NAME --host: systemctl, journalctl and nvidia-smi run on the host; exit 1 for a failed unit."""
+    servers, config = hosts
+    code, out, _ = cli(["status", "vllm-llama", "--host", servers[0].target_text, "--json"], ssh_env(config))
+    report = json.loads(out)
+    assert code == 1
+    assert report["verdict"] == "failed"
+    assert report["failure"]["class"] == "cuda_oom"
+    assert report["gpus"][0]["used_bytes"] == 71680 * 2**20
