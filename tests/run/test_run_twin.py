@@ -18,7 +18,8 @@ CASES = [
     ("kv_insufficient", [], [], 1, "failed", "kv_cache_insufficient"),
     ("hang_nccl", [], ["--stall", "1.5s"], 4, "stalled", "timeouts"),
     ("slow_load", [], ["--stall", "5s", "--exit-when-ready"], 0, "ready", None),
-    ("die_after_ready", [], [], 1, "failed", None),
+    # slower, so the engine dies after our smoke request, not during it
+    ("die_after_ready", ["--time-scale", "0.03"], [], 1, "failed", None),
     ("guard_wait", [], [], 1, "failed", "gpu_memory_utilization"),
 ]
 
