@@ -100,3 +100,14 @@ def test_newlines_in_values_cannot_inject_fields() -> None:
 def test_watchdog_interval_is_half_of_watchdog_usec(environ: dict[str, str], expected: float | None) -> None:
     """The watchdog is fed at half its period, and only by the process it names."""
     assert Notifier(environ).watchdog_interval_seconds() == expected
+
+
+def test_a_reader_that_never_reads_does_not_freeze_the_sender(tmp_path: object) -> None:
+    """With the notify queue full, send() gives up (returns False) instead of blocking forever."""
+    path = f"{tmp_path}/full.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(path)
+        notifier = Notifier({"NOTIFY_SOCKET": path})
+        results = [notifier.status(f"loading weights {i}/500 " + "x" * 2000) for i in range(500)]
+    assert results[0] is True
+    assert False in results

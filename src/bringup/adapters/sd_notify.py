@@ -21,6 +21,8 @@ import os
 import socket
 from collections.abc import Mapping
 
+SEND_TIMEOUT_SECONDS = 0.5  # a full notify queue drops the message instead of blocking
+
 
 class Notifier:
     """Sends sd_notify messages when systemd asked for them, and is silent otherwise."""
@@ -43,6 +45,8 @@ class Notifier:
         payload = encode(fields)
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                # systemd reads at once; a reader that does not must never freeze the supervisor
+                sock.settimeout(SEND_TIMEOUT_SECONDS)
                 sock.sendto(payload, self._address)
         except OSError:
             if self._debug:
