@@ -107,6 +107,38 @@ class _NullObserver:
     def close(self, result: StartupResult, machine: StartupMachine) -> None: ...
 
 
+class _GuardedObserver:
+    """Output is best effort: a closed pipe (``bringup run | head``) or a gone terminal must
+    never stop the supervision of the server, nor leave the server running unsupervised."""
+
+    def __init__(self, inner: Observer) -> None:
+        self.inner = inner
+        self.broken = False
+
+    def _call(self, name: str, *args: Any) -> None:
+        if self.broken:
+            return
+        try:
+            getattr(self.inner, name)(*args)
+        except OSError:  # BrokenPipeError, EIO on a closed terminal
+            self.broken = True
+
+    def event(self, event: LiveEvent) -> None:
+        self._call("event", event)
+
+    def line(self, stream: str, text: str) -> None:
+        self._call("line", stream, text)
+
+    def note(self, text: str) -> None:
+        self._call("note", text)
+
+    def refresh(self, machine: StartupMachine, now: float) -> None:
+        self._call("refresh", machine, now)
+
+    def close(self, result: StartupResult, machine: StartupMachine) -> None:
+        self._call("close", result, machine)
+
+
 @dataclass(frozen=True, slots=True)
 class _ProbeItem:
     obs: ProbeObservation
@@ -167,7 +199,7 @@ class _Supervisor:
         self.config = config
         self.owned = source is None
         self.source: Source = source or ChildSource(config.argv, config.environ)
-        self.observer = observer
+        self.observer = _GuardedObserver(observer)
         self.on_event = on_event
         self.clock = clock
         self.follow = follow and not config.exit_when_ready
@@ -206,10 +238,14 @@ class _Supervisor:
 
     def _http_spec(self) -> tuple[str, int]:
         try:
-            http = packs.get(self.engine).http if self.engine is not None else None
+            pack = packs.get(self.engine) if self.engine is not None else None
         except KeyError:
-            http = None  # no knowledge pack for this engine yet: the common defaults
-        return (http.health_path, http.default_port) if http is not None else ("/health", 8000)
+            pack = None  # no knowledge pack for this engine yet: the common defaults
+        if pack is None:
+            return "/health", 8000
+        words = " ".join(self.config.argv)
+        http = next((spec for marker, spec in pack.http_variants.items() if marker in words), pack.http)
+        return http.health_path, http.default_port
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -227,14 +263,19 @@ class _Supervisor:
         for t in threads:
             t.start()
         restore = self._install_signals()
+        crashed = True
         try:
             self._loop()
+            crashed = False
         except KeyboardInterrupt:
             self.signum = signal.SIGINT
+            crashed = False
         finally:
             restore()
             self.stopped.set()
             self.probe_requests.put(None)
+            if crashed and self.owned:
+                self.source.stop(self.config.grace_seconds)  # never leave a server nobody supervises
         return self._finish()
 
     def _loop(self) -> None:

@@ -114,4 +114,4 @@ def test_packs_are_complete_and_http_specs_match_engines() -> None:
         Engine.TGI: (3000, "/health", True, False),
         Engine.LLAMACPP: (8080, "/health", False, True),
     }
-    assert packs.get(Engine.LLAMACPP).http_variants["llama-cpp-python"].default_port == 8000
+    assert packs.get(Engine.LLAMACPP).http_variants["llama_cpp.server"].default_port == 8000

@@ -115,7 +115,7 @@ def test_gguf_reader_errors_are_the_root_cause_not_the_load_wrapper_after_them(l
 def test_llama_cpp_python_readiness_is_models_then_smoke_and_native_keeps_health() -> None:
     """llama-cpp-python: /v1/models (its /health is 404), port refused until ready; native: /health, 503 while loading."""
     pack = packs.get(Engine.LLAMACPP)
-    python = pack.http_variants["llama-cpp-python"]
+    python = pack.http_variants["llama_cpp.server"]
     assert (python.health_path, python.refuses_until_ready, python.health_503_while_loading) == ("/v1/models", True, False)
     assert (pack.http.health_path, pack.http.refuses_until_ready, pack.http.health_503_while_loading) == ("/health", False, True)
 

@@ -243,3 +243,15 @@ def _wait_listening(port: int) -> None:
             return
         time.sleep(0.05)
     pytest.fail("the foreign server never listened")
+
+
+def test_a_closed_output_pipe_does_not_leave_the_server_unsupervised():
+    """`bringup run | head -1`: output stops, supervision does not: the failure still stops the server."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "bringup", "run", "--grace", "2s", "--", *fake("oom", port, "--linger", "60")]
+    reader = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert reader.stdout is not None
+    reader.stdout.readline()
+    reader.stdout.close()  # like `head -1` exiting
+    assert reader.wait(timeout=90) == 1
+    assert processes_running(port) == []

@@ -220,7 +220,7 @@ PACK = Pack(
     exclusions=(rx(r"chat template|chat_template"),),
     frames=(),
     http=LLAMA_SERVER_HTTP,
-    http_variants=MappingProxyType({"llama-cpp-python": LLAMA_CPP_PYTHON_HTTP}),
+    http_variants=MappingProxyType({"llama_cpp.server": LLAMA_CPP_PYTHON_HTTP}),  # keyed by what the command line says
     restart=(rx(r"^build: \d+"),),
     exit_summary="llama.cpp exited before the model was loaded without printing why (some builds stay silent at default verbosity: rerun with -v).",
 )

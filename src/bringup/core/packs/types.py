@@ -118,7 +118,8 @@ class Pack:
     hang_classes: Mapping[Phase, FailureClass] = field(default_factory=dict)
     phase_after: Mapping[Phase, Phase] = field(default_factory=dict)  # milestone -> phase it starts
     restart: tuple[re.Pattern[str], ...] = ()  # a new attempt begins (log of several starts)
-    http_variants: Mapping[str, HttpSpec] = field(default_factory=dict)  # e.g. llama-cpp-python
+    # other servers of the same engine, keyed by a word of their command line (llama_cpp.server)
+    http_variants: Mapping[str, HttpSpec] = field(default_factory=dict)
     # lines that repeat another process's error (vLLM's EngineCore: "Worker failed with error '...'"):
     # their cause is taken, but not as final, so the emitting process's own line replaces it
     echoes: tuple[re.Pattern[str], ...] = ()
