@@ -21,7 +21,7 @@ import os
 import socket
 from collections.abc import Mapping
 
-SEND_TIMEOUT_SECONDS = 0.5  # a full notify queue drops the message instead of blocking
+READY_WAIT_SECONDS = 0.5  # READY=1 and STOPPING=1 may wait this long for room in a full queue
 
 
 class Notifier:
@@ -38,15 +38,18 @@ class Notifier:
         """Whether a notify socket was given (we run under systemd ``Type=notify``)."""
         return self._address is not None
 
-    def send(self, **fields: str | int) -> bool:
-        """Send one message; ``send(READY=1, STATUS="ready")`` → ``b"READY=1\\nSTATUS=ready"``."""
+    def send(self, *, wait_seconds: float = 0.0, **fields: str | int) -> bool:
+        """Send one message; ``send(READY=1, STATUS="ready")`` → ``b"READY=1\\nSTATUS=ready"``.
+
+        systemd reads at once; should the queue still be full, the message is dropped (False)
+        rather than freezing the supervisor, after at most ``wait_seconds``.
+        """
         if self._address is None or not fields:
             return False
         payload = encode(fields)
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-                # systemd reads at once; a reader that does not must never freeze the supervisor
-                sock.settimeout(SEND_TIMEOUT_SECONDS)
+                sock.settimeout(wait_seconds if wait_seconds > 0 else 0.0)
                 sock.sendto(payload, self._address)
         except OSError:
             if self._debug:
@@ -57,8 +60,8 @@ class Notifier:
     def ready(self, status: str | None = None) -> bool:
         """Say the service is ready (``READY=1``), with a status line when given."""
         if status is None:
-            return self.send(READY=1)
-        return self.send(READY=1, STATUS=status)
+            return self.send(READY=1, wait_seconds=READY_WAIT_SECONDS)
+        return self.send(READY=1, STATUS=status, wait_seconds=READY_WAIT_SECONDS)
 
     def status(self, text: str) -> bool:
         """Set the free-text status ``systemctl status`` shows."""
@@ -74,7 +77,7 @@ class Notifier:
 
     def stopping(self) -> bool:
         """Say the service is shutting down (``STOPPING=1``)."""
-        return self.send(STOPPING=1)
+        return self.send(STOPPING=1, wait_seconds=READY_WAIT_SECONDS)
 
     def watchdog_interval_seconds(self) -> float | None:
         """How often to send ``WATCHDOG=1``: half of ``WATCHDOG_USEC``, as systemd advises.
