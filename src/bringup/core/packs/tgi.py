@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from bringup.core.packs import remedies as r
+from bringup.core.packs.torch import TORCH_OOM
 from bringup.core.packs.types import (
     FactRule,
     FrameRule,
@@ -21,7 +22,7 @@ from bringup.core.vocab import Engine, FailureClass, Phase
 F = FailureClass
 P = Phase
 
-_OOM = r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError: CUDA out of memory|CUDA out of memory\. Tried to allocate|CUDA error: out of memory"
+_OOM = TORCH_OOM
 
 PACK = Pack(
     engine=Engine.TGI,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from bringup.core.packs import remedies as r
+from bringup.core.packs.torch import TORCH_OOM
 from bringup.core.packs.types import (
     FactRule,
     FrameRule,
@@ -83,7 +84,7 @@ FACTS = (
              {"free_gib_at_start": _FLOAT, "total_gib": _FLOAT}),
 )
 
-_OOM = r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError: (?:CUDA|HIP) out of memory|CUDA out of memory\. Tried to allocate|RuntimeError: CUDA error: out of memory"
+_OOM = TORCH_OOM
 
 SIGNATURES = (
     Signature("address_in_use", rx(r"\[Errno 98\] (?:error while attempting to bind on address \('?(?P<host>[^',]*)'?, (?P<port>\d+)\): )?[Aa]ddress already in use"),
