@@ -227,7 +227,26 @@ def wanted_utilization(argv: Sequence[str]) -> float:
 # -- bringup run --retry -------------------------------------------------------------------------
 
 
-class ChildAttempts:
+class _SharedAttempts:
+    """What running a child and restarting a unit have in common: the GPU check and the
+    deferred close of each attempt's output."""
+
+    config: StartupConfig
+    _observer: DeferredClose | None
+
+    def can_wait(self) -> bool:
+        try:
+            gpu_adapter.open_source(self.config.gpus_from).read()
+        except BringupError:
+            return False
+        return True
+
+    def close(self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool) -> None:
+        if self._observer is not None:
+            self._observer.release(result, attempts, final=final)
+
+
+class ChildAttempts(_SharedAttempts):
     """``bringup run --retry``: each attempt starts the server command as a child."""
 
     def __init__(
@@ -256,16 +275,6 @@ class ChildAttempts:
         return wait_for_free_gpus(source.read, wanted_utilization(argv), self.wait_timeout_seconds,
                                   cuda_visible_devices=self.config.environ.get("CUDA_VISIBLE_DEVICES"))
 
-    def can_wait(self) -> bool:
-        try:
-            gpu_adapter.open_source(self.config.gpus_from).read()
-        except BringupError:
-            return False
-        return True
-
-    def close(self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool) -> None:
-        if self._observer is not None:
-            self._observer.release(result, attempts, final=final)
 
 
 class DeferredClose:
@@ -328,7 +337,7 @@ class _UnitSource(UnitSource):
         return ["journalctl", "--user-unit", self.unit, *argv[3:]] if self.user else argv
 
 
-class UnitAttempts:
+class UnitAttempts(_SharedAttempts):
     """``bringup up``: start the unit, follow it; a retry writes the ``bringup-retry.conf``
     drop-in with the changed ``ExecStart=``, runs ``daemon-reload`` and restarts the unit."""
 
@@ -428,16 +437,6 @@ class UnitAttempts:
         self._note(f"wrote {path} and ran systemctl{' --user' if self.user else ''} daemon-reload")
         return True
 
-    def can_wait(self) -> bool:
-        try:
-            gpu_adapter.open_source(self.config.gpus_from).read()
-        except BringupError:
-            return False
-        return True
-
-    def close(self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool) -> None:
-        if self._observer is not None:
-            self._observer.release(result, attempts, final=final)
 
     def _note(self, text: str) -> None:
         if self.on_note is not None:

@@ -31,6 +31,7 @@ import psutil
 
 from bringup.adapters.commands import LocalRunner, Runner
 from bringup.adapters.process import ChildProcess, decode_line, read_lines
+from bringup.core import service
 from bringup.errors import AdapterError, InputError
 
 
@@ -383,11 +384,9 @@ def _unit_exit_code(state: Mapping[str, str]) -> int | None:
 
 
 def _exec_start_argv(text: str) -> list[str] | None:
-    """``{ path=/usr/bin/x ; argv[]=/usr/bin/x serve m ; ... }`` → the argv words."""
-    marker = "argv[]="
-    if marker not in text:
-        return None
-    return text.split(marker, 1)[1].split(" ;", 1)[0].split()
+    """``systemctl show -p ExecStart``'s value → the argv words (see core.service)."""
+    words = service.exec_start_from_show(text)
+    return None if words is None else [w for w in words if isinstance(w, str)]
 
 
 class ContainerSource(_Follower):

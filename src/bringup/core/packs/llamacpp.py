@@ -60,23 +60,14 @@ _NATIVE = _Flags("-c", "--cache-type-k", "q8_0", "-ngl", "-np")
 _PYTHON = _Flags("--n_ctx", "--type_k", "8", "--n_gpu_layers", None)  # 8 = GGML_TYPE_Q8_0
 
 
-def _num(ctx: RemedyContext, name: str) -> float | None:
-    raw = ctx.groups.get(name)
-    value: object = raw if raw is not None else ctx.facts.get(name)
-    try:
-        return float(str(value).replace(",", "")) if value is not None else None
-    except ValueError:
-        return None
-
-
 def _flags(ctx: RemedyContext) -> _Flags:
     return _NATIVE if "llama_server_build" in ctx.facts else _PYTHON
 
 
 def _smaller_context(ctx: RemedyContext, flags: _Flags, memory: str) -> Remedy:
     """A context that needs less: the model's training context when n_ctx is above it, else half."""
-    n_ctx, train = _num(ctx, "max_model_len"), _num(ctx, "n_ctx_train")
-    per_seq = _num(ctx, "n_ctx_seq") or n_ctx  # n_ctx is split over the slots unless kv_unified
+    n_ctx, train = r.number(ctx, "max_model_len"), r.number(ctx, "n_ctx_train")
+    per_seq = r.number(ctx, "n_ctx_seq") or n_ctx  # n_ctx is split over the slots unless kv_unified
     if n_ctx and per_seq and train and per_seq > train >= _MIN_CTX // 2:
         seqs = max(1, round(n_ctx / per_seq))
         value = int(train) * seqs
@@ -87,7 +78,7 @@ def _smaller_context(ctx: RemedyContext, flags: _Flags, memory: str) -> Remedy:
     else:
         value, why = 4096, "n_ctx is not in the log"
     cost = f" The context's buffers did not fit in {memory}."
-    attempted = _num(ctx, "attempted_mib")
+    attempted = r.number(ctx, "attempted_mib")
     if attempted and n_ctx:
         per_token = attempted * _MIB / n_ctx
         cost = (f" n_ctx {int(n_ctx)} asked for {attempted:,.2f} MiB of {memory} ({per_token:,.0f} "
@@ -98,7 +89,7 @@ def _smaller_context(ctx: RemedyContext, flags: _Flags, memory: str) -> Remedy:
 
 
 def _fewer_slots(ctx: RemedyContext, flags: _Flags) -> tuple[Remedy, ...]:
-    slots = _num(ctx, "max_num_seqs")
+    slots = r.number(ctx, "max_num_seqs")
     if flags.parallel is None or not slots or slots <= 1:
         return ()
     value = str(max(1, int(slots) // 2))
@@ -125,7 +116,7 @@ def gpu_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """GPU memory ran out (a CUDA buffer, cudaMalloc): context, offload, quant."""
     flags = _flags(ctx)
     out = [_smaller_context(ctx, flags, "GPU memory")]
-    layers = _num(ctx, "layers_offloaded")
+    layers = r.number(ctx, "layers_offloaded")
     if layers and layers > 1:
         value = str(int(layers) - max(1, int(layers) // 4))
         out.append(Remedy(f"Offload fewer layers: {flags.ngl} {value} (from {int(layers)}); the rest "

@@ -9,7 +9,7 @@ from bringup.core.packs.types import RemedyContext
 from bringup.core.vocab import Phase
 
 
-def _num(ctx: RemedyContext, name: str) -> float | None:
+def number(ctx: RemedyContext, name: str) -> float | None:
     """A number from the line's groups, else from the facts; None when absent."""
     raw = ctx.groups.get(name)
     value: object = raw if raw is not None else ctx.facts.get(name)
@@ -25,7 +25,7 @@ def _fmt_util(value: float) -> str:
 
 def lower_util(ctx: RemedyContext, why: str) -> Remedy:
     """--gpu-memory-utilization 0.05 below the current value (0.85 when unknown)."""
-    util = _num(ctx, "gpu_memory_utilization")
+    util = number(ctx, "gpu_memory_utilization")
     value = round(util - 0.05, 2) if util is not None and util > 0.5 else 0.85
     return Remedy(f"Lower --gpu-memory-utilization to {_fmt_util(value)}: {why}",
                   "--gpu-memory-utilization", _fmt_util(value))
@@ -33,7 +33,7 @@ def lower_util(ctx: RemedyContext, why: str) -> Remedy:
 
 def raise_util(ctx: RemedyContext, why: str) -> Remedy:
     """--gpu-memory-utilization 0.05 above the current value, at most 0.95."""
-    util = _num(ctx, "gpu_memory_utilization")
+    util = number(ctx, "gpu_memory_utilization")
     value = min(0.95, round(util + 0.05, 2)) if util is not None else 0.95
     return Remedy(f"Raise --gpu-memory-utilization to {_fmt_util(value)}: {why}",
                   "--gpu-memory-utilization", _fmt_util(value))
@@ -41,7 +41,7 @@ def raise_util(ctx: RemedyContext, why: str) -> Remedy:
 
 def more_tp(ctx: RemedyContext) -> Remedy:
     """Double the tensor-parallel size, so each GPU holds half the weights."""
-    tp = _num(ctx, "tensor_parallel_size")
+    tp = number(ctx, "tensor_parallel_size")
     value = str(int(tp) * 2) if tp else "2"
     return Remedy(f"Spread the weights over more GPUs with --tensor-parallel-size {value}, "
                   "or use a quantized checkpoint.", "--tensor-parallel-size", value)
@@ -72,7 +72,7 @@ def no_kv_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
 
 
 def _halve(ctx: RemedyContext, fact: str, flag: str, default: int, why: str) -> Remedy:
-    current = _num(ctx, fact)
+    current = number(ctx, fact)
     base = int(current) if current else default
     value = str(max(1, base // 2))
     was = f" from {base}" if current else ""
@@ -81,7 +81,7 @@ def _halve(ctx: RemedyContext, fact: str, flag: str, default: int, why: str) -> 
 
 def sampler_oom(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """The sampler warmup allocates max_num_seqs x vocab logits: quarter (>=1024) or halve it."""
-    n = int(_num(ctx, "requests") or _num(ctx, "max_num_seqs") or 1024)
+    n = int(number(ctx, "requests") or number(ctx, "max_num_seqs") or 1024)
     if n >= 1024:
         value, how = max(1, n // 4), "a quarter of"
     else:
@@ -117,7 +117,7 @@ def free_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
     out = [Remedy("Stop the other processes holding GPU memory (often a leftover server from an "
                   "earlier run); `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` "
                   "lists them.")]
-    free, total = _num(ctx, "free_gib"), _num(ctx, "total_gib")
+    free, total = number(ctx, "free_gib"), number(ctx, "total_gib")
     if free is not None and total:
         value = math.floor((free / total - 0.02) * 100) / 100
         if value >= 0.1:
@@ -219,7 +219,7 @@ def stalled(_: RemedyContext) -> tuple[Remedy, ...]:
 
 def mem_fraction_lower(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """SGLang: OOM or graph-capture failure: less static memory, smaller graphs."""
-    frac = _num(ctx, "mem_fraction_static")
+    frac = number(ctx, "mem_fraction_static")
     value = f"{round(frac - 0.05, 2):g}" if frac else "0.8"
     return (Remedy(f"Lower --mem-fraction-static to {value}.", "--mem-fraction-static", value),
             Remedy("Capture fewer CUDA graphs: --cuda-graph-max-bs 64.", "--cuda-graph-max-bs",
@@ -230,8 +230,8 @@ def mem_fraction_lower(ctx: RemedyContext) -> tuple[Remedy, ...]:
 
 def mem_fraction_raise(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """SGLang: the weights left nothing for the KV pool."""
-    low = _num(ctx, "minimum")
-    frac = _num(ctx, "mem_fraction_static")
+    low = number(ctx, "minimum")
+    frac = number(ctx, "mem_fraction_static")
     if low is not None:
         value = f"{math.ceil((low + 0.02) * 100) / 100:g}"
     else:
@@ -242,7 +242,7 @@ def mem_fraction_raise(ctx: RemedyContext) -> tuple[Remedy, ...]:
 
 def tgi_prefill(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """TGI: the warmup prefill batch did not fit."""
-    tokens = _num(ctx, "tokens")
+    tokens = number(ctx, "tokens")
     value = str(max(256, int(tokens) // 2)) if tokens else "2048"
     return (Remedy(f"Lower --max-batch-prefill-tokens to {value}.", "--max-batch-prefill-tokens",
                    value),
