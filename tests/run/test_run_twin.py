@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -62,3 +64,19 @@ def test_twin_port_in_use(tmp_path):
     summary = events(out)[-1]
     assert code == 1
     assert summary["failure"]["class"] == "port_in_use"
+
+
+def test_run_bench_measures_the_ready_server_then_stops_it():
+    """`run --bench --exit-when-ready`: at ready the benchmark runs against the live server, then it is stopped."""
+    port = free_port()
+    twin = [sys.executable, "-m", "bringup", "twin", "vllm", "--scenario", "ready", "--port", str(port),
+            "--time-scale", "0.02", "--token-rate", "200"]
+    proc = subprocess.run([sys.executable, "-m", "bringup", "run", "--json", "--bench", "--exit-when-ready", "--",
+                           *twin], capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")][-1]
+    assert summary["event"] == "summary"
+    assert summary["outcome"] == "ready"
+    assert "Output token throughput (tok/s)" in proc.stderr
+    assert "Successful requests" in proc.stderr
+    assert processes_running(port) == []

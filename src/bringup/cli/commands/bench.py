@@ -173,3 +173,14 @@ def write_plot(report: BenchReport, path: str) -> None:
         Path(path).write_text(bench_render.render_svg(report), encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write the plot to {path}: {exc.strerror}") from exc
+
+
+def run_after_ready(url: str, ctx: Context, *, api_key: str | None, as_json: bool) -> int:
+    """``bringup bench URL`` with short defaults, for ``run --bench`` and ``up --bench``; with
+    ``--json`` on the caller, its human report goes to stderr so stdout stays JSON Lines."""
+    from bringup.cli.main import main
+
+    human = Context(stdout=ctx.stderr if as_json else ctx.stdout, stderr=ctx.stderr, stdin=ctx.stdin,
+                    environ=ctx.environ)
+    extra = ["--api-key", api_key] if api_key else []
+    return main(["bench", url, "--duration", "30s", "--concurrency", "1,4", *extra], human)

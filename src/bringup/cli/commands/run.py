@@ -9,8 +9,14 @@ a verdict.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import signal
+import threading
+import urllib.parse
+from collections.abc import Callable
 
 from bringup.cli.main import Context
+from bringup.core.startup import LiveEvent
 from bringup.core.vocab import Engine
 from bringup.errors import UsageError
 from bringup.render.live import make_observer
@@ -39,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notify", action="store_true", help="speak sd_notify (STATUS, EXTEND_TIMEOUT_USEC, READY=1 after the smoke request, WATCHDOG)")
     parser.add_argument("--grace", default="10s", help="SIGTERM to SIGKILL grace when stopping the server (default 10s)")
     parser.add_argument("--retry", type=int, default=0, metavar="N", help="on a failure with a known remedy, change the flag and start again, at most N times")
+    parser.add_argument("--bench", action="store_true", help="when ready, run `bringup bench` against the server (30 s, concurrency 1 and 4), then go on as without it")
     parser.epilog = "the server command goes after `--`, e.g. bringup run -- vllm serve Qwen/Qwen3-8B --port 8000"
 
 
@@ -71,5 +78,31 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
         return retry_run(args, ctx, config)
     observer = make_observer(ctx.stdout, ctx.stderr, ctx.environ, as_json=args.json, quiet=args.quiet, title="bringup run")
-    result = run_startup(config, observer=observer)
+    if args.bench:
+        # the server must stay up for the benchmark: supervise on, and stop it afterwards
+        # (as --exit-when-ready would have) through the same path as a SIGTERM after ready
+        config = dataclasses.replace(config, exit_when_ready=False)
+        result = run_startup(config, observer=observer, on_event=_bench_at_ready(args, ctx))
+    else:
+        result = run_startup(config, observer=observer)
     return result.exit_code
+
+
+def _bench_at_ready(args: argparse.Namespace, ctx: Context) -> Callable[[LiveEvent], None]:
+    started = threading.Event()
+
+    def bench(url: str) -> None:
+        from bringup.cli.commands.bench import run_after_ready
+
+        run_after_ready(url, ctx, api_key=args.api_key, as_json=args.json)
+        if args.exit_when_ready:
+            signal.raise_signal(signal.SIGTERM)
+
+    def hook(event: LiveEvent) -> None:
+        if event.event == "ready" and not started.is_set():
+            started.set()
+            parts = urllib.parse.urlsplit(str(event.fields.get("url") or args.url or ""))
+            threading.Thread(target=bench, args=(f"{parts.scheme}://{parts.netloc}",), daemon=True,
+                             name="bench").start()
+
+    return hook

@@ -22,7 +22,7 @@ from bringup import remote
 from bringup.adapters.commands import LocalRunner, Runner
 from bringup.adapters.ssh import SshRunner
 from bringup.cli.commands.run import add_common, config_from
-from bringup.cli.main import Context, main
+from bringup.cli.main import Context
 from bringup.core.systemd_unit import unit_name
 from bringup.errors import UsageError
 from bringup.render.live import make_observer
@@ -103,12 +103,7 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
         attempts.config = dataclasses.replace(attempts.config, url=remote.server_url(argv, runner))
     outcome = run_with_retry(attempts, argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop)
     if args.bench and outcome.exit_code == 0:
-        _bench(outcome.result.url, args, ctx)
+        from bringup.cli.commands.bench import run_after_ready
+
+        run_after_ready(outcome.result.url, ctx, api_key=args.api_key, as_json=args.json)
     return outcome.exit_code
-
-
-def _bench(url: str, args: argparse.Namespace, ctx: Context) -> None:
-    """``bringup bench URL``; with --json its human report goes to stderr."""
-    human = Context(stdout=ctx.stderr if args.json else ctx.stdout, stderr=ctx.stderr, stdin=ctx.stdin, environ=ctx.environ)
-    extra = ["--api-key", args.api_key] if args.api_key else []
-    main(["bench", url, "--duration", "30s", "--concurrency", "1,4", *extra], human)
