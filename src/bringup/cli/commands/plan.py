@@ -14,7 +14,7 @@ from typing import Any
 
 from bringup.cli.main import Context
 from bringup.core import engine_args, gpu_catalog
-from bringup.core.checkpoint import TensorInfo
+from bringup.core.checkpoint import Checkpoint, TensorInfo
 from bringup.core.gpu import select_visible
 from bringup.core.plan import GpuSet, Planner, Requested, parse_architecture, resolve
 from bringup.core.plan.calibrate import calibrate
@@ -54,6 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     eng.add_argument("--enable-expert-parallel", action="store_true", default=None)
     eng.add_argument("--enforce-eager", action="store_true", default=None)
     eng.add_argument("--engine-version", metavar="V", help="vLLM version the defaults follow (default 0.33)")
+    gg = parser.add_argument_group("GGUF (llama.cpp): -c/-np/-ctk/-ctv/-fa are read from the llama.cpp command after --")
+    gg.add_argument("--n-ctx", metavar="N", help="context length for a GGUF plan (default: the model's training context)")
     parser.add_argument("--calibrate", metavar="LOG", help="a successful startup log of this model and GPUs")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
 
@@ -65,6 +67,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     model_arg = args.model or (command.model if command else None)
     if not model_arg:
         raise UsageError("no model given", hint="bringup plan MODEL, or a server command after -- that names one")
+    gguf = _gguf_checkpoint(model_arg)
+    if gguf is not None:
+        from bringup.cli.commands import plan_gguf
+
+        plan_gguf.check_not_mixed(args)
+        return plan_gguf.run_gguf(gguf, args, args.passthrough or (), ctx)
     config, tensors = _load_model(model_arg)
     arch = parse_architecture(config)
     world = (req.tensor_parallel_size or 1) * (req.pipeline_parallel_size or 1)
@@ -130,6 +138,17 @@ def _load_model(name: str) -> tuple[dict[str, Any], list[TensorInfo] | None]:
         raise InputError(f"no such model: {name}",
                          hint=f"give a folder or config.json, or a bundled model: {', '.join(_bundled_names())}")
     return bundled, None
+
+
+def _gguf_checkpoint(name: str) -> Checkpoint | None:
+    """The scanned checkpoint when ``name`` is a GGUF file (llama.cpp's buffers are planned
+    by their own model), else None."""
+    path = Path(name).expanduser()
+    if not (path.is_file() and path.suffix == ".gguf"):
+        return None
+    from bringup.adapters.checkpoint import scan_checkpoint
+
+    return scan_checkpoint(path)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

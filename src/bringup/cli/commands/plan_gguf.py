@@ -1,0 +1,146 @@
+"""``bringup plan MODEL.gguf``: llama.cpp's buffers for a GGUF model, before launch.
+
+The model comes from the GGUF's own tensor infos and metadata (``core.gguf_plan``, checked
+against what llama.cpp's server prints); the settings from the flags or the llama.cpp command
+after ``--`` (llama-server's ``-c``/``-np``/``-ctk``/``-ctv``/``-fa`` or llama-cpp-python's
+``--n_ctx``/``--flash_attn``). Memory is the GPU's (``--gpu``/``--gpu-memory``) or, without
+one, this machine's available RAM (llama.cpp on the CPU).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import psutil
+
+from bringup.cli.main import Context
+from bringup.core import engine_args
+from bringup.core.checkpoint import Checkpoint
+from bringup.core.gguf_plan import GgufPlan, plan_gguf
+from bringup.core.gpu_catalog import lookup
+from bringup.errors import UsageError
+from bringup.render.console import make_console
+from bringup.render.json_out import print_json
+from bringup.units import format_bytes, parse_size
+
+_N_CTX = ("--n-ctx", "--n_ctx", "-c", "--ctx-size")
+_PARALLEL = ("-np", "--parallel", "--n-parallel")
+_TYPE_K = ("-ctk", "--cache-type-k")
+_TYPE_V = ("-ctv", "--cache-type-v")
+_FLASH = ("-fa", "--flash-attn", "--flash_attn")
+
+
+def run_gguf(ckpt: Checkpoint, args: Any, passthrough: Sequence[str], ctx: Context) -> int:
+    """Plan a GGUF model; 0 fits, 1 does not fit."""
+    metadata = ckpt.gguf_metadata or {}
+    words = [*(["--n-ctx", args.n_ctx] if args.n_ctx else []), *passthrough]
+    n_ctx = int(engine_args.get_flag(words, *_N_CTX) or _train_ctx(metadata))
+    settings = {
+        "n_ctx": n_ctx,
+        "n_parallel": int(engine_args.get_flag(words, *_PARALLEL) or 1),
+        "cache_type_k": engine_args.get_flag(words, *_TYPE_K) or "f16",
+        "cache_type_v": engine_args.get_flag(words, *_TYPE_V) or "f16",
+        "flash_attn": engine_args.has_flag(words, *_FLASH),
+    }
+    plan = _plan(ckpt, settings)
+    memory_bytes, where = _memory(args)
+    result = _result(ckpt, settings, plan, memory_bytes, where)
+    if args.json:
+        print_json(result, ctx.stdout)
+    else:
+        _print(result, ctx)
+    return 0 if result["verdict"]["fits"] else 1
+
+
+def _plan(ckpt: Checkpoint, settings: dict[str, Any], **override: Any) -> GgufPlan:
+    values = {**settings, **override}
+    return plan_gguf(ckpt.gguf_metadata or {}, ckpt.tensors, n_ctx=values["n_ctx"],
+                     n_parallel=values["n_parallel"], cache_type_k=values["cache_type_k"],
+                     cache_type_v=values["cache_type_v"], flash_attn=values["flash_attn"])
+
+
+def _train_ctx(metadata: dict[str, Any]) -> int:
+    arch = str(metadata.get("general.architecture", "llama"))
+    value = metadata.get(f"{arch}.context_length", 4096)
+    return int(value) if isinstance(value, int | float) else 4096
+
+
+def _memory(args: Any) -> tuple[int, str]:
+    if args.gpu_memory:
+        return parse_size(args.gpu_memory), "GPU"
+    if args.gpu:
+        return lookup(args.gpu).memory_bytes, "GPU"
+    return int(psutil.virtual_memory().available), "host RAM"
+
+
+def _result(ckpt: Checkpoint, settings: dict[str, Any], plan: GgufPlan, memory_bytes: int,
+            where: str) -> dict[str, Any]:
+    fits = plan.total_bytes <= memory_bytes
+    reason = (f"{format_bytes(plan.total_bytes)} needed, {format_bytes(memory_bytes)} of {where}" if fits else
+              f"llama.cpp needs {format_bytes(plan.total_bytes)} (KV cache {format_bytes(plan.kv_cache_bytes)} at "
+              f"n_ctx {plan.n_ctx}) but {format_bytes(memory_bytes)} of {where} is available")
+    weights_alone = plan.weights_bytes > memory_bytes  # the context's buffers aside
+    too_big = "cuda_oom" if where == "GPU" else "host_oom"
+    verdict = {"fits": fits,
+               "failure_class": None if fits else (too_big if weights_alone else "kv_cache_insufficient"),
+               "phase": None if fits else ("weights_loading" if weights_alone else "kv_cache_alloc"),
+               "reason": reason}
+    per_token = plan.kv_cache_bytes / max(1, plan.kv_cells + plan.swa_cells)
+    return {
+        "model": {"architecture": (ckpt.gguf_metadata or {}).get("general.architecture"),
+                  "parameters": sum(math.prod(t.shape) for t in ckpt.tensors),
+                  "weights_bytes_total": plan.weights_bytes},
+        "settings": {**settings, "n_ctx_padded": plan.n_ctx, "engine": "llamacpp"},
+        "memory": {"total_bytes": memory_bytes, "where": where, "weights_bytes": plan.weights_bytes,
+                   "kv_cache_bytes": plan.kv_cache_bytes, "compute_buffer_bytes": plan.compute_buffer_bytes,
+                   "output_buffer_bytes": plan.output_buffer_bytes, "needed_bytes": plan.total_bytes,
+                   "headroom_bytes": memory_bytes - plan.total_bytes},
+        "kv_cache": {"bytes_per_token": round(per_token), "tokens": plan.kv_cells},
+        "verdict": verdict,
+        "recommendations": [] if fits else _recommend(ckpt, settings, memory_bytes),
+        "notes": list(plan.notes),
+    }
+
+
+def _recommend(ckpt: Checkpoint, settings: dict[str, Any], memory_bytes: int) -> list[dict[str, str]]:
+    out = []
+    low, high = 0, settings["n_ctx"]
+    while high - low > 256:  # the largest context (to 256 tokens) whose buffers fit
+        mid = (low + high) // 2
+        if _plan(ckpt, settings, n_ctx=mid).total_bytes <= memory_bytes:
+            low = mid
+        else:
+            high = mid
+    if low >= 256:
+        out.append({"flag": "-c", "value": str(low // 256 * 256),
+                    "why": "the largest context whose KV cache and buffers fit (--n_ctx for llama-cpp-python)"})
+    if settings["cache_type_k"] == "f16":
+        q8 = _plan(ckpt, settings, cache_type_k="q8_0")
+        if q8.total_bytes <= memory_bytes:
+            out.append({"flag": "-ctk", "value": "q8_0", "why": "a q8_0 K cache halves its bytes and fits"})
+    return out
+
+
+def _print(result: dict[str, Any], ctx: Context) -> None:
+    console = make_console(ctx.stdout, ctx.environ)
+    m, s, v = result["memory"], result["settings"], result["verdict"]
+    console.print(f"{result['model']['architecture']}: {result['model']['parameters']:,} parameters, "
+                  f"{format_bytes(m['weights_bytes'])} of weights; llama.cpp, n_ctx {s['n_ctx_padded']}, "
+                  f"{s['n_parallel']} slot(s), KV {s['cache_type_k']}/{s['cache_type_v']}")
+    for label, key in (("weights", "weights_bytes"), ("KV cache", "kv_cache_bytes"),
+                       ("compute buffer", "compute_buffer_bytes"), ("output buffer", "output_buffer_bytes"),
+                       ("needed", "needed_bytes"), (f"available ({m['where']})", "total_bytes")):
+        console.print(f"  {label:<22} {format_bytes(m[key]):>12}")
+    console.print("verdict: FITS" if v["fits"] else f"verdict: DOES NOT FIT - {v['failure_class']} at {v['phase']}: "
+                  f"{v['reason']}")
+    for r in result["recommendations"]:
+        console.print(f"  append {r['flag']} {r['value']}   # {r['why']}")
+
+
+def check_not_mixed(args: Any) -> None:
+    """vLLM-only flags make no sense for a GGUF plan."""
+    if getattr(args, "tensor_parallel_size", None) not in (None, 1):
+        raise UsageError("-tp is a vLLM setting; llama.cpp splits layers with --tensor-split",
+                         hint="drop -tp for a GGUF plan")
