@@ -30,6 +30,7 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/collect_results.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .pytest_cache .ruff_cache
