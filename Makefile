@@ -18,7 +18,8 @@ demo: $(STAMP)
 	$(BIN)/bringup demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -29,14 +29,20 @@ def noise_line(rng: random.Random, i: int) -> str:
     r = rng.random()
     if r < 0.55:
         rank = i % 4
-        return (f"gpu-node-07:{4500 + rank}:{4600 + i % 97} [{rank}] NCCL INFO Channel {i % 32:02d}/0 : "
-                f"{rank}[{rank}] -> {(rank + 1) % 4}[{(rank + 1) % 4}] via P2P/CUMEM/read")
+        return (
+            f"gpu-node-07:{4500 + rank}:{4600 + i % 97} [{rank}] NCCL INFO Channel {i % 32:02d}/0 : "
+            f"{rank}[{rank}] -> {(rank + 1) % 4}[{(rank + 1) % 4}] via P2P/CUMEM/read"
+        )
     if r < 0.85:
-        return (f'INFO:     10.0.{i % 255}.{i % 13}:{30000 + i % 2000} - "POST /v1/chat/completions '
-                'HTTP/1.1" 200 OK')
+        return (
+            f'INFO:     10.0.{i % 255}.{i % 13}:{30000 + i % 2000} - "POST /v1/chat/completions '
+            'HTTP/1.1" 200 OK'
+        )
     pct = i % 100
-    return (f"model-{i % 48 + 1:05d}-of-00048.safetensors: {pct:3d}%|{'█' * (pct // 10):10s}| "
-            f"{pct * 48 // 10}M/4.80G [00:{i % 60:02d}<01:02, 78.5MB/s]")
+    return (
+        f"model-{i % 48 + 1:05d}-of-00048.safetensors: {pct:3d}%|{'█' * (pct // 10):10s}| "
+        f"{pct * 48 // 10}M/4.80G [00:{i % 60:02d}<01:02, 78.5MB/s]"
+    )
 
 
 def make_log(total_lines: int, seed: int = 7) -> bytes:
@@ -117,7 +123,9 @@ def main() -> int:
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode in (0, 1):
                 grep_count = int(proc.stdout.strip() or 0)
-                grep_s = time_best(lambda: subprocess.run(cmd, capture_output=True, check=False), args.repeat)
+                grep_s = time_best(
+                    lambda: subprocess.run(cmd, capture_output=True, check=False), args.repeat
+                )
 
     f = result.failure
     rows = [
@@ -128,18 +136,22 @@ def main() -> int:
     report = [
         "# bringup diagnose: benchmark",
         "",
-        (f"`bench/bench_diagnose.py`: {n:,} lines ({len(data) / 2**20:.1f} MiB) of vLLM 0.33 log, "
-         "mostly NCCL INFO, uvicorn access-log and tqdm download noise, with the MiniMax-M2.5 "
-         f"sampler-warmup OOM near the end. Best of {args.repeat} (feed: 1 run). Python "
-         f"{platform.python_version()}, {platform.machine()}, shared 2-core machine."),
+        (
+            f"`bench/bench_diagnose.py`: {n:,} lines ({len(data) / 2**20:.1f} MiB) of vLLM 0.33 log, "
+            "mostly NCCL INFO, uvicorn access-log and tqdm download noise, with the MiniMax-M2.5 "
+            f"sampler-warmup OOM near the end. Best of {args.repeat} (feed: 1 run). Python "
+            f"{platform.python_version()}, {platform.machine()}, shared 2-core machine."
+        ),
         "",
         "| what | seconds | lines/s |",
         "|---|---:|---:|",
         *[f"| {name} | {secs:.3f} | {rate:,.0f} |" for name, secs, rate in rows],
         "",
-        (f"Goal: >= 300,000 lines/s for diagnose_bytes. Verdict found: `{f.failure_class.value}` "
-         f"in `{f.phase.value}` at line {f.line_number:,}; grep counted {grep_count} matching "
-         "lines and gives no class, phase or root cause."),
+        (
+            f"Goal: >= 300,000 lines/s for diagnose_bytes. Verdict found: `{f.failure_class.value}` "
+            f"in `{f.phase.value}` at line {f.line_number:,}; grep counted {grep_count} matching "
+            "lines and gives no class, phase or root cause."
+        ),
         "",
     ]
     text = "\n".join(report)

@@ -35,8 +35,17 @@ from builders.safetensors import write_checkpoint  # noqa: E402
 
 def _llama70b_checkpoint(folder: Path) -> Path:
     cfg = bundled_config("Llama-3.1-70B")
-    return write_checkpoint(folder, n_shards=125, hidden=8192, layers=80, heads=64, kv_heads=8,
-                            intermediate=28672, vocab=128256, config=cfg)
+    return write_checkpoint(
+        folder,
+        n_shards=125,
+        hidden=8192,
+        layers=80,
+        heads=64,
+        kv_heads=8,
+        intermediate=28672,
+        vocab=128256,
+        config=cfg,
+    )
 
 
 def _time_in_process(argv: list[str], repeat: int) -> list[float]:
@@ -71,18 +80,24 @@ def main_bench() -> None:
         in_proc = _time_in_process(argv, args.repeat)
         proc = _time_process(argv, args.repeat)
         cfg = str(folder / "config.json")
-        bare = _time_in_process(["plan", cfg, "--gpu", "H100", "--gpus", "4", "-tp", "4", "--json"], args.repeat)
+        bare = _time_in_process(
+            ["plan", cfg, "--gpu", "H100", "--gpus", "4", "-tp", "4", "--json"], args.repeat
+        )
     acc = accuracy()
     lines = [
         "# bringup plan: benchmark and accuracy",
         "",
-        (f"Machine: {platform.machine()}, Python {platform.python_version()}, {platform.system()}; "
-        f"median of {args.repeat} runs."),
+        (
+            f"Machine: {platform.machine()}, Python {platform.python_version()}, {platform.system()}; "
+            f"median of {args.repeat} runs."
+        ),
         "",
         "## Plan on a 125-shard checkpoint (headers only)",
         "",
-        (f"Synthetic Llama-3.1-70B BF16 checkpoint, 125 sparse shards, {apparent / 1e9:.1f} GB apparent size, "
-        "TP 4 on H100. Goal: under 1 s."),
+        (
+            f"Synthetic Llama-3.1-70B BF16 checkpoint, 125 sparse shards, {apparent / 1e9:.1f} GB apparent size, "
+            "TP 4 on H100. Goal: under 1 s."
+        ),
         "",
         "| what | median s | min s |",
         "|---|---|---|",
@@ -92,23 +107,33 @@ def main_bench() -> None:
         "",
         "## Accuracy against public vLLM logs",
         "",
-        (f"Median |error| of weights per GPU: {100 * acc['median_weights_error']:.1f} % "
-        f"(goal 2 %); KV tokens: {100 * (acc['median_kv_tokens_error'] or 0):.1f} % (goal 5 %)."),
+        (
+            f"Median |error| of weights per GPU: {100 * acc['median_weights_error']:.1f} % "
+            f"(goal 2 %); KV tokens: {100 * (acc['median_kv_tokens_error'] or 0):.1f} % (goal 5 %)."
+        ),
         "",
-        ("| point | source | weights predicted GiB | weights error | KV predicted GiB | KV error GiB | "
-        "KV tokens error | bytes/token check | verdict | note |"),
+        (
+            "| point | source | weights predicted GiB | weights error | KV predicted GiB | KV error GiB | "
+            "KV tokens error | bytes/token check | verdict | note |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p, r in zip(POINTS, acc["rows"], strict=True):
+
         def pct(key: str, row: dict[str, object] = r) -> str:
             v = row.get(key)
             return f"{100 * v:+.1f} %" if isinstance(v, float) else "-"
+
         kv_err = r.get("kv_gib_error")
         lines.append(
             f"| {p.name} | {p.source} | {r['weights_gib']:.2f} | {pct('weights_error')} | {r['kv_gib']:.2f} | "
-            f"{kv_err:+.2f} |" if isinstance(kv_err, float) else
-            f"| {p.name} | {p.source} | {r['weights_gib']:.2f} | {pct('weights_error')} | {r['kv_gib']:.2f} | - |")
-        lines[-1] += f" {pct('kv_tokens_error')} | {pct('kv_tokens_from_measured_pool_error')} | {r['verdict']} | {p.note} |"
+            f"{kv_err:+.2f} |"
+            if isinstance(kv_err, float)
+            else f"| {p.name} | {p.source} | {r['weights_gib']:.2f} | {pct('weights_error')} | {r['kv_gib']:.2f} | - |"
+        )
+        lines[-1] += (
+            f" {pct('kv_tokens_error')} | {pct('kv_tokens_from_measured_pool_error')} | {r['verdict']} | {p.note} |"
+        )
     text = "\n".join(lines) + "\n"
     Path(args.out).write_text(text)
     print(text)

@@ -70,26 +70,55 @@ def serving(argv: list[str], port: int, log: Path) -> Iterator[str]:
 
 
 def twin_rows(work: Path) -> list[str]:
-    rows = ["| configured rate (tok/s) | concurrency | requests | measured decode (tok/s/stream) | mean TPOT (ms) | expected TPOT (ms) | output throughput (tok/s) | expected throughput (tok/s) | median TTFT (ms) | errors |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| configured rate (tok/s) | concurrency | requests | measured decode (tok/s/stream) | mean TPOT (ms) | expected TPOT (ms) | output throughput (tok/s) | expected throughput (tok/s) | median TTFT (ms) | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for rate in RATES:
         port = _free_port()
-        argv = [sys.executable, "-m", "bringup", "twin", "vllm", "--host", "127.0.0.1",
-                "--port", str(port), "--time-scale", "0.01", "--token-rate", str(rate),
-                "--gpus-file", str(work / f"gpus-{rate:.0f}.json")]
+        argv = [
+            sys.executable,
+            "-m",
+            "bringup",
+            "twin",
+            "vllm",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--time-scale",
+            "0.01",
+            "--token-rate",
+            str(rate),
+            "--gpus-file",
+            str(work / f"gpus-{rate:.0f}.json"),
+        ]
         with serving(argv, port, work / f"twin-{rate:.0f}.log") as url:
-            report = run_bench(BenchConfig(url, input_tokens=256, output_tokens=OUTPUT,
-                                           concurrency=LEVELS, requests=16, duration_seconds=120))
+            report = run_bench(
+                BenchConfig(
+                    url,
+                    input_tokens=256,
+                    output_tokens=OUTPUT,
+                    concurrency=LEVELS,
+                    requests=16,
+                    duration_seconds=120,
+                )
+            )
         for lv in report.levels:
             decode = lv.decode_tokens_per_second or 0.0
             # every request in parallel: c streams, each 64 tokens in TTFT + 63 / rate seconds
-            expected = lv.concurrency * OUTPUT / ((lv.mean_ttft_ms or 0) / 1000 + (OUTPUT - 1) / rate)
+            expected = (
+                lv.concurrency * OUTPUT / ((lv.mean_ttft_ms or 0) / 1000 + (OUTPUT - 1) / rate)
+            )
             rows.append(
                 f"| {rate:.0f} | {lv.concurrency} | {lv.completed + lv.failed} | {decode:.1f} | "
                 f"{lv.mean_tpot_ms or 0:.3f} | {1000 / rate:.3f} | {lv.output_throughput:.1f} | "
-                f"{expected:.1f} | {lv.median_ttft_ms or 0:.1f} | {lv.failed} |")
-        print(f"twin {rate:.0f} tok/s: single-stream {report.single_stream_decode_tokens_per_second:.1f}",
-              flush=True)
+                f"{expected:.1f} | {lv.median_ttft_ms or 0:.1f} | {lv.failed} |"
+            )
+        print(
+            f"twin {rate:.0f} tok/s: single-stream {report.single_stream_decode_tokens_per_second:.1f}",
+            flush=True,
+        )
     return rows
 
 
@@ -103,12 +132,34 @@ def llamacpp_section(work: Path) -> list[str]:
     lines: list[str] = []
     for interrupt in ("False", "True"):
         port = _free_port()
-        argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
-                "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--interrupt_requests", interrupt]
+        argv = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "2048",
+            "--interrupt_requests",
+            interrupt,
+        ]
         predicted, _ = predict(_Args(str(model)))
         with serving(argv, port, work / f"llamacpp-{interrupt}.log") as url:
-            report = run_bench(BenchConfig(url, input_tokens=256, output_tokens=64, concurrency=(1, 2, 4),
-                                           requests=12, duration_seconds=120, predicted=predicted))
+            report = run_bench(
+                BenchConfig(
+                    url,
+                    input_tokens=256,
+                    output_tokens=64,
+                    concurrency=(1, 2, 4),
+                    requests=12,
+                    duration_seconds=120,
+                    predicted=predicted,
+                )
+            )
         lines += [f"### `--interrupt_requests {interrupt}`", "", *_level_table(report), ""]
         lines += _ceiling_lines(report)
         print(f"llama.cpp interrupt_requests={interrupt}: stop={report.stop_reason}", flush=True)
@@ -121,16 +172,23 @@ class _Args:
 
 
 def _level_table(report: BenchReport) -> list[str]:
-    rows = ["| concurrency | completed | failed | output tok/s | mean TTFT (ms) | mean TPOT (ms) | p99 ITL (ms) | mean E2EL (ms) |",
-            "|---|---|---|---|---|---|---|---|"]
-    rows.extend(f"| {lv.concurrency} | {lv.completed} | {lv.failed} | {lv.output_throughput:.1f} | "
-                f"{lv.mean_ttft_ms or 0:.1f} | {lv.mean_tpot_ms or 0:.3f} | {lv.p99_itl_ms or 0:.3f} | "
-                f"{lv.mean_e2el_ms or 0:.1f} |" for lv in report.levels)
+    rows = [
+        "| concurrency | completed | failed | output tok/s | mean TTFT (ms) | mean TPOT (ms) | p99 ITL (ms) | mean E2EL (ms) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rows.extend(
+        f"| {lv.concurrency} | {lv.completed} | {lv.failed} | {lv.output_throughput:.1f} | "
+        f"{lv.mean_ttft_ms or 0:.1f} | {lv.mean_tpot_ms or 0:.3f} | {lv.p99_itl_ms or 0:.3f} | "
+        f"{lv.mean_e2el_ms or 0:.1f} |"
+        for lv in report.levels
+    )
     errors = {e.message for lv in report.levels for e in lv.errors}
     if errors:
         rows += ["", *(f"- error: {m}" for m in sorted(errors))]
-    rows.append(f"\nPrompt: {report.prompt.tokens} tokens ({report.prompt.method}: {report.prompt.detail});"
-                f" stop reason: {report.stop_reason}; not run: {list(report.skipped_concurrency)}")
+    rows.append(
+        f"\nPrompt: {report.prompt.tokens} tokens ({report.prompt.method}: {report.prompt.detail});"
+        f" stop reason: {report.stop_reason}; not run: {list(report.skipped_concurrency)}"
+    )
     return rows
 
 
@@ -139,9 +197,14 @@ def _ceiling_lines(report: BenchReport) -> list[str]:
     single = report.single_stream_decode_tokens_per_second
     if c.predicted is None:
         return [f"Ceiling: {c.note}", ""]
-    return [(f"Single-stream decode {single or 0:.1f} tok/s; predicted ceiling "
+    return [
+        (
+            f"Single-stream decode {single or 0:.1f} tok/s; predicted ceiling "
             f"{c.predicted.decode_tokens_per_second:.0f} tok/s ({c.predicted.basis}); "
-            f"measured/predicted {c.measured_over_predicted or 0:.4f}."), ""]
+            f"measured/predicted {c.measured_over_predicted or 0:.4f}."
+        ),
+        "",
+    ]
 
 
 def main() -> int:
@@ -151,28 +214,34 @@ def main() -> int:
         twin = twin_rows(work)
         llama = llamacpp_section(work)
         took = time.time() - started
-    text = "\n".join([
-        "# `bringup bench` measured (issue 9)",
-        "",
-        (f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()},"
-        f" no GPU; shared with other work while measuring. Script: `bench/bench_serving.py`"
-        f" ({took:.0f} s). Client: bringup's own streaming client (threads + httpx2)."),
-        "",
-        "## Against the engine twin: known token rate",
-        "",
-        ("Twin: `bringup twin vllm --time-scale 0.01 --token-rate R` (prefill 10 ms + 20 us per prompt"
-        " token, then one token every 1/R s per request, every request in parallel). Bench: 256"
-        " prompt tokens (sized with the twin's /tokenize), 64 output tokens, 16 requests per level."
-         " Expected throughput = concurrency x 64 / (measured mean TTFT + 63 / rate)."),
-        "",
-        *twin,
-        "",
-        "## Against the real llama.cpp server (llama-cpp-python, CPU, tiny random GGUF)",
-        "",
-        "256 prompt tokens, 64 output tokens, 12 requests per level, concurrency 1, 2, 4.",
-        "",
-        *llama,
-    ])
+    text = "\n".join(
+        [
+            "# `bringup bench` measured (issue 9)",
+            "",
+            (
+                f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()},"
+                f" no GPU; shared with other work while measuring. Script: `bench/bench_serving.py`"
+                f" ({took:.0f} s). Client: bringup's own streaming client (threads + httpx2)."
+            ),
+            "",
+            "## Against the engine twin: known token rate",
+            "",
+            (
+                "Twin: `bringup twin vllm --time-scale 0.01 --token-rate R` (prefill 10 ms + 20 us per prompt"
+                " token, then one token every 1/R s per request, every request in parallel). Bench: 256"
+                " prompt tokens (sized with the twin's /tokenize), 64 output tokens, 16 requests per level."
+                " Expected throughput = concurrency x 64 / (measured mean TTFT + 63 / rate)."
+            ),
+            "",
+            *twin,
+            "",
+            "## Against the real llama.cpp server (llama-cpp-python, CPU, tiny random GGUF)",
+            "",
+            "256 prompt tokens, 64 output tokens, 12 requests per level, concurrency 1, 2, 4.",
+            "",
+            *llama,
+        ]
+    )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text + "\n", encoding="utf-8")
     print(text)

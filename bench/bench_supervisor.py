@@ -47,14 +47,30 @@ def one_latency(mode: str, event: str) -> float:
     """Seconds from the server's stamp to the ``event`` verdict."""
     with tempfile.TemporaryDirectory() as tmp:
         stamp = Path(tmp) / "stamp"
-        argv = (sys.executable, str(FAKE), "--mode", mode, "--port", str(free_port()), "--stamp", str(stamp),
-                "--shards", "2", "--step", "0.3", "--linger", "30")
+        argv = (
+            sys.executable,
+            str(FAKE),
+            "--mode",
+            mode,
+            "--port",
+            str(free_port()),
+            "--stamp",
+            str(stamp),
+            "--shards",
+            "2",
+            "--step",
+            "0.3",
+            "--linger",
+            "30",
+        )
         seen: dict[str, float] = {}
 
         def on_event(e: LiveEvent) -> None:
             seen.setdefault(e.event, time.time())
 
-        config = StartupConfig(argv=argv, exit_when_ready=True, grace_seconds=2.0, environ=dict(os.environ))
+        config = StartupConfig(
+            argv=argv, exit_when_ready=True, grace_seconds=2.0, environ=dict(os.environ)
+        )
         run_startup(config, on_event=on_event)
         return seen[event] - float(stamp.read_text())
 
@@ -65,9 +81,25 @@ def latencies(mode: str, event: str, runs: int) -> list[float]:
 
 def follow_cost(rate: float, seconds: float) -> dict[str, float]:
     """CPU seconds and peak RSS of `bringup run` following a chatty engine for ``seconds``."""
-    argv = [sys.executable, "-m", "bringup", "run", "--stall", "0", "--",
-            sys.executable, str(FAKE), "--mode", "chatty", "--rate", str(rate), "--port", str(free_port()),
-            "--shards", "0"]
+    argv = [
+        sys.executable,
+        "-m",
+        "bringup",
+        "run",
+        "--stall",
+        "0",
+        "--",
+        sys.executable,
+        str(FAKE),
+        "--mode",
+        "chatty",
+        "--rate",
+        str(rate),
+        "--port",
+        str(free_port()),
+        "--shards",
+        "0",
+    ]
     env = {**os.environ, "NO_COLOR": "1"}
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     ps = psutil.Process(proc.pid)
@@ -142,7 +174,9 @@ def main() -> None:
     write(Path(args.out), detect, ready, costs)
 
 
-def write(path: Path, detect: list[float], ready: list[float], costs: list[dict[str, float]]) -> None:
+def write(
+    path: Path, detect: list[float], ready: list[float], costs: list[dict[str, float]]
+) -> None:
     cpu = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     rows = "\n".join(
         f"| {c['rate']:.0f} lines/s (measured {c['lines_per_second']:.0f}) | {c['seconds']:.0f} s | "

@@ -52,8 +52,16 @@ def timed(fn: Callable[[], object], repeat: int) -> list[float]:
 def bench_headers(tmp: Path) -> list[str]:
     """Scan a 125-shard sparse checkpoint, in-process and as `python -m bringup verify --json`."""
     folder = tmp / "llama70b"
-    write_checkpoint(folder, n_shards=125, hidden=8192, layers=80, heads=64, kv_heads=8,
-                     intermediate=28672, vocab=128256)
+    write_checkpoint(
+        folder,
+        n_shards=125,
+        hidden=8192,
+        layers=80,
+        heads=64,
+        kv_heads=8,
+        intermediate=28672,
+        vocab=128256,
+    )
     ckpt = scan_checkpoint(folder)
     assert not ckpt.problems, ckpt.problems[:3]
     total = sum(ckpt.file_sizes.values())
@@ -65,8 +73,10 @@ def bench_headers(tmp: Path) -> list[str]:
     return [
         "## Headers-only verify, 125 shards",
         "",
-        (f"Synthetic Llama-70B-like checkpoint: 125 sparse shards, {len(ckpt.tensors)} tensors, "
-        f"{total / 1e9:.1f} GB apparent size (sparse: no data on disk), index + config + tokenizer."),
+        (
+            f"Synthetic Llama-70B-like checkpoint: 125 sparse shards, {len(ckpt.tensors)} tensors, "
+            f"{total / 1e9:.1f} GB apparent size (sparse: no data on disk), index + config + tokenizer."
+        ),
         "",
         "| what | median | min |",
         "|---|---|---|",
@@ -107,11 +117,22 @@ def bench_hash_one(tmp: Path, gb: float) -> list[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), NO_COLOR="1")
     runs: dict[str, list[float]] = {"openssl": [], "hash_file": [], "cli": []}
     for _ in range(3):
-        runs["openssl"] += timed(lambda: subprocess.run(["openssl", "dgst", "-sha256", str(path)], check=True,
-                                                        capture_output=True), 1)
+        runs["openssl"] += timed(
+            lambda: subprocess.run(
+                ["openssl", "dgst", "-sha256", str(path)], check=True, capture_output=True
+            ),
+            1,
+        )
         runs["hash_file"] += timed(lambda: hash_file(path), 1)
-        runs["cli"] += timed(lambda: subprocess.run([sys.executable, "-m", "bringup", "verify", str(path), "--hash"],
-                                                    check=True, capture_output=True, env=env), 1)
+        runs["cli"] += timed(
+            lambda: subprocess.run(
+                [sys.executable, "-m", "bringup", "verify", str(path), "--hash"],
+                check=True,
+                capture_output=True,
+                env=env,
+            ),
+            1,
+        )
     best = {k: size / min(v) / 1e6 for k, v in runs.items()}
     med = {k: size / statistics.median(v) / 1e6 for k, v in runs.items()}
     path.unlink()
@@ -123,10 +144,14 @@ def bench_hash_one(tmp: Path, gb: float) -> list[str]:
         "| tool | best MB/s | median MB/s | ratio to openssl (median) |",
         "|---|---|---|---|",
         f"| `openssl dgst -sha256` | {best['openssl']:.0f} | {med['openssl']:.0f} | 1.00 |",
-        (f"| `hash_file()` (8 MiB readinto, hashlib) | {best['hash_file']:.0f} | {med['hash_file']:.0f} | "
-        f"{med['hash_file'] / med['openssl']:.2f} |"),
-        (f"| `bringup verify FILE --hash` (process, incl. start) | {best['cli']:.0f} | {med['cli']:.0f} | "
-        f"{med['cli'] / med['openssl']:.2f} |"),
+        (
+            f"| `hash_file()` (8 MiB readinto, hashlib) | {best['hash_file']:.0f} | {med['hash_file']:.0f} | "
+            f"{med['hash_file'] / med['openssl']:.2f} |"
+        ),
+        (
+            f"| `bringup verify FILE --hash` (process, incl. start) | {best['cli']:.0f} | {med['cli']:.0f} | "
+            f"{med['cli'] / med['openssl']:.2f} |"
+        ),
         "",
         "Goal: at least 0.9 of openssl.",
         "",
@@ -138,7 +163,9 @@ def bench_hash_many(tmp: Path, gb: float) -> list[str]:
     cpus = os.cpu_count() or 1
     n_files = max(2, cpus)
     each = int(gb * 1e9 / n_files)
-    paths = {f"f{i}.safetensors": write_random(tmp / f"f{i}.safetensors", each) for i in range(n_files)}
+    paths = {
+        f"f{i}.safetensors": write_random(tmp / f"f{i}.safetensors", each) for i in range(n_files)
+    }
     for p in paths.values():
         subprocess.run(["cat", str(p)], stdout=subprocess.DEVNULL, check=True)
     total = sum(p.stat().st_size for p in paths.values())
@@ -149,9 +176,13 @@ def bench_hash_many(tmp: Path, gb: float) -> list[str]:
             hash_files(paths, jobs=jobs)
             wall = time.perf_counter() - start
             after = os.times()
-            samples[jobs].append((wall, (after.user - before.user + after.system - before.system) / wall))
-    rows = [(jobs, statistics.median(w for w, _ in s), statistics.median(u for _, u in s))
-            for jobs, s in samples.items()]
+            samples[jobs].append(
+                (wall, (after.user - before.user + after.system - before.system) / wall)
+            )
+    rows = [
+        (jobs, statistics.median(w for w, _ in s), statistics.median(u for _, u in s))
+        for jobs, s in samples.items()
+    ]
     for p in paths.values():
         p.unlink()
     one = rows[0][1]
@@ -161,8 +192,10 @@ def bench_hash_many(tmp: Path, gb: float) -> list[str]:
         "| threads | wall (median of 4, interleaved) | MB/s | speedup | CPU utilisation (cpu-s / wall-s) |",
         "|---|---|---|---|---|",
     ]
-    lines += [f"| {j} | {w:.2f} s | {total / w / 1e6:.0f} | {one / w:.2f}x | {u:.2f} of {cpus} cores |"
-              for j, w, u in rows]
+    lines += [
+        f"| {j} | {w:.2f} s | {total / w / 1e6:.0f} | {one / w:.2f}x | {u:.2f} of {cpus} cores |"
+        for j, w, u in rows
+    ]
     lines += ["", f"Goal: uses every core. Load average after: {os.getloadavg()[0]:.2f}.", ""]
     return lines
 
@@ -177,13 +210,23 @@ def main() -> int:
         print("openssl is not installed; the comparison needs it", file=sys.stderr)
         return 2
     load = os.getloadavg()[0]
-    lines = ["# bringup verify: measured figures", "",
-             (f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-             f"{subprocess.run(['openssl', 'version'], capture_output=True, text=True).stdout.strip()}; "
-             f"load average {load:.2f} at start (the machine is shared). "
-             f"Command: `.venv/bin/python bench/bench_verify.py`."), ""]
+    lines = [
+        "# bringup verify: measured figures",
+        "",
+        (
+            f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+            f"{subprocess.run(['openssl', 'version'], capture_output=True, text=True).stdout.strip()}; "
+            f"load average {load:.2f} at start (the machine is shared). "
+            f"Command: `.venv/bin/python bench/bench_verify.py`."
+        ),
+        "",
+    ]
     with tempfile.TemporaryDirectory(prefix="bench-verify-", dir="/tmp") as tmp:
-        for bench in (bench_headers, lambda t: bench_hash_one(t, args.hash_gb), lambda t: bench_hash_many(t, args.hash_gb)):
+        for bench in (
+            bench_headers,
+            lambda t: bench_hash_one(t, args.hash_gb),
+            lambda t: bench_hash_many(t, args.hash_gb),
+        ):
             section = bench(Path(tmp))
             print("\n".join(section), flush=True)
             lines += section

@@ -13,8 +13,21 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = ["verify", "plan", "guard", "unit", "run", "up", "watch", "status", "diagnose", "bench", "demo",
-         "twin", "remote"]
+ORDER = [
+    "verify",
+    "plan",
+    "guard",
+    "unit",
+    "run",
+    "up",
+    "watch",
+    "status",
+    "diagnose",
+    "bench",
+    "demo",
+    "twin",
+    "remote",
+]
 FENCE = re.compile(r"^(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s")
 
@@ -40,9 +53,8 @@ def shift(text: str, top: int = 3) -> str:
 def build() -> str:
     parts = [(ROOT / "docs" / "readme-head.md").read_text().rstrip() + "\n"]
     pages = {p.stem: p for p in (ROOT / "docs" / "cli").glob("*.md")}
-    for name in ORDER + sorted(set(pages) - set(ORDER)):
-        if name in pages:
-            parts.append(shift(pages[name].read_text()))
+    names = ORDER + sorted(set(pages) - set(ORDER))
+    parts.extend(shift(pages[name].read_text()) for name in names if name in pages)
     return "\n".join(parts)
 
 

@@ -7,9 +7,21 @@ import os
 import pytest
 
 _LEAKY_PREFIXES = ("CUDA_", "VLLM_", "HF_", "NOTIFY_", "SGLANG_")
-_LEAKY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
-                "all_proxy", "no_proxy", "OPENAI_API_KEY", "WATCHDOG_USEC", "WATCHDOG_PID",
-                "FORCE_COLOR", "BRINGUP_DEBUG")
+_LEAKY_NAMES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "OPENAI_API_KEY",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    "FORCE_COLOR",
+    "BRINGUP_DEBUG",
+)
 
 
 @pytest.fixture(autouse=True)

@@ -17,9 +17,17 @@ from bringup.units import format_bytes, parse_duration, parse_size
 def test_phase_vocabulary_is_exact_and_ordered() -> None:
     """The phase names and order are the published vocabulary."""
     assert [p.value for p in Phase] == [
-        "start", "config", "distributed_init", "weights_loading", "weights_loaded",
-        "memory_profiling", "kv_cache_alloc", "cuda_graph_capture", "warmup",
-        "api_server_starting", "ready",
+        "start",
+        "config",
+        "distributed_init",
+        "weights_loading",
+        "weights_loaded",
+        "memory_profiling",
+        "kv_cache_alloc",
+        "cuda_graph_capture",
+        "warmup",
+        "api_server_starting",
+        "ready",
     ]
     assert Phase.WARMUP.order > Phase.KV_CACHE_ALLOC.order
 
@@ -27,9 +35,17 @@ def test_phase_vocabulary_is_exact_and_ordered() -> None:
 def test_failure_vocabulary_is_exact() -> None:
     """The failure classes are the published vocabulary."""
     assert {c.value for c in FailureClass} == {
-        "cuda_oom", "kv_cache_insufficient", "gpu_memory_utilization", "nccl_error",
-        "unsupported_hardware", "missing_or_corrupt_weights", "config_error", "port_in_use",
-        "engine_core_died", "host_oom", "timeouts",
+        "cuda_oom",
+        "kv_cache_insufficient",
+        "gpu_memory_utilization",
+        "nccl_error",
+        "unsupported_hardware",
+        "missing_or_corrupt_weights",
+        "config_error",
+        "port_in_use",
+        "engine_core_died",
+        "host_oom",
+        "timeouts",
     }
     assert not FailureClass.CONFIG_ERROR.is_retryable
     assert FailureClass.CUDA_OOM.is_retryable
@@ -44,7 +60,9 @@ def test_parse_size(text: str, expected: int) -> None:
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [("300s", 300.0), ("2h", 7200.0), ("1h30m", 5400.0), ("45", 45.0)])
+@pytest.mark.parametrize(
+    ("text", "expected"), [("300s", 300.0), ("2h", 7200.0), ("1h30m", 5400.0), ("45", 45.0)]
+)
 def test_parse_duration(text: str, expected: float) -> None:
     """Durations accept s, m, h and combinations."""
     assert parse_duration(text) == expected
@@ -74,5 +92,7 @@ def test_unknown_command_is_one_line_exit_2() -> None:
 
 def test_python_dash_m_works() -> None:
     """`python -m bringup --version` runs the same entry point."""
-    out = subprocess.run([sys.executable, "-m", "bringup", "--version"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "bringup", "--version"], capture_output=True, text=True, check=True
+    )
     assert out.stdout.startswith("bringup ")

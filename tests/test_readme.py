@@ -11,8 +11,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_readme_is_up_to_date() -> None:
     """README.md equals what scripts/build_readme.py builds from docs/readme-head.md and docs/cli/."""
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_readme.py"), "--check"],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_readme.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
 
 

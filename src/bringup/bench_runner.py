@@ -129,7 +129,9 @@ class _LevelState:
         with self.lock:
             if self.aborted or self.closed or self.next_index >= self.limit:
                 return None
-            if now >= soft_deadline or (self.results and now + self.expected_seconds > soft_deadline):
+            if now >= soft_deadline or (
+                self.results and now + self.expected_seconds > soft_deadline
+            ):
                 return None
             self.next_index += 1
             return self.next_index - 1
@@ -144,7 +146,9 @@ class _LevelState:
                 self.aborted = True
 
 
-def run_bench(config: BenchConfig, *, clock: Callable[[], float] = time.perf_counter) -> BenchReport:
+def run_bench(
+    config: BenchConfig, *, clock: Callable[[], float] = time.perf_counter
+) -> BenchReport:
     """Measure the server at ``config.url``; AdapterError (exit 3) when it cannot be asked."""
     _check(config)
     run_end = clock() + config.duration_seconds
@@ -174,12 +178,15 @@ def _pick_model(client: OpenAIStream, wanted: str | None) -> str:
     try:
         served = client.list_models()
     except AdapterError as exc:
-        raise AdapterError(exc.message, hint="is the server up? check the URL and port",
-                           exit_code=EXIT_UNREACHABLE) from exc
+        raise AdapterError(
+            exc.message, hint="is the server up? check the URL and port", exit_code=EXIT_UNREACHABLE
+        ) from exc
     if wanted is not None:
         return wanted
     if not served:
-        raise AdapterError(f"{client.base_url}/v1/models lists no model", exit_code=EXIT_UNREACHABLE)
+        raise AdapterError(
+            f"{client.base_url}/v1/models lists no model", exit_code=EXIT_UNREACHABLE
+        )
     return served[0]
 
 
@@ -205,7 +212,9 @@ def _calibrate(client: OpenAIStream, config: BenchConfig, model: str) -> tuple[P
     usage = _usage_counter(client, config, model)
     if usage is not None:
         words, tokens = _fit_words(target, usage)
-        return PromptInfo("usage", "calibrated from usage.prompt_tokens of probe requests", tokens), words
+        return PromptInfo(
+            "usage", "calibrated from usage.prompt_tokens of probe requests", tokens
+        ), words
     words = max(1, round(target * CHARS_PER_TOKEN / _mean_word_chars()))
     return PromptInfo("approximate", f"{CHARS_PER_TOKEN:.0f} characters per token", target), words
 
@@ -213,8 +222,9 @@ def _calibrate(client: OpenAIStream, config: BenchConfig, model: str) -> tuple[P
 def _must_count(client: OpenAIStream, model: str, words: int) -> int:
     counted = client.count_tokens(model, prompt_text(words))
     if counted is None:
-        raise AdapterError(f"{client.base_url}: the tokenizer stopped answering",
-                           exit_code=EXIT_UNREACHABLE)
+        raise AdapterError(
+            f"{client.base_url}: the tokenizer stopped answering", exit_code=EXIT_UNREACHABLE
+        )
     return counted[0]
 
 
@@ -236,8 +246,9 @@ def _usage_counter(
     except _NoUsage:
         return None
     except AdapterError as exc:
-        raise AdapterError(f"the server does not answer a completion: {exc.message}",
-                           exit_code=EXIT_UNREACHABLE) from exc
+        raise AdapterError(
+            f"the server does not answer a completion: {exc.message}", exit_code=EXIT_UNREACHABLE
+        ) from exc
     return count
 
 
@@ -280,16 +291,20 @@ def _probe_extras(
         last = timing.error or "no generated text"
         if not last.startswith(("HTTP 400", "HTTP 422")):
             break
-    raise AdapterError(f"{client.base_url}: a streamed completion failed: {last}",
-                       hint="check --model and the server log", exit_code=EXIT_UNREACHABLE)
+    raise AdapterError(
+        f"{client.base_url}: a streamed completion failed: {last}",
+        hint="check --model and the server log",
+        exit_code=EXIT_UNREACHABLE,
+    )
 
 
 def _request_factory(
     config: BenchConfig, model: str, words: int, tokens: int, extras: dict[str, Any]
 ) -> Callable[[int], StreamRequest]:
     def make(index: int) -> StreamRequest:
-        return StreamRequest(model, prompt_text(words, index), config.output_tokens, tokens,
-                             config.endpoint, extras)
+        return StreamRequest(
+            model, prompt_text(words, index), config.output_tokens, tokens, config.endpoint, extras
+        )
 
     return make
 
@@ -340,8 +355,9 @@ def _drive(
         while (index := state.claim(clock(), soft_deadline)) is not None:
             state.record(client.stream(make(index), run_end))
 
-    threads = [threading.Thread(target=worker, daemon=True, name=f"bench-{i}")
-               for i in range(concurrency)]
+    threads = [
+        threading.Thread(target=worker, daemon=True, name=f"bench-{i}") for i in range(concurrency)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -68,18 +68,29 @@ class Story:
         first, second = (a.result for a in self.attempts)
         verdict = self.plan["verdict"]
         return (
-            not verdict["fits"] and verdict["failure_class"] == "cuda_oom" and verdict["phase"] == "warmup"
-            and first is not None and first.outcome is Outcome.FAILED
-            and first.failure is not None and first.failure.failure_class.value == "cuda_oom"
-            and second is not None and second.outcome is Outcome.READY
+            not verdict["fits"]
+            and verdict["failure_class"] == "cuda_oom"
+            and verdict["phase"] == "warmup"
+            and first is not None
+            and first.outcome is Outcome.FAILED
+            and first.failure is not None
+            and first.failure.failure_class.value == "cuda_oom"
+            and second is not None
+            and second.outcome is Outcome.READY
         )
 
 
 def write_readings(path: Path) -> None:
     """Four idle 96 GB GPUs, in the readings-file format the twin and ``--gpus-from`` share."""
     gpus = [
-        {"index": i, "name": GPU_NAME, "uuid": f"GPU-demo-{i:04d}", "memory_total_bytes": GPU_TOTAL_BYTES,
-         "memory_used_bytes": 1 << 20, "processes": []}
+        {
+            "index": i,
+            "name": GPU_NAME,
+            "uuid": f"GPU-demo-{i:04d}",
+            "memory_total_bytes": GPU_TOTAL_BYTES,
+            "memory_used_bytes": 1 << 20,
+            "processes": [],
+        }
         for i in range(GPU_COUNT)
     ]
     path.write_text(json.dumps({"gpus": gpus}, indent=1))
@@ -94,15 +105,41 @@ def free_port() -> int:
 
 def plan_argv(readings: Path) -> list[str]:
     """The ``bringup plan`` command the demo runs."""
-    return ["plan", MODEL, "--gpus-from", str(readings), "-tp", str(GPU_COUNT),
-            "--gpu-memory-utilization", UTILIZATION, "--json"]
+    return [
+        "plan",
+        MODEL,
+        "--gpus-from",
+        str(readings),
+        "-tp",
+        str(GPU_COUNT),
+        "--gpu-memory-utilization",
+        UTILIZATION,
+        "--json",
+    ]
 
 
 def twin_argv(readings: Path, port: int, time_scale: float, extra: list[str]) -> list[str]:
     """The server command: the engine twin playing ``vllm serve MiniMaxAI/MiniMax-M2.5 -tp 4``."""
-    return [sys.executable, "-m", "bringup", "twin", "vllm", "--scenario", "oom_warmup", "--port", str(port),
-            "--tp", str(GPU_COUNT), "--gpus-file", str(readings), "--gpu-memory-utilization", UTILIZATION,
-            "--time-scale", f"{time_scale:g}", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "bringup",
+        "twin",
+        "vllm",
+        "--scenario",
+        "oom_warmup",
+        "--port",
+        str(port),
+        "--tp",
+        str(GPU_COUNT),
+        "--gpus-file",
+        str(readings),
+        "--gpu-memory-utilization",
+        UTILIZATION,
+        "--time-scale",
+        f"{time_scale:g}",
+        *extra,
+    ]
 
 
 def run_plan(readings: Path, environ: dict[str, str]) -> dict[str, Any]:
@@ -118,31 +155,56 @@ def run_plan(readings: Path, environ: dict[str, str]) -> dict[str, Any]:
     return data
 
 
-def follow(attempt: Attempt, readings: Path, observer: Any, environ: dict[str, str],
-           on_event: Callable[[LiveEvent], None] | None = None) -> None:
+def follow(
+    attempt: Attempt,
+    readings: Path,
+    observer: Any,
+    environ: dict[str, str],
+    on_event: Callable[[LiveEvent], None] | None = None,
+) -> None:
     """Start the twin under the supervisor and follow it to a verdict (stopped afterwards)."""
     me = psutil.Process()
 
     def hook(event: LiveEvent) -> None:
         if event.event == "failure" and attempt.failure_t is None:
             attempt.failure_t = event.t
-            attempt.server_alive_at_failure = [c.pid for c in me.children() if c.is_running()
-                                               and c.status() != psutil.STATUS_ZOMBIE]
-        if event.event == "probe" and event.fields.get("probe") == "smoke" and event.fields.get("ok"):
+            attempt.server_alive_at_failure = [
+                c.pid
+                for c in me.children()
+                if c.is_running() and c.status() != psutil.STATUS_ZOMBIE
+            ]
+        if (
+            event.event == "probe"
+            and event.fields.get("probe") == "smoke"
+            and event.fields.get("ok")
+        ):
             attempt.answer = event.fields.get("answer")
         if on_event is not None:
             on_event(event)
 
-    config = StartupConfig(argv=tuple(attempt.argv), engine=Engine.VLLM, gpus_from=str(readings),
-                           stall_seconds=60.0, deadline_seconds=180.0, grace_seconds=5.0,
-                           exit_when_ready=True, environ=environ)
+    config = StartupConfig(
+        argv=tuple(attempt.argv),
+        engine=Engine.VLLM,
+        gpus_from=str(readings),
+        stall_seconds=60.0,
+        deadline_seconds=180.0,
+        grace_seconds=5.0,
+        exit_when_ready=True,
+        environ=environ,
+    )
     started = time.monotonic()
     attempt.result = run_startup(config, observer=observer, on_event=hook)
     attempt.wall_seconds = time.monotonic() - started
 
 
-def tell(*, say: Callable[[str], None], observer_for: Callable[[int], Any], environ: dict[str, str],
-         time_scale: float, on_event: Callable[[LiveEvent], None] | None = None) -> Story:
+def tell(
+    *,
+    say: Callable[[str], None],
+    observer_for: Callable[[int], Any],
+    environ: dict[str, str],
+    time_scale: float,
+    on_event: Callable[[LiveEvent], None] | None = None,
+) -> Story:
     """Tell the whole story; ``say`` prints bringup's narration, ``observer_for(n)`` renders run n."""
     story = Story()
     with tempfile.TemporaryDirectory(prefix="bringup-demo-") as tmp:
@@ -151,13 +213,22 @@ def tell(*, say: Callable[[str], None], observer_for: Callable[[int], Any], envi
         say(f"1/4  bringup {' '.join(plan_argv(readings)[:-1])}")
         story.plan = run_plan(readings, environ)
         story.recommended_max_num_seqs = next(
-            (r["value"] for r in story.plan["recommendations"] if r["flag"] == "--max-num-seqs"), None)
+            (r["value"] for r in story.plan["recommendations"] if r["flag"] == "--max-num-seqs"),
+            None,
+        )
         for extra in ([], ["--max-num-seqs", story.recommended_max_num_seqs or "256"]):
             attempt = Attempt(twin_argv(readings, free_port(), time_scale, extra))
             story.attempts.append(attempt)
             n = len(story.attempts)
-            label = "with the default --max-num-seqs (1024)" if not extra else f"again with {' '.join(extra)}"
-            say(f"{n + 1}/4  bringup run -- vllm serve MiniMaxAI/MiniMax-M2.5 -tp 4 "
-                f"--gpu-memory-utilization {UTILIZATION} {' '.join(extra)}".rstrip() + f"   ({label}, engine twin)")
+            label = (
+                "with the default --max-num-seqs (1024)"
+                if not extra
+                else f"again with {' '.join(extra)}"
+            )
+            say(
+                f"{n + 1}/4  bringup run -- vllm serve MiniMaxAI/MiniMax-M2.5 -tp 4 "
+                f"--gpu-memory-utilization {UTILIZATION} {' '.join(extra)}".rstrip()
+                + f"   ({label}, engine twin)"
+            )
             follow(attempt, readings, observer_for(n), environ, on_event)
     return story

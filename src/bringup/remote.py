@@ -44,7 +44,9 @@ from bringup.adapters.sources import (
 from bringup.adapters.ssh import SSH_EXIT_ERROR, SshRunner, SshTarget, ssh_argv, target_from
 from bringup.errors import InputError, RemoteError, UsageError
 
-STOP_GRACE_SECONDS = 30.0  # after Ctrl-C is sent, how long the remote bringup has to stop its server
+STOP_GRACE_SECONDS = (
+    30.0  # after Ctrl-C is sent, how long the remote bringup has to stop its server
+)
 NOT_FOUND = 127
 
 # $1 message, $2 bringup, $3 "sudo" or "", $4 "" (exec), "tty" or "raw" (run), then the arguments.
@@ -104,44 +106,90 @@ def split_remote_flags(args: Sequence[str]) -> RemoteCall | None:
         if any(switches.values()) or values["--remote-bringup"] is not None:
             raise UsageError("--accept-new-host-key, --sudo and --remote-bringup need --host")
         return None
-    return RemoteCall(values["--host"], switches["--accept-new-host-key"], switches["--sudo"],
-                      values["--remote-bringup"] or "bringup", tuple(rest + tail))
+    return RemoteCall(
+        values["--host"],
+        switches["--accept-new-host-key"],
+        switches["--sudo"],
+        values["--remote-bringup"] or "bringup",
+        tuple(rest + tail),
+    )
 
 
 def remote_argv(call: RemoteCall, command: str, target: SshTarget, *, mode: str = "") -> list[str]:
     """The remote command: a small ``sh`` launcher that checks bringup is installed, then execs it."""
-    message = (f"bringup: error: {target}: `{call.remote_bringup}` is not installed there (install "
-               "bringup on the remote host, or give its path with --remote-bringup PATH)")
-    return ["sh", "-c", _LAUNCH, "sh", message, call.remote_bringup, "sudo" if call.sudo else "",
-            mode, command, *call.args]
+    message = (
+        f"bringup: error: {target}: `{call.remote_bringup}` is not installed there (install "
+        "bringup on the remote host, or give its path with --remote-bringup PATH)"
+    )
+    return [
+        "sh",
+        "-c",
+        _LAUNCH,
+        "sh",
+        message,
+        call.remote_bringup,
+        "sudo" if call.sudo else "",
+        mode,
+        command,
+        *call.args,
+    ]
 
 
 def add_remote_arguments(parser: argparse.ArgumentParser) -> None:
     """The remote flags, for ``--help`` (they are taken out before parsing)."""
     group = parser.add_argument_group("remote host (bringup runs there, over ssh)")
-    group.add_argument("--host", metavar="[USER@]SERVER[:PORT]", help="run this command on SERVER (bringup must be installed there)")
-    group.add_argument("--accept-new-host-key", action="store_true", help="trust SERVER's host key on first use (never a changed one)")
-    group.add_argument("--sudo", action="store_true", help="run it there with `sudo -n` (never prompts for a password)")
-    group.add_argument("--remote-bringup", metavar="PATH", help="the bringup executable there (default: bringup on PATH)")
+    group.add_argument(
+        "--host",
+        metavar="[USER@]SERVER[:PORT]",
+        help="run this command on SERVER (bringup must be installed there)",
+    )
+    group.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="trust SERVER's host key on first use (never a changed one)",
+    )
+    group.add_argument(
+        "--sudo",
+        action="store_true",
+        help="run it there with `sudo -n` (never prompts for a password)",
+    )
+    group.add_argument(
+        "--remote-bringup",
+        metavar="PATH",
+        help="the bringup executable there (default: bringup on PATH)",
+    )
 
 
-def forward(command: str, call: RemoteCall, *, stdin: TextIO, stdout: TextIO, stderr: TextIO,
-            environ: Mapping[str, str]) -> int:
+def forward(
+    command: str,
+    call: RemoteCall,
+    *,
+    stdin: TextIO,
+    stdout: TextIO,
+    stderr: TextIO,
+    environ: Mapping[str, str],
+) -> int:
     """Run ``bringup COMMAND`` on the remote host; return its exit code."""
     target = target_from(call.host, accept_new_host_key=call.accept_new_host_key, environ=environ)
     runner = SshRunner(target)
-    runner.run(["true"], timeout_seconds=target.connect_timeout_seconds + 20)  # ssh failures: one line
+    runner.run(
+        ["true"], timeout_seconds=target.connect_timeout_seconds + 20
+    )  # ssh failures: one line
     is_run = command == "run"
     local_tty = is_run and _is_tty(stdin)
     mode = ("tty" if local_tty else "raw") if is_run else ""
     argv = ssh_argv(target, remote_argv(call, command, target, mode=mode), tty=is_run)
     try:
         proc = subprocess.Popen(
-            argv, stdin=_stdin_for(stdin, is_run=is_run, local_tty=local_tty),
-            stdout=_fd_or_pipe(stdout), stderr=_fd_or_pipe(stderr),
+            argv,
+            stdin=_stdin_for(stdin, is_run=is_run, local_tty=local_tty),
+            stdout=_fd_or_pipe(stdout),
+            stderr=_fd_or_pipe(stderr),
         )
     except OSError as exc:
-        raise RemoteError("the `ssh` client is not installed here", hint="install openssh-client") from exc
+        raise RemoteError(
+            "the `ssh` client is not installed here", hint="install openssh-client"
+        ) from exc
     copiers = [_copy(proc.stdout, stdout), _copy(proc.stderr, stderr)]
     with _stopping(proc, interrupt=is_run and not local_tty):
         code = proc.wait()
@@ -153,8 +201,10 @@ def forward(command: str, call: RemoteCall, *, stdin: TextIO, stdout: TextIO, st
     if code == NOT_FOUND:
         return NOT_FOUND
     if code == SSH_EXIT_ERROR:
-        stderr.write(f"bringup: error: {target}: the connection ended (ssh exit 255) while running "
-                     f"`bringup {command}` there\n")
+        stderr.write(
+            f"bringup: error: {target}: the connection ended (ssh exit 255) while running "
+            f"`bringup {command}` there\n"
+        )
     return code
 
 
@@ -221,7 +271,9 @@ def _stopping(proc: subprocess.Popen[bytes], *, interrupt: bool) -> Any:
             signal.signal(s, h)
 
 
-def _stop_handler(proc: subprocess.Popen[bytes], *, interrupt: bool) -> Callable[[int, object], None]:
+def _stop_handler(
+    proc: subprocess.Popen[bytes], *, interrupt: bool
+) -> Callable[[int, object], None]:
     state = {"count": 0}
 
     def handler(_signum: int, _frame: object) -> None:
@@ -255,7 +307,9 @@ b=$2
 if { [ -n "$3" ] && [ "$i" != "$3" ]; } || [ "$s" -lt $(($2 - 1)) ]; then b=1; fi
 echo "$i $b"
 exec tail -c "+$b" -F "$1" 2>&1"""
-_TAIL_NOTE = re.compile(r"^tail: .*(has been replaced|has appeared|file truncated|following new file)")
+_TAIL_NOTE = re.compile(
+    r"^tail: .*(has been replaced|has appeared|file truncated|following new file)"
+)
 
 
 class RemoteFileSource(_Follower):
@@ -280,8 +334,10 @@ class RemoteFileSource(_Follower):
 
     def start(self, emit: Emit) -> None:
         if self.runner.run(["test", "-e", self.path]).returncode != 0:
-            raise InputError(f"{self.runner.target}: log file not found: {self.path}",
-                             hint="give the path the server writes to on that host")
+            raise InputError(
+                f"{self.runner.target}: log file not found: {self.path}",
+                hint="give the path the server writes to on that host",
+            )
         threading.Thread(target=self._follow, args=(emit,), daemon=True, name="remote-log").start()
 
     def command(self) -> list[str] | None:
@@ -302,14 +358,23 @@ class RemoteFileSource(_Follower):
             if self._stopped.is_set():
                 return
             if failures > RECONNECT_ATTEMPTS:
-                emit(ExitItem(None, f"lost {self.runner.target}: could not follow {self.path} "
-                                    f"{RECONNECT_ATTEMPTS} times in a row (ssh status {popen.returncode})"))
+                emit(
+                    ExitItem(
+                        None,
+                        f"lost {self.runner.target}: could not follow {self.path} "
+                        f"{RECONNECT_ATTEMPTS} times in a row (ssh status {popen.returncode})",
+                    )
+                )
                 return
             delay = reconnect_delay_seconds(failures)
             if self._stopped.wait(delay):
                 return
-            emit(NoteItem(f"the connection to {self.runner.target} ended (status {popen.returncode}); "
-                          f"reconnected after {delay:g}s, resuming {self.path} at byte {self.offset_bytes}"))
+            emit(
+                NoteItem(
+                    f"the connection to {self.runner.target} ended (status {popen.returncode}); "
+                    f"reconnected after {delay:g}s, resuming {self.path} at byte {self.offset_bytes}"
+                )
+            )
 
     def _read(self, stream: IO[bytes], emit: Emit) -> bool:
         """Deliver complete lines; return whether any arrived."""
@@ -317,7 +382,11 @@ class RemoteFileSource(_Follower):
         if len(header) == 2:
             self.inode = header[0] if header[0] != "-" else self.inode
             if header[1] == "1" and self.offset_bytes > 0:
-                emit(NoteItem(f"{self.path} was rotated or truncated while disconnected; reading it from its start"))
+                emit(
+                    NoteItem(
+                        f"{self.path} was rotated or truncated while disconnected; reading it from its start"
+                    )
+                )
                 self.offset_bytes = 0
         delivered = False
         for raw in iter(stream.readline, b""):
@@ -339,8 +408,16 @@ class RemoteFileSource(_Follower):
 
 def add_host_arguments(parser: argparse.ArgumentParser) -> None:
     """``--host`` and ``--accept-new-host-key`` for watch, up and status."""
-    parser.add_argument("--host", metavar="[USER@]SERVER[:PORT]", help="the service runs on SERVER: reach it over ssh (systemctl, journalctl, tail, nvidia-smi run there)")
-    parser.add_argument("--accept-new-host-key", action="store_true", help="with --host: trust SERVER's host key on first use (never a changed one)")
+    parser.add_argument(
+        "--host",
+        metavar="[USER@]SERVER[:PORT]",
+        help="the service runs on SERVER: reach it over ssh (systemctl, journalctl, tail, nvidia-smi run there)",
+    )
+    parser.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="with --host: trust SERVER's host key on first use (never a changed one)",
+    )
 
 
 def ssh_runner(args: argparse.Namespace, environ: Mapping[str, str]) -> SshRunner | None:
@@ -349,7 +426,9 @@ def ssh_runner(args: argparse.Namespace, environ: Mapping[str, str]) -> SshRunne
         if getattr(args, "accept_new_host_key", False):
             raise UsageError("--accept-new-host-key needs --host")
         return None
-    return SshRunner(target_from(args.host, accept_new_host_key=args.accept_new_host_key, environ=environ))
+    return SshRunner(
+        target_from(args.host, accept_new_host_key=args.accept_new_host_key, environ=environ)
+    )
 
 
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
@@ -362,14 +441,20 @@ def probe_url(url: str, runner: object) -> str:
         return url
     scheme, rest = url.split("://", 1)
     hostport, slash, path = rest.partition("/")
-    host, colon, port = hostport.rpartition(":") if not hostport.endswith("]") else (hostport, "", "")
+    host, colon, port = (
+        hostport.rpartition(":") if not hostport.endswith("]") else (hostport, "", "")
+    )
     if host not in _LOOPBACK:
         return url
     remote = f"[{target.host}]" if ":" in target.host else target.host
     return f"{scheme}://{remote}{colon}{port}{slash}{path}"
 
 
-GPU_QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.used,memory.total", "--format=csv,noheader,nounits"]
+GPU_QUERY = [
+    "nvidia-smi",
+    "--query-gpu=index,name,memory.used,memory.total",
+    "--format=csv,noheader,nounits",
+]
 
 
 def remote_gpus(runner: SshRunner) -> tuple[list[dict[str, object]], str | None]:
@@ -382,9 +467,14 @@ def remote_gpus(runner: SshRunner) -> tuple[list[dict[str, object]], str | None]
         return [], f"not read: {exc}"
     if result.returncode != 0:
         detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return [], f"not read: {runner.target}: nvidia-smi exited with {result.returncode}: {detail}"
-    return [{"index": g.index, "name": g.name, "used_bytes": g.used_bytes, "total_bytes": g.total_bytes}
-            for g in parse_nvidia_smi(result.stdout)], None
+        return (
+            [],
+            f"not read: {runner.target}: nvidia-smi exited with {result.returncode}: {detail}",
+        )
+    return [
+        {"index": g.index, "name": g.name, "used_bytes": g.used_bytes, "total_bytes": g.total_bytes}
+        for g in parse_nvidia_smi(result.stdout)
+    ], None
 
 
 def server_url(argv: Sequence[str], runner: SshRunner) -> str:

@@ -107,7 +107,9 @@ class Attempts(Protocol):
         """Whether waiting for the GPUs is possible here (GPU readings are available)."""
         ...
 
-    def close(self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool) -> None:
+    def close(
+        self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool
+    ) -> None:
         """Report the end of an attempt (the final one gets the attempts in its summary)."""
         ...
 
@@ -136,8 +138,18 @@ def run_with_retry(
             if attempts.change(change, following):
                 break
             # a wait that timed out: ask again, knowing the wait was tried
-            decision = retry_policy.decide(result.failure, current, history=history, facts=_facts(result),
-                                           plan=plan, can_wait=False) if result.failure else None
+            decision = (
+                retry_policy.decide(
+                    result.failure,
+                    current,
+                    history=history,
+                    facts=_facts(result),
+                    plan=plan,
+                    can_wait=False,
+                )
+                if result.failure
+                else None
+            )
             change = decision.change if decision is not None else None
         stopped = None if change is not None or decision is None else decision.reason
         records.append(_record(number, current, result, change, stopped))
@@ -166,15 +178,27 @@ def _decide(
         return None
     if retries_left <= 0:
         return Decision(None, "no retries left" if history else "no --retry given")
-    return retry_policy.decide(result.failure, argv, history=history, facts=_facts(result), plan=plan,
-                               can_wait=attempts.can_wait())
+    return retry_policy.decide(
+        result.failure,
+        argv,
+        history=history,
+        facts=_facts(result),
+        plan=plan,
+        can_wait=attempts.can_wait(),
+    )
 
 
 def _facts(result: StartupResult) -> dict[str, float | int | str]:
     return dict(result.diagnosis.facts) if result.diagnosis is not None else {}
 
 
-def _record(number: int, argv: tuple[str, ...], result: StartupResult, change: Change | None, stopped: str | None) -> AttemptRecord:
+def _record(
+    number: int,
+    argv: tuple[str, ...],
+    result: StartupResult,
+    change: Change | None,
+    stopped: str | None,
+) -> AttemptRecord:
     f = result.failure
     return AttemptRecord(
         attempt=number,
@@ -217,7 +241,10 @@ def wait_for_free_gpus(
 
 def wanted_utilization(argv: Sequence[str]) -> float:
     """The share of each GPU the server asks for (``--gpu-memory-utilization``, default 0.9)."""
-    raw = engine_args.get_flag(argv, retry_policy.UTILIZATION) or retry_policy.DEFAULTS[retry_policy.UTILIZATION]
+    raw = (
+        engine_args.get_flag(argv, retry_policy.UTILIZATION)
+        or retry_policy.DEFAULTS[retry_policy.UTILIZATION]
+    )
     try:
         return min(1.0, max(0.0, float(raw)))
     except ValueError:
@@ -241,7 +268,9 @@ class _SharedAttempts:
             return False
         return True
 
-    def close(self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool) -> None:
+    def close(
+        self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool
+    ) -> None:
         if self._observer is not None:
             self._observer.release(result, attempts, final=final)
 
@@ -265,16 +294,21 @@ class ChildAttempts(_SharedAttempts):
 
     def attempt(self, number: int, argv: tuple[str, ...]) -> StartupResult:
         self._observer = DeferredClose(self.make_observer(number))
-        config = dataclasses.replace(self.config, argv=argv, exit_when_ready=self.config.exit_when_ready)
+        config = dataclasses.replace(
+            self.config, argv=argv, exit_when_ready=self.config.exit_when_ready
+        )
         return run_startup(config, observer=self._observer, clock=self.clock)
 
     def change(self, change: Change, argv: tuple[str, ...]) -> bool:
         if not change.wait_for_gpus:
             return True
         source = gpu_adapter.open_source(self.config.gpus_from)
-        return wait_for_free_gpus(source.read, wanted_utilization(argv), self.wait_timeout_seconds,
-                                  cuda_visible_devices=self.config.environ.get("CUDA_VISIBLE_DEVICES"))
-
+        return wait_for_free_gpus(
+            source.read,
+            wanted_utilization(argv),
+            self.wait_timeout_seconds,
+            cuda_visible_devices=self.config.environ.get("CUDA_VISIBLE_DEVICES"),
+        )
 
 
 class DeferredClose:
@@ -303,14 +337,19 @@ class DeferredClose:
     def close(self, result: StartupResult, machine: Any) -> None:
         self._machine = machine
 
-    def release(self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool) -> None:
+    def release(
+        self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool
+    ) -> None:
         """Close the inner observers now (see the class docstring)."""
         if final:
             result.summary["attempts"] = [a.to_json() for a in attempts]
             self.inner.close(result, self._machine)
             return
         for observer in getattr(self.inner, "observers", (self.inner,)):
-            if not getattr(observer, "is_json", False) and type(observer).__name__ != "JsonLinesObserver":
+            if (
+                not getattr(observer, "is_json", False)
+                and type(observer).__name__ != "JsonLinesObserver"
+            ):
                 observer.close(result, self._machine)
 
 
@@ -320,16 +359,22 @@ class DeferredClose:
 class _UnitSource(UnitSource):
     """``UnitSource`` for a system unit or, with ``user``, a unit of the user's manager."""
 
-    def __init__(self, unit: str, environ: Mapping[str, str], *, runner: Runner, user: bool) -> None:
+    def __init__(
+        self, unit: str, environ: Mapping[str, str], *, runner: Runner, user: bool
+    ) -> None:
         super().__init__(unit, environ, runner=runner)
         self.user = user
 
     def show(self) -> dict[str, str]:
         if not self.user:
             return super().show()
-        result = self.runner.run(["systemctl", "--user", "show", self.unit, f"--property={self.PROPERTIES}"])
+        result = self.runner.run(
+            ["systemctl", "--user", "show", self.unit, f"--property={self.PROPERTIES}"]
+        )
         if result.returncode != 0:
-            raise AdapterError(f"systemctl --user show {self.unit} failed: {result.stderr.strip() or result.returncode}")
+            raise AdapterError(
+                f"systemctl --user show {self.unit} failed: {result.stderr.strip() or result.returncode}"
+            )
         return service.parse_show(result.stdout)
 
     def journal_argv(self) -> list[str]:
@@ -375,7 +420,11 @@ class UnitAttempts(_SharedAttempts):
 
     def show(self) -> dict[str, str]:
         """``systemctl show NAME`` with the properties ``status`` and ``up`` read."""
-        result = check(self.runner.run(self.systemctl("show", self.unit, "--property=" + ",".join(service.SHOW_PROPERTIES))))
+        result = check(
+            self.runner.run(
+                self.systemctl("show", self.unit, "--property=" + ",".join(service.SHOW_PROPERTIES))
+            )
+        )
         return service.parse_show(result.stdout)
 
     def server_argv(self) -> tuple[str, ...]:
@@ -385,15 +434,20 @@ class UnitAttempts(_SharedAttempts):
         if words is None:
             words = service.exec_start_from_show(self.show().get("ExecStart", ""))
         if not words:
-            raise InputError(f"cannot read the ExecStart= of {self.unit}",
-                             hint=f"check it with `systemctl{' --user' if self.user else ''} cat {self.unit}`")
+            raise InputError(
+                f"cannot read the ExecStart= of {self.unit}",
+                hint=f"check it with `systemctl{' --user' if self.user else ''} cat {self.unit}`",
+            )
         self.words = words
         return tuple(service.server_argv(words))
 
     def attempt(self, number: int, argv: tuple[str, ...]) -> StartupResult:
         before = self.show()
         if before.get("LoadState") == "not-found":
-            raise InputError(f"unit {self.unit} not found", hint="write and install it with `bringup unit NAME --install -- CMD`")
+            raise InputError(
+                f"unit {self.unit} not found",
+                hint="write and install it with `bringup unit NAME --install -- CMD`",
+            )
         running = before.get("ActiveState") in ("active", "activating", "reloading")
         if number == 1 and running:
             self._note(f"{self.unit} is already {before['ActiveState']}: following its current run")
@@ -404,7 +458,9 @@ class UnitAttempts(_SharedAttempts):
         self._observer = DeferredClose(self.make_observer(number))
         source = _UnitSource(self.unit, self.config.environ, runner=self.runner, user=self.user)
         config = dataclasses.replace(self.config, argv=(), exit_when_ready=True)
-        return run_startup(config, source=source, observer=self._observer, clock=self.clock, follow=False)
+        return run_startup(
+            config, source=source, observer=self._observer, clock=self.clock, follow=False
+        )
 
     def _wait_new_invocation(self, old: str) -> None:
         end = self.clock.monotonic() + self.start_timeout_seconds
@@ -413,30 +469,40 @@ class UnitAttempts(_SharedAttempts):
             if now.get("InvocationID", "") not in ("", old) or now.get("ActiveState") == "failed":
                 return
             if self.clock.monotonic() >= end:
-                raise AdapterError(f"{self.unit} did not start within {self.start_timeout_seconds:g}s "
-                                   f"(state {now.get('ActiveState', '?')}/{now.get('SubState', '?')})",
-                                   hint=f"look at `systemctl{' --user' if self.user else ''} status {self.unit}`")
+                raise AdapterError(
+                    f"{self.unit} did not start within {self.start_timeout_seconds:g}s "
+                    f"(state {now.get('ActiveState', '?')}/{now.get('SubState', '?')})",
+                    hint=f"look at `systemctl{' --user' if self.user else ''} status {self.unit}`",
+                )
             self.clock.sleep(0.2)
 
     def change(self, change: Change, argv: tuple[str, ...]) -> bool:
         if change.wait_for_gpus or change.flag is None:
             source = gpu_adapter.open_source(self.config.gpus_from)
-            return wait_for_free_gpus(source.read, wanted_utilization(argv), self.wait_timeout_seconds,
-                                      cuda_visible_devices=self.config.environ.get("CUDA_VISIBLE_DEVICES"), clock=self.clock)
+            return wait_for_free_gpus(
+                source.read,
+                wanted_utilization(argv),
+                self.wait_timeout_seconds,
+                cuda_visible_devices=self.config.environ.get("CUDA_VISIBLE_DEVICES"),
+                clock=self.clock,
+            )
         self.words = service.set_server_flag(self.words, change.flag, change.value)
-        self.notes.append(f"{change.flag}{' ' + change.value if change.value is not None else ''}: {change.reason}")
+        self.notes.append(
+            f"{change.flag}{' ' + change.value if change.value is not None else ''}: {change.reason}"
+        )
         path = self.unit_dir / retry_dropin_path(self.unit)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(render_retry_dropin(self.words, self.notes), encoding="utf-8")
         except OSError as exc:
-            raise InputError(f"cannot write {path}: {exc.strerror or exc}",
-                             hint="run as root for a system unit, or use --user for a user unit") from exc
+            raise InputError(
+                f"cannot write {path}: {exc.strerror or exc}",
+                hint="run as root for a system unit, or use --user for a user unit",
+            ) from exc
         self.dropin = path
         check(self.runner.run(self.systemctl("daemon-reload")))
         self._note(f"wrote {path} and ran systemctl{' --user' if self.user else ''} daemon-reload")
         return True
-
 
     def _note(self, text: str) -> None:
         if self.on_note is not None:

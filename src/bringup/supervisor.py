@@ -75,7 +75,9 @@ class StartupResult:
     """How a followed startup ended."""
 
     outcome: Outcome  # ready | failed | stalled (incomplete when interrupted before a verdict)
-    exit_code: int  # bringup's: 0 ready, 1 failed, 4 stalled/deadline, 128+N interrupted by signal N
+    exit_code: (
+        int  # bringup's: 0 ready, 1 failed, 4 stalled/deadline, 128+N interrupted by signal N
+    )
     failure: Failure | None
     diagnosis: Diagnosis | None
     argv: tuple[str, ...]  # the server command as run
@@ -154,7 +156,9 @@ class _SignalItem:
     signum: int
 
 
-def resolve_url(url: str | None, argv: list[str] | tuple[str, ...] | None, default_port: int) -> str:
+def resolve_url(
+    url: str | None, argv: list[str] | tuple[str, ...] | None, default_port: int
+) -> str:
     """``--url``, else the command's --host/--port, else 127.0.0.1 and the engine's default port."""
     if url:
         return url.rstrip("/") if "://" in url else "http://" + url.rstrip("/")
@@ -183,7 +187,9 @@ def run_startup(
     (ignored with ``config.exit_when_ready``). Raises BringupError (exit 2) when the
     command cannot be started or the source cannot be followed; nothing is left running.
     """
-    return _Supervisor(config, source, observer or _NullObserver(), on_event, clock or SystemClock(), follow).run()
+    return _Supervisor(
+        config, source, observer or _NullObserver(), on_event, clock or SystemClock(), follow
+    ).run()
 
 
 class _Supervisor:
@@ -204,7 +210,9 @@ class _Supervisor:
         self.clock = clock
         self.follow = follow and not config.exit_when_ready
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.probe_requests: queue.SimpleQueue[tuple[ProbeKind, str, str | None] | None] = queue.SimpleQueue()
+        self.probe_requests: queue.SimpleQueue[tuple[ProbeKind, str, str | None] | None] = (
+            queue.SimpleQueue()
+        )
         self.stopped = threading.Event()
         self.notifier = Notifier(config.environ) if config.notify else None
         self.signum: int | None = None
@@ -225,7 +233,9 @@ class _Supervisor:
         spec = self._http_spec()
         self.url = resolve_url(self.config.url, command, spec[1])
         self.health_path = spec[0]
-        fallback = engine_args.get_flag(command, "--served-model-name") or (parsed.model if parsed else None)
+        fallback = engine_args.get_flag(command, "--served-model-name") or (
+            parsed.model if parsed else None
+        )
         policy = StartupPolicy(
             stall_seconds=self.config.stall_seconds,
             deadline_seconds=self.config.deadline_seconds,
@@ -233,7 +243,9 @@ class _Supervisor:
             probe_interval_seconds=self.config.probe_interval_seconds,
             fallback_model=fallback,
         )
-        self.prober = HttpProber(self.url, api_key=api_key_from(self.config.api_key, self.config.environ))
+        self.prober = HttpProber(
+            self.url, api_key=api_key_from(self.config.api_key, self.config.environ)
+        )
         self.machine = StartupMachine(policy, self.clock.monotonic())
 
     def _http_spec(self) -> tuple[str, int]:
@@ -244,7 +256,9 @@ class _Supervisor:
         if pack is None:
             return "/health", 8000
         words = " ".join(self.config.argv)
-        http = next((spec for marker, spec in pack.http_variants.items() if marker in words), pack.http)
+        http = next(
+            (spec for marker, spec in pack.http_variants.items() if marker in words), pack.http
+        )
         return http.health_path, http.default_port
 
     # -- the loop --------------------------------------------------------------------------
@@ -275,7 +289,9 @@ class _Supervisor:
             self.stopped.set()
             self.probe_requests.put(None)
             if crashed and self.owned:
-                self.source.stop(self.config.grace_seconds)  # never leave a server nobody supervises
+                self.source.stop(
+                    self.config.grace_seconds
+                )  # never leave a server nobody supervises
         return self._finish()
 
     def _loop(self) -> None:
@@ -340,7 +356,10 @@ class _Supervisor:
                 self.engine = Engine(event.engine)
                 self.health_path, port = self._http_spec()
                 if not self.config.url and not self.config.argv and self.source.command() is None:
-                    self.prober = HttpProber(resolve_url(None, None, port), api_key=api_key_from(self.config.api_key, self.config.environ))
+                    self.prober = HttpProber(
+                        resolve_url(None, None, port),
+                        api_key=api_key_from(self.config.api_key, self.config.environ),
+                    )
                     self.url = self.prober.base_url
 
     def _report(self, events: list[LiveEvent]) -> None:
@@ -364,7 +383,9 @@ class _Supervisor:
             try:
                 obs = self.prober.probe(kind, health_path=path, model=model)
             except Exception as exc:  # a probe must never kill the supervisor
-                obs = ProbeObservation(kind, self.url, ok=False, error=f"{type(exc).__name__}: {exc}")
+                obs = ProbeObservation(
+                    kind, self.url, ok=False, error=f"{type(exc).__name__}: {exc}"
+                )
             self.queue.put(_ProbeItem(obs))
         self.prober.close()
 
@@ -378,7 +399,14 @@ class _Supervisor:
             self._foreign_port = False
             return obs
         why = f"port {port} answers, but not from the server bringup started (another process holds it)"
-        return ProbeObservation(obs.kind, obs.url, ok=False, status=obs.status, error=why, latency_seconds=obs.latency_seconds)
+        return ProbeObservation(
+            obs.kind,
+            obs.url,
+            ok=False,
+            status=obs.status,
+            error=why,
+            latency_seconds=obs.latency_seconds,
+        )
 
     def _gpu_loop(self) -> None:
         """Sample GPU memory every interval. NVML missing: off (said once). A readings file
@@ -395,7 +423,11 @@ class _Supervisor:
                     return
                 if not said:
                     said = True
-                    self.queue.put(NoteItem(f"GPU readings not available yet ({exc}); trying every {self.config.gpu_interval_seconds:g}s"))
+                    self.queue.put(
+                        NoteItem(
+                            f"GPU readings not available yet ({exc}); trying every {self.config.gpu_interval_seconds:g}s"
+                        )
+                    )
             if self.stopped.wait(self.config.gpu_interval_seconds):
                 return
 
@@ -406,7 +438,9 @@ class _Supervisor:
         if n is None:
             return
         if event.event == "ready":
-            n.ready(f"ready in {event.fields['time_to_ready_seconds']:.1f}s: the model answered at {self.url}")
+            n.ready(
+                f"ready in {event.fields['time_to_ready_seconds']:.1f}s: the model answered at {self.url}"
+            )
         elif event.event == "failure":
             n.status(f"failed: {event.fields['class']} during {event.fields['phase']}")
         elif event.event in ("phase", "progress", "gpu") and self.machine.state is State.STARTING:
@@ -431,7 +465,9 @@ class _Supervisor:
     def _install_signals(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
-        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}  # SIGHUP: a closed ssh -tt
+        previous = {
+            s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        }  # SIGHUP: a closed ssh -tt
 
         def handler(signum: int, _frame: object) -> None:
             self.queue.put(_SignalItem(signum))
@@ -478,11 +514,15 @@ class _Supervisor:
             self.source.stop(0.0)
             return None, None
         child = self.source.child
-        keep = self.config.keep and self.signum is None and (m.is_terminal or m.state is State.READY)
+        keep = (
+            self.config.keep and self.signum is None and (m.is_terminal or m.state is State.READY)
+        )
         if keep and child.poll() is None:
             log = self.config.detach_log or f"/tmp/bringup-server-{child.pid}.log"
             self.source.detach(log)
-            self.observer.note(f"--keep: server left running (pid {child.pid}); its output goes to {log}")
+            self.observer.note(
+                f"--keep: server left running (pid {child.pid}); its output goes to {log}"
+            )
             return child.pid, log
         if child.poll() is None or child.members():
             if self.notifier is not None:

@@ -87,11 +87,20 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not body.get("stream"):
             usage = {"prompt_tokens": count_tokens(prompt), "completion_tokens": 1}
-            self._json(200, {"choices": [{"text": "x", "finish_reason": "length"}],
-                             **({"usage": usage} if b.usage else {})})
+            self._json(
+                200,
+                {
+                    "choices": [{"text": "x", "finish_reason": "length"}],
+                    **({"usage": usage} if b.usage else {}),
+                },
+            )
             return
-        self._stream(body, prompt, drop=failing and b.failure == "drop",
-                     interrupt=failing and b.failure == "interrupt")
+        self._stream(
+            body,
+            prompt,
+            drop=failing and b.failure == "drop",
+            interrupt=failing and b.failure == "interrupt",
+        )
 
     def _stream(self, body: dict[str, Any], prompt: str, *, drop: bool, interrupt: bool) -> None:
         b = self.behaviour
@@ -111,8 +120,12 @@ class _Handler(BaseHTTPRequestHandler):
                 break
             self._event(_chunk(chat, f" t{i}", "length" if i == n - 1 else None))
         if b.usage and (body.get("stream_options") or {}).get("include_usage"):
-            self._event({"choices": [], "usage": {"prompt_tokens": count_tokens(prompt),
-                                                  "completion_tokens": n}})
+            self._event(
+                {
+                    "choices": [],
+                    "usage": {"prompt_tokens": count_tokens(prompt), "completion_tokens": n},
+                }
+            )
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 

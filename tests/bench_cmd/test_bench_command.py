@@ -25,13 +25,26 @@ REL = 0.3
 
 def bench(argv: list[str], environ: dict[str, str] | None = None) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(["bench", *argv], Context(stdout=out, stderr=err, environ=environ or {"NO_COLOR": "1"}))
+    code = main(
+        ["bench", *argv], Context(stdout=out, stderr=err, environ=environ or {"NO_COLOR": "1"})
+    )
     return code, out.getvalue(), err.getvalue()
 
 
 def bench_json(server: FakeServer, *extra: str) -> tuple[int, dict[str, Any]]:
-    code, out, err = bench([server.url, "--json", "--input-tokens", "32", "--output-tokens", "12",
-                            "--duration", "30s", *extra])
+    code, out, err = bench(
+        [
+            server.url,
+            "--json",
+            "--input-tokens",
+            "32",
+            "--output-tokens",
+            "12",
+            "--duration",
+            "30s",
+            *extra,
+        ]
+    )
     assert out, err
     return code, json.loads(out)
 
@@ -62,9 +75,21 @@ def test_json_has_vllm_key_names_and_the_ceiling_section(sse_server: FakeServer)
     """The JSON report uses vLLM's snake_case keys and always carries a ceiling section."""
     _, report = bench_json(sse_server, "--concurrency", "1", "--requests", "1")
     level = report["levels"][0]
-    for key in ("completed", "errors", "duration", "request_throughput", "output_throughput",
-                "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
-                "mean_tpot_ms", "mean_itl_ms", "mean_e2el_ms", "p90_e2el_ms"):
+    for key in (
+        "completed",
+        "errors",
+        "duration",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "p99_ttft_ms",
+        "mean_tpot_ms",
+        "mean_itl_ms",
+        "mean_e2el_ms",
+        "p90_e2el_ms",
+    ):
         assert key in level
     assert report["ceiling"]["predicted"] is None
     assert report["ceiling"]["measured_over_predicted"] is None
@@ -109,7 +134,9 @@ def test_strict_server_gets_requests_without_optional_fields(sse_server: FakeSer
 
 def test_chat_endpoint(sse_server: FakeServer) -> None:
     """--endpoint chat streams /v1/chat/completions deltas with the same arithmetic."""
-    code, report = bench_json(sse_server, "--concurrency", "1", "--requests", "2", "--endpoint", "chat")
+    code, report = bench_json(
+        sse_server, "--concurrency", "1", "--requests", "2", "--endpoint", "chat"
+    )
     assert code == 0
     assert report["endpoint"] == "chat"
     assert report["levels"][0]["mean_tpot_ms"] == pytest.approx(ITL_MS, rel=REL)
@@ -117,9 +144,21 @@ def test_chat_endpoint(sse_server: FakeServer) -> None:
 
 def test_api_key_from_the_environment_is_sent(sse_server: FakeServer) -> None:
     """Without --api-key, OPENAI_API_KEY from the environment is sent as a bearer token."""
-    code, _, _ = bench([sse_server.url, "--json", "--concurrency", "1", "--requests", "1",
-                        "--input-tokens", "8", "--output-tokens", "2"],
-                       {"NO_COLOR": "1", "OPENAI_API_KEY": "sk-test"})
+    code, _, _ = bench(
+        [
+            sse_server.url,
+            "--json",
+            "--concurrency",
+            "1",
+            "--requests",
+            "1",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "2",
+        ],
+        {"NO_COLOR": "1", "OPENAI_API_KEY": "sk-test"},
+    )
     assert code == 0
     assert set(sse_server.behaviour.authorization) == {"Bearer sk-test"}
 
@@ -151,8 +190,22 @@ def test_a_server_that_stops_answering_is_bounded_by_duration(sse_server: FakeSe
     """Requests to a server that goes silent are cut at --duration and reported."""
     sse_server.behaviour.fail_after = 2
     sse_server.behaviour.failure = "hang"
-    code, out, _ = bench([sse_server.url, "--json", "--concurrency", "1,2", "--requests", "3",
-                          "--input-tokens", "8", "--output-tokens", "4", "--duration", "2s"])
+    code, out, _ = bench(
+        [
+            sse_server.url,
+            "--json",
+            "--concurrency",
+            "1,2",
+            "--requests",
+            "3",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "4",
+            "--duration",
+            "2s",
+        ]
+    )
     report = json.loads(out)
     assert code == 1
     errors = [e["message"] for lv in report["levels"] for e in lv["errors"]]
@@ -207,17 +260,43 @@ def test_bad_flags_are_one_line_exit_2(argv: list[str], needle: str) -> None:
     assert err.count("\n") == 1
 
 
-def test_human_output_and_plot_with_predicted_ceiling(sse_server: FakeServer, tmp_path: Path) -> None:
+def test_human_output_and_plot_with_predicted_ceiling(
+    sse_server: FakeServer, tmp_path: Path
+) -> None:
     """The table has vLLM's labels, the ceiling line shows measured/predicted, the SVG parses."""
     model = write_checkpoint(tmp_path / "model", n_shards=1)
     plot = tmp_path / "bench.svg"
-    code, out, _ = bench([sse_server.url, "--concurrency", "1,2", "--requests", "2",
-                          "--input-tokens", "16", "--output-tokens", "6", "--gpu", "L4",
-                          "--checkpoint", str(model), "--plot", str(plot)])
+    code, out, _ = bench(
+        [
+            sse_server.url,
+            "--concurrency",
+            "1,2",
+            "--requests",
+            "2",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "6",
+            "--gpu",
+            "L4",
+            "--checkpoint",
+            str(model),
+            "--plot",
+            str(plot),
+        ]
+    )
     assert code == 0, out
-    for label in ("Successful requests:", "Benchmark duration (s):", "Request throughput (req/s):",
-                  "Output token throughput (tok/s):", "Total Token throughput (tok/s):",
-                  "Median TTFT (ms):", "P99 TPOT (ms):", "Mean ITL (ms):", "P90 E2EL (ms):"):
+    for label in (
+        "Successful requests:",
+        "Benchmark duration (s):",
+        "Request throughput (req/s):",
+        "Output token throughput (tok/s):",
+        "Total Token throughput (tok/s):",
+        "Median TTFT (ms):",
+        "P99 TPOT (ms):",
+        "Mean ITL (ms):",
+        "P90 E2EL (ms):",
+    ):
         assert label in out
     assert "Predicted decode ceiling:" in out
     assert "Measured / predicted:" in out
@@ -231,21 +310,34 @@ def test_human_output_and_plot_with_predicted_ceiling(sse_server: FakeServer, tm
 def test_ceiling_in_json_is_measured_over_predicted(sse_server: FakeServer, tmp_path: Path) -> None:
     """With --gpu and a checkpoint, the JSON has the prediction, its basis and the ratio."""
     model = write_checkpoint(tmp_path / "model", n_shards=1)
-    _, report = bench_json(sse_server, "--concurrency", "1", "--requests", "2", "--gpu", "H100",
-                           "--checkpoint", str(model), "-tp", "2")
+    _, report = bench_json(
+        sse_server,
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--gpu",
+        "H100",
+        "--checkpoint",
+        str(model),
+        "-tp",
+        "2",
+    )
     ceiling = report["ceiling"]
     predicted = ceiling["predicted"]
     assert set(predicted) == {"decode_tokens_per_second", "basis"}
     assert "tp=2 over NVLink" in predicted["basis"]
     measured = report["single_stream_decode_tokens_per_second"]
     assert ceiling["measured_over_predicted"] == pytest.approx(
-        measured / predicted["decode_tokens_per_second"])
+        measured / predicted["decode_tokens_per_second"]
+    )
 
 
 def test_duration_cuts_a_level_short_and_says_so(sse_server: FakeServer) -> None:
     """When --duration ends a level early, the report says 'duration' and no request failed."""
-    code, report = bench_json(sse_server, "--concurrency", "1", "--requests", "100",
-                              "--duration", "1.5s")
+    code, report = bench_json(
+        sse_server, "--concurrency", "1", "--requests", "100", "--duration", "1.5s"
+    )
     level = report["levels"][0]
     assert 1 <= level["completed"] < 100
     assert report["stop_reason"] == "duration"

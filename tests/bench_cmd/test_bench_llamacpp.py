@@ -21,8 +21,9 @@ from builders.gguf import write_tiny_llama_gguf
 
 pytestmark = [
     pytest.mark.engine,
-    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                       reason="needs llama-cpp-python[server]"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("llama_cpp") is None, reason="needs llama-cpp-python[server]"
+    ),
 ]
 
 
@@ -40,9 +41,24 @@ def llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pa
     port = _free_port()
     log = (folder / "server.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "1024", "--interrupt_requests", "False"],
-        stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "1024",
+            "--interrupt_requests",
+            "False",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc)
@@ -74,9 +90,25 @@ def test_bench_measures_the_real_llamacpp_server(llamacpp: tuple[str, Path]) -> 
     """Every request gets the full answer, prompts are sized by the server's tokenizer."""
     url, model = llamacpp
     out, err = io.StringIO(), io.StringIO()
-    argv = ["bench", url, "--json", "--input-tokens", "64", "--output-tokens", "16",
-            "--concurrency", "1,2", "--requests", "3", "--duration", "60s",
-            "--gpu", "L4", "--checkpoint", str(model)]
+    argv = [
+        "bench",
+        url,
+        "--json",
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "16",
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "3",
+        "--duration",
+        "60s",
+        "--gpu",
+        "L4",
+        "--checkpoint",
+        str(model),
+    ]
     code = main(argv, Context(stdout=out, stderr=err, environ={"NO_COLOR": "1"}))
     assert code == 0, err.getvalue() + out.getvalue()
     report = json.loads(out.getvalue())

@@ -32,9 +32,27 @@ def twin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     log = (folder / "twin.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bringup", "twin", "vllm", "--host", "127.0.0.1", "--port", str(port),
-         "--time-scale", "0.01", "--token-rate", str(RATE), "--gpus-file", str(folder / "gpus.json")],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "bringup",
+            "twin",
+            "vllm",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--time-scale",
+            "0.01",
+            "--token-rate",
+            str(RATE),
+            "--gpus-file",
+            str(folder / "gpus.json"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc, folder / "twin.log")
@@ -65,9 +83,24 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 def test_bench_reports_the_twins_token_rate(twin_url: str) -> None:
     """Against a twin decoding 100 tok/s per request, bench measures 100 tok/s and 10 ms TPOT."""
     out, err = io.StringIO(), io.StringIO()
-    code = main(["bench", twin_url, "--json", "--input-tokens", "64", "--output-tokens", "16",
-                 "--concurrency", "1,4", "--requests", "4", "--duration", "60s"],
-                Context(stdout=out, stderr=err, environ={"NO_COLOR": "1"}))
+    code = main(
+        [
+            "bench",
+            twin_url,
+            "--json",
+            "--input-tokens",
+            "64",
+            "--output-tokens",
+            "16",
+            "--concurrency",
+            "1,4",
+            "--requests",
+            "4",
+            "--duration",
+            "60s",
+        ],
+        Context(stdout=out, stderr=err, environ={"NO_COLOR": "1"}),
+    )
     assert code == 0, err.getvalue()
     report = json.loads(out.getvalue())
     assert report["prompt"]["method"] == "tokenize"

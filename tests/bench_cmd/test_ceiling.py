@@ -43,6 +43,7 @@ def test_tensor_parallel_adds_two_allreduces_per_layer() -> None:
 
 def test_nvlink_beats_pcie_for_the_same_model() -> None:
     """The same model and GPUs predict a higher ceiling over NVLink than over PCIe."""
+
     def tps(kind: str, bandwidth: float) -> float:
         inputs = DecodeInputs(140 * GB, 80, 8192, 8, 2e12, link_for(kind, bandwidth))
         return predict_decode_ceiling(inputs).decode_tokens_per_second
@@ -74,7 +75,12 @@ def test_model_shape_from_moe_checkpoint_tensors_and_config() -> None:
         _t("model.layers.0.mlp.experts.1.up_proj.weight", 400),
         _t("model.layers.0.mlp.shared_experts.up_proj.weight", 100),
     ]
-    config = {"num_hidden_layers": 1, "hidden_size": 64, "n_routed_experts": 2, "num_experts_per_tok": 1}
+    config = {
+        "num_hidden_layers": 1,
+        "hidden_size": 64,
+        "n_routed_experts": 2,
+        "num_experts_per_tok": 1,
+    }
     shape = model_shape(tensors, config)
     assert not isinstance(shape, str)
     assert shape.moe == MoeShape(800, 2, 1)
@@ -102,16 +108,29 @@ def _predict(tmp_path: Any, config: dict[str, Any], gpu: str, tp: int) -> Any:
     from bringup.cli.commands.bench import predict
 
     (tmp_path / "config.json").write_text(json.dumps(config))
-    args = argparse.Namespace(gpu=gpu, gpus=None, tp=tp, checkpoint=str(tmp_path / "config.json"), model=None)
+    args = argparse.Namespace(
+        gpu=gpu, gpus=None, tp=tp, checkpoint=str(tmp_path / "config.json"), model=None
+    )
     return predict(args)
 
 
 def test_config_only_moe_reads_only_active_experts(tmp_path: Any) -> None:
     """From config.json alone, an MoE model's ceiling counts shared weights plus top-k experts."""
-    base = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
-            "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
-            "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
-            "vocab_size": 151936, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+    base = {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "hidden_size": 2048,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": 768,
+        "num_experts": 128,
+        "vocab_size": 151936,
+        "max_position_embeddings": 40960,
+        "torch_dtype": "bfloat16",
+    }
     sparse, _ = _predict(tmp_path, {**base, "num_experts_per_tok": 8}, "H100", 1)
     dense_experts, _ = _predict(tmp_path, {**base, "num_experts_per_tok": 128}, "H100", 1)
     assert "estimated from config.json" in sparse.basis
@@ -121,10 +140,18 @@ def test_config_only_moe_reads_only_active_experts(tmp_path: Any) -> None:
 
 def test_pcie_tp_ceiling_is_bounded_by_allreduce(tmp_path: Any) -> None:
     """A 70B model at tp=4 over PCIe spends a large share of each token in allreduces."""
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
-              "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
-              "intermediate_size": 28672, "vocab_size": 128256, "max_position_embeddings": 8192,
-              "torch_dtype": "bfloat16"}
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 8192,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "intermediate_size": 28672,
+        "vocab_size": 128256,
+        "max_position_embeddings": 8192,
+        "torch_dtype": "bfloat16",
+    }
     pcie, _ = _predict(tmp_path, config, "RTX PRO 6000", 4)
     assert pcie.allreduce_seconds > 0.25 * (pcie.weight_seconds + pcie.allreduce_seconds)
     assert "over PCIe" in pcie.basis

@@ -36,8 +36,11 @@ def test_token_chunks(event: dict[str, Any], expected: bool) -> None:
 
 @pytest.mark.parametrize(
     ("url", "expected"),
-    [("http://h:8000/v1/", "http://h:8000"), ("https://x/api", "https://x/api"),
-     (" http://h:1 ", "http://h:1")],
+    [
+        ("http://h:8000/v1/", "http://h:8000"),
+        ("https://x/api", "https://x/api"),
+        (" http://h:1 ", "http://h:1"),
+    ],
 )
 def test_base_url_is_normalised(url: str, expected: str) -> None:
     """A trailing /v1 or slash is dropped, so both spellings of the URL work."""

@@ -29,17 +29,37 @@ def _vocab() -> tuple[list[str], list[int]]:
     return tokens + pieces, types + [1] * len(pieces)
 
 
-def write_tiny_llama_gguf(path: str | Path, *, n_embd: int = 64, n_ff: int = 128, n_layer: int = 2,
-                          n_head: int = 4, n_head_kv: int = 2, n_ctx: int = 512, seed: int = 0,
-                          split_max_tensors: int = 0, name: str = "tiny-random-llama") -> list[Path]:
+def write_tiny_llama_gguf(
+    path: str | Path,
+    *,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ctx: int = 512,
+    seed: int = 0,
+    split_max_tensors: int = 0,
+    name: str = "tiny-random-llama",
+) -> list[Path]:
     """Write the model; return the files written (several when ``split_max_tensors`` splits it)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     tokens, types = _vocab()
     w = gguf.GGUFWriter(out, "llama", split_max_tensors=split_max_tensors)
-    _add_metadata(w, name=name, n_ctx=n_ctx, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
-                  n_head=n_head, n_head_kv=n_head_kv, tokens=tokens, types=types)
+    _add_metadata(
+        w,
+        name=name,
+        n_ctx=n_ctx,
+        n_embd=n_embd,
+        n_ff=n_ff,
+        n_layer=n_layer,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        tokens=tokens,
+        types=types,
+    )
 
     def t(*shape: int) -> Any:
         return (rng.standard_normal(shape) * 0.02).astype(np.float32)
@@ -67,8 +87,19 @@ def write_tiny_llama_gguf(path: str | Path, *, n_embd: int = 64, n_ff: int = 128
     return files
 
 
-def _add_metadata(w: Any, *, name: str, n_ctx: int, n_embd: int, n_ff: int, n_layer: int, n_head: int,
-                  n_head_kv: int, tokens: list[str], types: list[int]) -> None:
+def _add_metadata(
+    w: Any,
+    *,
+    name: str,
+    n_ctx: int,
+    n_embd: int,
+    n_ff: int,
+    n_layer: int,
+    n_head: int,
+    n_head_kv: int,
+    tokens: list[str],
+    types: list[int],
+) -> None:
     w.add_name(name)
     w.add_context_length(n_ctx)
     w.add_embedding_length(n_embd)

@@ -88,7 +88,10 @@ def running_sshd(workdir: Path, *, extra_path: Path | None = None) -> Iterator[S
                 break
         except OSError:
             time.sleep(0.05)
-    user = os.environ.get("USER") or subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
+    user = (
+        os.environ.get("USER")
+        or subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
+    )
     try:
         yield SshServer(port, proc, client_key, known, empty, user)
     finally:
@@ -106,7 +109,9 @@ def running_sshd(workdir: Path, *, extra_path: Path | None = None) -> Iterator[S
 def target_for(server: SshServer, *, known: bool = True) -> SshTarget:
     """An SshTarget that reaches the test server with its throwaway keys."""
     return SshTarget(
-        host="127.0.0.1", port=server.port, user=server.user,
+        host="127.0.0.1",
+        port=server.port,
+        user=server.user,
         identity_file=str(server.client_key),
         known_hosts_file=str(server.known_hosts if known else server.empty_known_hosts),
         config_file="/dev/null",
@@ -137,7 +142,12 @@ REMOTE_BRINGUP = str(REPO / ".venv" / "bin" / "bringup")  # the "remote" bringup
 
 def ssh_env(config: Path, **extra: str) -> dict[str, str]:
     """An environment whose bringup reaches the test sshd (BRINGUP_SSH_CONFIG)."""
-    return {"PATH": os.environ.get("PATH", ""), "NO_COLOR": "1", "BRINGUP_SSH_CONFIG": str(config), **extra}
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "NO_COLOR": "1",
+        "BRINGUP_SSH_CONFIG": str(config),
+        **extra,
+    }
 
 
 def cli(args: list[str], environ: dict[str, str]) -> tuple[int, str, str]:

@@ -19,7 +19,10 @@ MINIMAX = LOGS / "vllm_0.33_minimax_sampler_oom.log"
 
 def _run(argv: list[str], stdin: str = "") -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(["diagnose", *argv], Context(stdout=out, stderr=err, stdin=io.StringIO(stdin), environ={"NO_COLOR": "1"}))
+    code = main(
+        ["diagnose", *argv],
+        Context(stdout=out, stderr=err, stdin=io.StringIO(stdin), environ={"NO_COLOR": "1"}),
+    )
     return code, out.getvalue(), err.getvalue()
 
 
@@ -28,11 +31,24 @@ def test_json_has_exactly_the_issue_fields() -> None:
     code, out, _ = _run(["--json", str(MINIMAX)])
     obj = json.loads(out)
     assert code == 1
-    assert set(obj) == {"engine", "engine_version", "outcome", "phase", "failure", "timeline", "facts"}
+    assert set(obj) == {
+        "engine",
+        "engine_version",
+        "outcome",
+        "phase",
+        "failure",
+        "timeline",
+        "facts",
+    }
     assert set(obj["failure"]) == {"class", "phase", "line", "line_number", "summary", "remedy"}
     assert obj["failure"]["class"] == "cuda_oom"
     assert obj["failure"]["line_number"] == 85
-    assert {"text": obj["failure"]["remedy"][0]["text"], "flag": "--max-num-seqs", "value": "256", "env": None} == obj["failure"]["remedy"][0]
+    assert {
+        "text": obj["failure"]["remedy"][0]["text"],
+        "flag": "--max-num-seqs",
+        "value": "256",
+        "env": None,
+    } == obj["failure"]["remedy"][0]
     assert set(obj["timeline"][0]) == {"phase", "line_number", "timestamp"}
     assert obj["facts"]["weights_gib_per_gpu"] == 57.5
 
@@ -48,8 +64,15 @@ def test_human_output_has_timeline_and_diagnosis() -> None:
     assert "\x1b[" not in out
 
 
-@pytest.mark.parametrize(("name", "code"), [("vllm_0.33_ok_tp1.log", 0), ("vllm_0.11_nccl_hang.log", 1),
-                                            ("vllm_0.33_incomplete_mid_load.log", 3), ("tgi_port_in_use.log", 1)])
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [
+        ("vllm_0.33_ok_tp1.log", 0),
+        ("vllm_0.11_nccl_hang.log", 1),
+        ("vllm_0.33_incomplete_mid_load.log", 3),
+        ("tgi_port_in_use.log", 1),
+    ],
+)
 def test_exit_codes_follow_outcome(name: str, code: int) -> None:
     """Exit 0 ready, 1 failed or hung, 3 incomplete."""
     assert _run([str(LOGS / name)])[0] == code
@@ -82,7 +105,12 @@ def test_unreadable_input_is_one_line_exit_2(tmp_path: Path) -> None:
 
 def test_real_subprocess() -> None:
     """`python -m bringup diagnose` runs as a real process and exits 1 on the MiniMax log."""
-    proc = subprocess.run([sys.executable, "-m", "bringup", "diagnose", "--json", str(MINIMAX)],
-                          capture_output=True, text=True, timeout=60, env={**os.environ, "NO_COLOR": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "bringup", "diagnose", "--json", str(MINIMAX)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["failure"]["summary"].startswith("The GPU ran out of memory")

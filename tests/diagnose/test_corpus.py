@@ -50,7 +50,11 @@ def test_corpus_log_gives_expected_verdict(name: str) -> None:
     if "version" in exp:
         assert d.engine_version == exp["version"]
     for fact, value in exp.get("facts", {}).items():
-        assert d.facts.get(fact) == pytest.approx(value) if isinstance(value, float) else d.facts.get(fact) == value, fact
+        assert (
+            d.facts.get(fact) == pytest.approx(value)
+            if isinstance(value, float)
+            else d.facts.get(fact) == value
+        ), fact
     if "remedy_flag" in exp:
         flag, value = exp["remedy_flag"]
         assert (flag, value) in [(r.flag, r.value) for r in d.failure.remedy]

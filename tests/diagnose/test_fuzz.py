@@ -8,14 +8,29 @@ from hypothesis import strategies as st
 from bringup.core.analyzer import LogAnalyzer, diagnose_bytes
 from bringup.core.vocab import Engine
 
-_SEEDS = [b"(EngineCore pid=1) ERROR 11-30 09:47:00 [core.py:1] ", b"\x1b[1;36m", b"\r", b"\n", b"{\"MESSAGE\":[",
-          b"Traceback (most recent call last):\n", b"  File \"x.py\", line 1, in load_model\n", b"vLLM",
-          b"torch.OutOfMemoryError: CUDA out of memory", b"> ", b"vllm-1  | ", b"\xff\xfe", b"| 3/4 [", b"exit code: -9"]
+_SEEDS = [
+    b"(EngineCore pid=1) ERROR 11-30 09:47:00 [core.py:1] ",
+    b"\x1b[1;36m",
+    b"\r",
+    b"\n",
+    b'{"MESSAGE":[',
+    b"Traceback (most recent call last):\n",
+    b'  File "x.py", line 1, in load_model\n',
+    b"vLLM",
+    b"torch.OutOfMemoryError: CUDA out of memory",
+    b"> ",
+    b"vllm-1  | ",
+    b"\xff\xfe",
+    b"| 3/4 [",
+    b"exit code: -9",
+]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(st.binary(max_size=64), st.sampled_from(_SEEDS)), max_size=30),
-       st.sampled_from([None, *Engine]))
+@given(
+    st.lists(st.one_of(st.binary(max_size=64), st.sampled_from(_SEEDS)), max_size=30),
+    st.sampled_from([None, *Engine]),
+)
 def test_diagnose_bytes_never_raises(chunks: list[bytes], engine: Engine | None) -> None:
     """Any byte soup (invalid UTF-8, half JSON, partial lines) gives a Diagnosis."""
     d = diagnose_bytes(b"".join(chunks), engine)
@@ -35,5 +50,9 @@ def test_feed_never_raises(lines: list[str], exit_code: int | None) -> None:
 
 def test_megabyte_line_and_nul_bytes() -> None:
     """A line of several megabytes and NUL bytes are read without error."""
-    data = b"(EngineCore pid=1) ERROR 11-30 09:47:00 [core.py:1] " + b"x" * 3_000_000 + b"\n\x00\x00ERROR\x00\n"
+    data = (
+        b"(EngineCore pid=1) ERROR 11-30 09:47:00 [core.py:1] "
+        + b"x" * 3_000_000
+        + b"\n\x00\x00ERROR\x00\n"
+    )
     assert diagnose_bytes(data).engine == "vllm"

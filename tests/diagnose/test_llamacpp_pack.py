@@ -72,7 +72,9 @@ def test_retry_applies_the_native_context_remedy() -> None:
     """The retry policy takes the pack's -c value for a native llama-server host-RAM failure."""
     d = _diagnose(LOGS / "llamacpp_server_cpu_kv_host_ram.log")
     assert d.failure is not None
-    decision = retry_policy.decide(d.failure, ["llama-server", "-m", "m.gguf", "-c", "1048576", "-np", "4"])
+    decision = retry_policy.decide(
+        d.failure, ["llama-server", "-m", "m.gguf", "-c", "1048576", "-np", "4"]
+    )
     assert decision.change is not None
     assert (decision.change.flag, decision.change.value) == ("-c", "131072")
 
@@ -94,30 +96,49 @@ def test_traceback_source_lines_are_never_the_root_cause() -> None:
     assert (d.failure.failure_class, d.failure.line_number) == (FailureClass.ENGINE_CORE_DIED, 5)
 
 
-@pytest.mark.parametrize("line", [
-    "gguf_init_from_reader: failed to read magic",
-    "gguf_init_from_reader: invalid magic characters: 'GGXF', expected 'GGUF'",
-    "gguf_init_from_reader: failed to read key-value pairs",
-    "gguf_init_from_reader: this GGUF file is version 4 but this software only supports up to version 3",
-    "gguf_init_from_file: failed to open GGUF file '/models/x.gguf'",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "gguf_init_from_reader: failed to read magic",
+        "gguf_init_from_reader: invalid magic characters: 'GGXF', expected 'GGUF'",
+        "gguf_init_from_reader: failed to read key-value pairs",
+        "gguf_init_from_reader: this GGUF file is version 4 but this software only supports up to version 3",
+        "gguf_init_from_file: failed to open GGUF file '/models/x.gguf'",
+    ],
+)
 def test_gguf_reader_errors_are_the_root_cause_not_the_load_wrapper_after_them(line: str) -> None:
     """The GGUF reader's own line beats the `error loading model: ...failed to load model from` after it."""
-    data = "\n".join([line, "llama_model_load: error loading model: llama_model_loader: failed to load model from /models/x.gguf",
-                      "llama_model_load_from_file_impl: failed to load model"]).encode()
+    data = "\n".join(
+        [
+            line,
+            "llama_model_load: error loading model: llama_model_loader: failed to load model from /models/x.gguf",
+            "llama_model_load_from_file_impl: failed to load model",
+        ]
+    ).encode()
     d = diagnose_bytes(data)
     assert d.engine == "llamacpp"
     assert d.failure is not None
     assert (d.failure.failure_class, d.failure.line_number, d.failure.phase) == (
-        FailureClass.MISSING_OR_CORRUPT_WEIGHTS, 1, Phase.WEIGHTS_LOADING)
+        FailureClass.MISSING_OR_CORRUPT_WEIGHTS,
+        1,
+        Phase.WEIGHTS_LOADING,
+    )
 
 
 def test_llama_cpp_python_readiness_is_models_then_smoke_and_native_keeps_health() -> None:
     """llama-cpp-python: /v1/models (its /health is 404), port refused until ready; native: /health, 503 while loading."""
     pack = packs.get(Engine.LLAMACPP)
     python = pack.http_variants["llama_cpp.server"]
-    assert (python.health_path, python.refuses_until_ready, python.health_503_while_loading) == ("/v1/models", True, False)
-    assert (pack.http.health_path, pack.http.refuses_until_ready, pack.http.health_503_while_loading) == ("/health", False, True)
+    assert (python.health_path, python.refuses_until_ready, python.health_503_while_loading) == (
+        "/v1/models",
+        True,
+        False,
+    )
+    assert (
+        pack.http.health_path,
+        pack.http.refuses_until_ready,
+        pack.http.health_503_while_loading,
+    ) == ("/health", False, True)
 
 
 def test_uvicorn_startup_complete_is_not_ready_but_uvicorn_running_is() -> None:

@@ -20,8 +20,20 @@ def free_port() -> int:
 
 def server_argv(model: Path | str, port: int, *extra: str) -> list[str]:
     """The llama-cpp-python server command for ``model`` on ``port``, with this Python."""
-    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-            "--port", str(port), "--n_threads", "1", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_threads",
+        "1",
+        *extra,
+    ]
 
 
 def engine_processes(marker: str) -> list[psutil.Process]:
@@ -30,7 +42,11 @@ def engine_processes(marker: str) -> list[psutil.Process]:
     for p in psutil.process_iter(["cmdline", "status"]):
         try:
             cmd = " ".join(p.info["cmdline"] or [])
-            if "llama_cpp.server" in cmd and marker in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
+            if (
+                "llama_cpp.server" in cmd
+                and marker in cmd
+                and p.info["status"] != psutil.STATUS_ZOMBIE
+            ):
                 found.append(p)
         except psutil.Error:
             continue
@@ -43,8 +59,9 @@ class Server:
     def __init__(self, argv: list[str], log: Path) -> None:
         self.log = log
         with log.open("wb") as out:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -68,5 +85,3 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         return self.proc.wait()
-
-

@@ -35,16 +35,36 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize(("n_embd", "n_ctx", "type_k", "type_v", "fa"), CONFIGS)
-def test_plan_matches_the_server_log(n_embd: int, n_ctx: int, type_k: str, type_v: str, fa: bool,
-                                     tmp_path: Path, start_server: Any) -> None:
+def test_plan_matches_the_server_log(
+    n_embd: int, n_ctx: int, type_k: str, type_v: str, fa: bool, tmp_path: Path, start_server: Any
+) -> None:
     """Weights, KV cache and compute buffer agree with the server's log (to its 0.01 MiB; 2 % with flash attention)."""
     model = tmp_path / f"m{n_embd}.gguf"
     write_tiny_llama_gguf(model, n_embd=n_embd)
     ckpt = scan_checkpoint(model)
-    plan = plan_gguf(ckpt.gguf_metadata or {}, ckpt.tensors, n_ctx=n_ctx, n_batch=512,
-                     cache_type_k=type_k, cache_type_v=type_v, flash_attn=fa)
-    server = start_server(server_argv(model, free_port(), "--n_ctx", str(n_ctx), "--type_k", GGML_TYPES[type_k],
-                                      "--type_v", GGML_TYPES[type_v], "--flash_attn", str(fa).lower()))
+    plan = plan_gguf(
+        ckpt.gguf_metadata or {},
+        ckpt.tensors,
+        n_ctx=n_ctx,
+        n_batch=512,
+        cache_type_k=type_k,
+        cache_type_v=type_v,
+        flash_attn=fa,
+    )
+    server = start_server(
+        server_argv(
+            model,
+            free_port(),
+            "--n_ctx",
+            str(n_ctx),
+            "--type_k",
+            GGML_TYPES[type_k],
+            "--type_v",
+            GGML_TYPES[type_v],
+            "--flash_attn",
+            str(fa).lower(),
+        )
+    )
     assert server.wait_for("Uvicorn running on"), server.text()[-3000:]
     log = server.text()
     for field, pattern in LINES.items():
@@ -52,6 +72,10 @@ def test_plan_matches_the_server_log(n_embd: int, n_ctx: int, type_k: str, type_
         assert found, pattern
         reported, predicted = found.group(1), getattr(plan, field) / MiB
         if fa and field == "compute_buffer_bytes":
-            assert predicted == pytest.approx(float(reported), rel=0.02), (field, predicted, reported)
+            assert predicted == pytest.approx(float(reported), rel=0.02), (
+                field,
+                predicted,
+                reported,
+            )
         else:  # printed with %.2f, which Python's format rounds the same way
             assert f"{predicted:.2f}" == reported, (field, predicted, reported)

@@ -19,7 +19,9 @@ from bringup.core.analyzer import diagnose_bytes
 from bringup.core.vocab import Engine
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "llamacpp_real"
-EXPECT: dict[str, dict[str, Any]] = json.loads((FIXTURES / "expectations.json").read_text())["cases"]
+EXPECT: dict[str, dict[str, Any]] = json.loads((FIXTURES / "expectations.json").read_text())[
+    "cases"
+]
 EXIT_CODES = {"ready": 0, "failed": 1, "hung": 1, "incomplete": 3}
 
 
@@ -44,18 +46,26 @@ def test_analyzer_verdict_on_real_output(case: str, engine: Engine | None) -> No
     assert got.engine == "llamacpp"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("bringup.cli.commands.diagnose") is None,
-                    reason="bringup diagnose is not built yet (issue 2)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("bringup.cli.commands.diagnose") is None,
+    reason="bringup diagnose is not built yet (issue 2)",
+)
 @pytest.mark.parametrize("case", sorted(EXPECT))
 def test_diagnose_cli_on_real_output(case: str) -> None:
     """`bringup diagnose --json` on a real recording prints the right verdict and exit code."""
     want = EXPECT[case]
     out, err = io.StringIO(), io.StringIO()
-    code = main(["diagnose", "--json", str(FIXTURES / want["log"])],
-                Context(stdout=out, stderr=err, stdin=io.StringIO(), environ={"NO_COLOR": "1"}))
+    code = main(
+        ["diagnose", "--json", str(FIXTURES / want["log"])],
+        Context(stdout=out, stderr=err, stdin=io.StringIO(), environ={"NO_COLOR": "1"}),
+    )
     doc = json.loads(out.getvalue())
     assert code == EXIT_CODES[want["outcome"]], err.getvalue()
-    assert (doc["outcome"], doc["phase"], doc["engine"]) == (want["outcome"], want["phase"], "llamacpp")
+    assert (doc["outcome"], doc["phase"], doc["engine"]) == (
+        want["outcome"],
+        want["phase"],
+        "llamacpp",
+    )
     if want["class"] is None:
         assert doc["failure"] is None
     else:

@@ -20,13 +20,29 @@ pytestmark = pytest.mark.engine
 RUN_TIMEOUT_SECONDS = 120
 
 
-def bringup_run(*server: str, exit_when_ready: bool = True) -> tuple[int, list[dict[str, Any]], str]:
+def bringup_run(
+    *server: str, exit_when_ready: bool = True
+) -> tuple[int, list[dict[str, Any]], str]:
     """Run the real CLI; return (exit code, JSON events, stderr)."""
     flags = ["--exit-when-ready"] if exit_when_ready else []
-    argv = [sys.executable, "-m", "bringup", "run", "--engine", "llamacpp", "--json", "--quiet",
-            "--grace", "5s", *flags, "--", *server]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS,
-                       env=os.environ.copy())
+    argv = [
+        sys.executable,
+        "-m",
+        "bringup",
+        "run",
+        "--engine",
+        "llamacpp",
+        "--json",
+        "--quiet",
+        "--grace",
+        "5s",
+        *flags,
+        "--",
+        *server,
+    ]
+    p = subprocess.run(
+        argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, env=os.environ.copy()
+    )
     return p.returncode, _events(p.stdout), p.stderr
 
 
@@ -74,17 +90,31 @@ _OVERCOMMIT = Path("/proc/sys/vm/overcommit_memory")
 FAILURES = {
     # case: (model key, extra server args, class, phase, a piece of the root-cause line)
     "model_missing": ("missing", (), "missing_or_corrupt_weights", "Model path does not exist: "),
-    "gguf_truncated": ("truncated", (), "missing_or_corrupt_weights", "data is not within the file bounds"),
-    "gguf_truncated_header": ("truncated_header", (), "missing_or_corrupt_weights",
-                              "gguf_init_from_reader: failed to read key-value pairs"),
-    "gguf_corrupt_header": ("corrupt", (), "missing_or_corrupt_weights",
-                            "invalid magic characters: 'GGXF', expected 'GGUF'"),
+    "gguf_truncated": (
+        "truncated",
+        (),
+        "missing_or_corrupt_weights",
+        "data is not within the file bounds",
+    ),
+    "gguf_truncated_header": (
+        "truncated_header",
+        (),
+        "missing_or_corrupt_weights",
+        "gguf_init_from_reader: failed to read key-value pairs",
+    ),
+    "gguf_corrupt_header": (
+        "corrupt",
+        (),
+        "missing_or_corrupt_weights",
+        "invalid magic characters: 'GGXF', expected 'GGUF'",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(FAILURES))
-def test_broken_model_is_diagnosed_from_live_output(case: str, models: dict[str, Path],
-                                                    no_leftovers: str) -> None:
+def test_broken_model_is_diagnosed_from_live_output(
+    case: str, models: dict[str, Path], no_leftovers: str
+) -> None:
     """A missing, truncated or corrupt GGUF fails with the right class and root-cause line, exit 1."""
     key, extra, failure_class, needle = FAILURES[case]
     model = models.get(key, models["tiny"].parent / "nonexistent.gguf")
@@ -96,11 +126,15 @@ def test_broken_model_is_diagnosed_from_live_output(case: str, models: dict[str,
     assert needle in summary["failure"]["line"], summary["failure"]["line"]
 
 
-@pytest.mark.skipif(_OVERCOMMIT.exists() and _OVERCOMMIT.read_text().strip() == "1",
-                    reason="vm.overcommit_memory=1 would grant the huge KV buffer and then touch it")
+@pytest.mark.skipif(
+    _OVERCOMMIT.exists() and _OVERCOMMIT.read_text().strip() == "1",
+    reason="vm.overcommit_memory=1 would grant the huge KV buffer and then touch it",
+)
 def test_context_too_large_for_memory(models: dict[str, Path], no_leftovers: str) -> None:
     """A context far too large for memory fails while allocating the cache: the context is the cause."""
-    code, events, err = bringup_run(*server_argv(models["tiny"], free_port(), "--n_ctx", str(_huge_context())))
+    code, events, err = bringup_run(
+        *server_argv(models["tiny"], free_port(), "--n_ctx", str(_huge_context()))
+    )
     failure = _summary(events)["failure"]
     assert code == 1, err
     assert failure["class"] == "kv_cache_insufficient", failure
@@ -108,8 +142,9 @@ def test_context_too_large_for_memory(models: dict[str, Path], no_leftovers: str
     assert "insufficient memory" in failure["line"], failure["line"]
 
 
-def test_port_in_use_by_a_real_second_server(models: dict[str, Path], start_server: Any,
-                                             no_leftovers: str) -> None:
+def test_port_in_use_by_a_real_second_server(
+    models: dict[str, Path], start_server: Any, no_leftovers: str
+) -> None:
     """With a real server on the port, a second one fails to bind: port_in_use, not ready."""
     port = free_port()
     first = start_server(server_argv(models["tiny"], port, "--n_ctx", "512"), "first")
@@ -123,16 +158,31 @@ def test_port_in_use_by_a_real_second_server(models: dict[str, Path], start_serv
     assert first.proc.poll() is None  # bringup never touches a server it did not start
 
 
-def test_sigkill_after_ready_is_a_death_after_ready(models: dict[str, Path], no_leftovers: str) -> None:
+def test_sigkill_after_ready_is_a_death_after_ready(
+    models: dict[str, Path], no_leftovers: str
+) -> None:
     """A server SIGKILLed after ready is reported as a failure after ready, and run exits 1."""
-    argv = [sys.executable, "-m", "bringup", "run", "--engine", "llamacpp", "--json", "--quiet",
-            "--", *server_argv(models["tiny"], free_port(), "--n_ctx", "512")]
+    argv = [
+        sys.executable,
+        "-m",
+        "bringup",
+        "run",
+        "--engine",
+        "llamacpp",
+        "--json",
+        "--quiet",
+        "--",
+        *server_argv(models["tiny"], free_port(), "--n_ctx", "512"),
+    ]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
         try:
             events = _read_until_ready(run)
             assert events[-1]["event"] == "ready"
-            engines = [c for c in psutil.Process(run.pid).children(recursive=True)
-                       if "llama_cpp.server" in " ".join(c.cmdline())]
+            engines = [
+                c
+                for c in psutil.Process(run.pid).children(recursive=True)
+                if "llama_cpp.server" in " ".join(c.cmdline())
+            ]
             assert len(engines) == 1
             engines[0].send_signal(signal.SIGKILL)
             out, err = run.communicate(timeout=RUN_TIMEOUT_SECONDS)

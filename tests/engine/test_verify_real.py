@@ -14,8 +14,10 @@ from bringup.cli.main import Context, main
 def verify(path: Path) -> tuple[int, dict[str, object]]:
     """Run `bringup verify --json PATH` in-process; return the exit code and the JSON."""
     out, err = io.StringIO(), io.StringIO()
-    code = main(["verify", "--json", str(path)],
-                Context(stdout=out, stderr=err, stdin=io.StringIO(), environ={"NO_COLOR": "1"}))
+    code = main(
+        ["verify", "--json", str(path)],
+        Context(stdout=out, stderr=err, stdin=io.StringIO(), environ={"NO_COLOR": "1"}),
+    )
     return code, json.loads(out.getvalue())
 
 

@@ -24,9 +24,14 @@ REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "llamacpp_rea
 def meta(**over: Any) -> dict[str, Any]:
     """Metadata of a llama-style model (the tiny test model's shape unless overridden)."""
     base: dict[str, Any] = {
-        "general.architecture": "llama", "llama.block_count": 2, "llama.embedding_length": 64,
-        "llama.attention.head_count": 4, "llama.attention.head_count_kv": 2,
-        "llama.feed_forward_length": 128, "llama.vocab_size": 267, "llama.context_length": 512,
+        "general.architecture": "llama",
+        "llama.block_count": 2,
+        "llama.embedding_length": 64,
+        "llama.attention.head_count": 4,
+        "llama.attention.head_count_kv": 2,
+        "llama.feed_forward_length": 128,
+        "llama.vocab_size": 267,
+        "llama.context_length": 512,
     }
     base.update(over)
     return base
@@ -50,9 +55,11 @@ def test_row_bytes_follow_ggml_block_sizes() -> None:
 
 def test_weights_are_the_exact_tensor_bytes_by_type() -> None:
     """Weights are summed from the tensor table per GGML type, largest first."""
-    tensors = [TensorInfo("a", "Q4_K", (256, 256), 36864, "m.gguf"),
-               TensorInfo("b", "F32", (256,), 1024, "m.gguf"),
-               TensorInfo("c", "Q4_K", (256, 512), 73728, "m.gguf")]
+    tensors = [
+        TensorInfo("a", "Q4_K", (256, 256), 36864, "m.gguf"),
+        TensorInfo("b", "F32", (256,), 1024, "m.gguf"),
+        TensorInfo("c", "Q4_K", (256, 512), 73728, "m.gguf"),
+    ]
     plan = plan_gguf(meta(), tensors, n_ctx=512)
     assert plan.weights_by_type == {"Q4_K": 110592, "F32": 1024}
     assert plan.weights_bytes == 111616
@@ -85,11 +92,19 @@ def test_parallel_sequences_split_the_context() -> None:
 
 def test_sliding_window_layers_keep_only_the_window() -> None:
     """gemma2-style: every other layer keeps pad256(n_swa + n_ubatch) cells, not the whole context."""
-    m = {"general.architecture": "gemma2", "gemma2.block_count": 4, "gemma2.embedding_length": 256,
-         "gemma2.attention.head_count": 8, "gemma2.attention.head_count_kv": 4,
-         "gemma2.attention.key_length": 32, "gemma2.attention.value_length": 32,
-         "gemma2.feed_forward_length": 512, "gemma2.vocab_size": 1000, "gemma2.context_length": 8192,
-         "gemma2.attention.sliding_window": 4096}
+    m = {
+        "general.architecture": "gemma2",
+        "gemma2.block_count": 4,
+        "gemma2.embedding_length": 256,
+        "gemma2.attention.head_count": 8,
+        "gemma2.attention.head_count_kv": 4,
+        "gemma2.attention.key_length": 32,
+        "gemma2.attention.value_length": 32,
+        "gemma2.feed_forward_length": 512,
+        "gemma2.vocab_size": 1000,
+        "gemma2.context_length": 8192,
+        "gemma2.attention.sliding_window": 4096,
+    }
     assert read_shape(m, []).swa_layers == (True, False, True, False)
     plan = plan_gguf(m, [], n_ctx=32768)
     assert plan.swa_cells == 4608
@@ -104,13 +119,16 @@ def test_per_layer_kv_heads_skip_layers_without_attention() -> None:
     assert plan.kv_cache_bytes == 512 * 32 * 2 * 2
 
 
-@pytest.mark.parametrize(("settings_", "needle"), [
-    ({"cache_type_v": "q8_0"}, "needs flash attention"),
-    ({"cache_type_k": "q3_k"}, "unknown KV cache type"),
-    ({"cache_type_k": "q8_0", "flash_attn": True}, "do not divide the head size 16"),
-    ({"n_parallel": 0}, "parallel"),
-    ({"n_ctx": -1}, "bad context size"),
-])
+@pytest.mark.parametrize(
+    ("settings_", "needle"),
+    [
+        ({"cache_type_v": "q8_0"}, "needs flash attention"),
+        ({"cache_type_k": "q3_k"}, "unknown KV cache type"),
+        ({"cache_type_k": "q8_0", "flash_attn": True}, "do not divide the head size 16"),
+        ({"n_parallel": 0}, "parallel"),
+        ({"n_ctx": -1}, "bad context size"),
+    ],
+)
 def test_settings_llama_cpp_refuses_are_refused(settings_: dict[str, Any], needle: str) -> None:
     """Settings the engine would refuse raise InputError naming the problem."""
     kwargs: dict[str, Any] = {"n_ctx": 512, **settings_}
@@ -139,7 +157,10 @@ def test_kv_cache_grows_with_the_context(n_ctx: int, n_parallel: int) -> None:
     b = plan_gguf(meta(), [], n_ctx=n_ctx + 256, n_parallel=n_parallel)
     assert b.kv_cache_bytes >= a.kv_cache_bytes
     assert a.kv_cells >= n_ctx - 256 * n_parallel
-    assert a.total_bytes == a.weights_bytes + a.kv_cache_bytes + a.compute_buffer_bytes + a.output_buffer_bytes
+    assert (
+        a.total_bytes
+        == a.weights_bytes + a.kv_cache_bytes + a.compute_buffer_bytes + a.output_buffer_bytes
+    )
 
 
 # Compute buffers the real llama-cpp-python 0.3.36 server reported on this machine
@@ -157,14 +178,33 @@ MEASURED = [
 ]
 
 
-@pytest.mark.parametrize(("n_embd", "n_head", "n_kv", "n_ff", "extra", "n_ctx", "ub", "fa", "mib"), MEASURED)
-def test_compute_buffer_matches_the_server_report(n_embd: int, n_head: int, n_kv: int, n_ff: int,
-                                                  extra: int, n_ctx: int, ub: int, fa: bool,
-                                                  mib: float) -> None:
+@pytest.mark.parametrize(
+    ("n_embd", "n_head", "n_kv", "n_ff", "extra", "n_ctx", "ub", "fa", "mib"), MEASURED
+)
+def test_compute_buffer_matches_the_server_report(
+    n_embd: int,
+    n_head: int,
+    n_kv: int,
+    n_ff: int,
+    extra: int,
+    n_ctx: int,
+    ub: int,
+    fa: bool,
+    mib: float,
+) -> None:
     """Without flash attention the prediction is exact; with it, within 2 % of the server's figure."""
-    m = meta(**{"llama.embedding_length": n_embd, "llama.attention.head_count": n_head,
-                "llama.attention.head_count_kv": n_kv, "llama.feed_forward_length": n_ff})
-    got = plan_gguf(m, [], n_ctx=n_ctx, n_batch=512, n_ubatch=ub, flash_attn=fa).compute_buffer_bytes / MiB
+    m = meta(
+        **{
+            "llama.embedding_length": n_embd,
+            "llama.attention.head_count": n_head,
+            "llama.attention.head_count_kv": n_kv,
+            "llama.feed_forward_length": n_ff,
+        }
+    )
+    got = (
+        plan_gguf(m, [], n_ctx=n_ctx, n_batch=512, n_ubatch=ub, flash_attn=fa).compute_buffer_bytes
+        / MiB
+    )
     expected = pytest.approx(mib, rel=0.02) if fa else pytest.approx(mib, abs=0.00005)
     assert got == expected
 
@@ -179,17 +219,27 @@ def test_recorded_startup_buffers_match(tiny: Any) -> None:
     """The recorded ready start (n_ctx 512, n_batch 512) shows the predicted buffers (2-decimal MiB)."""
     plan = plan_gguf(tiny.gguf_metadata, tiny.tensors, n_ctx=512, n_batch=512)
     log = "ready_sigterm.log"
-    assert round(plan.weights_bytes / MiB, 2) == _log_number(log, r"model buffer size =\s+([\d.]+) MiB")
-    assert round(plan.kv_cache_bytes / MiB, 2) == _log_number(log, r"KV buffer size =\s+([\d.]+) MiB")
-    assert round(plan.compute_buffer_bytes / MiB, 2) == _log_number(log, r"compute buffer size =\s+([\d.]+) MiB")
+    assert round(plan.weights_bytes / MiB, 2) == _log_number(
+        log, r"model buffer size =\s+([\d.]+) MiB"
+    )
+    assert round(plan.kv_cache_bytes / MiB, 2) == _log_number(
+        log, r"KV buffer size =\s+([\d.]+) MiB"
+    )
+    assert round(plan.compute_buffer_bytes / MiB, 2) == _log_number(
+        log, r"compute buffer size =\s+([\d.]+) MiB"
+    )
 
 
 def test_recorded_failed_allocations_are_predicted_to_the_byte(tiny: Any) -> None:
     """The sizes llama.cpp failed to allocate at n_ctx 100M (KV) and 10M (compute) are the plan's."""
     huge = plan_gguf(tiny.gguf_metadata, tiny.tensors, n_ctx=100_000_000, n_batch=512)
-    assert huge.kv_cache_bytes == _log_number("ctx_too_large.log", r"failed to allocate buffer of size (\d+)")
+    assert huge.kv_cache_bytes == _log_number(
+        "ctx_too_large.log", r"failed to allocate buffer of size (\d+)"
+    )
     big = plan_gguf(tiny.gguf_metadata, tiny.tensors, n_ctx=10_000_000, n_batch=512)
-    assert big.compute_buffer_bytes == _log_number("ctx_compute_too_large.log",
-                                                   r"failed to allocate buffer of size (\d+)")
-    assert round(big.kv_cache_bytes / MiB, 2) == _log_number("ctx_compute_too_large.log",
-                                                             r"KV buffer size =\s+([\d.]+) MiB")
+    assert big.compute_buffer_bytes == _log_number(
+        "ctx_compute_too_large.log", r"failed to allocate buffer of size (\d+)"
+    )
+    assert round(big.kv_cache_bytes / MiB, 2) == _log_number(
+        "ctx_compute_too_large.log", r"KV buffer size =\s+([\d.]+) MiB"
+    )

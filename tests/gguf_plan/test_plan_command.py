@@ -22,8 +22,10 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def plan(*argv: str) -> tuple[int, dict]:
     out = io.StringIO()
-    own, rest = (argv[: argv.index("--")], argv[argv.index("--"):]) if "--" in argv else (argv, ())
-    code = main(["plan", *own, "--json", *rest], Context(stdout=out, stderr=io.StringIO(), environ={}))
+    own, rest = (argv[: argv.index("--")], argv[argv.index("--") :]) if "--" in argv else (argv, ())
+    code = main(
+        ["plan", *own, "--json", *rest], Context(stdout=out, stderr=io.StringIO(), environ={})
+    )
     return code, json.loads(out.getvalue())
 
 
@@ -34,16 +36,29 @@ def test_tiny_model_fits_with_the_buffers_llama_cpp_reports(tiny: Path) -> None:
     assert code == 0
     assert data["verdict"]["fits"] is True
     assert data["settings"]["n_ctx"] == 512
-    assert m["needed_bytes"] == m["weights_bytes"] + m["kv_cache_bytes"] + m["compute_buffer_bytes"] + m["output_buffer_bytes"]
-    assert m["kv_cache_bytes"] == 512 * 2 * 2 * (2 * 16) * 2  # ctx x layers x (K+V) x (2 heads x 16) x f16
+    assert (
+        m["needed_bytes"]
+        == m["weights_bytes"]
+        + m["kv_cache_bytes"]
+        + m["compute_buffer_bytes"]
+        + m["output_buffer_bytes"]
+    )
+    assert (
+        m["kv_cache_bytes"] == 512 * 2 * 2 * (2 * 16) * 2
+    )  # ctx x layers x (K+V) x (2 heads x 16) x f16
 
 
 def test_huge_context_does_not_fit_and_the_recommended_context_does(tiny: Path) -> None:
     """n_ctx 100M from the llama.cpp command is kv_cache_insufficient; the recommended -c fits."""
-    code, data = plan(str(tiny), "--gpu-memory", "1GiB", "--", "llama-server", "-m", str(tiny), "-c", "100000000")
+    code, data = plan(
+        str(tiny), "--gpu-memory", "1GiB", "--", "llama-server", "-m", str(tiny), "-c", "100000000"
+    )
     assert code == 1
     verdict = data["verdict"]
-    assert (verdict["failure_class"], verdict["phase"]) == ("kv_cache_insufficient", "kv_cache_alloc")
+    assert (verdict["failure_class"], verdict["phase"]) == (
+        "kv_cache_insufficient",
+        "kv_cache_alloc",
+    )
     ctx = next(r["value"] for r in data["recommendations"] if r["flag"] == "-c")
     code2, again = plan(str(tiny), "--gpu-memory", "1GiB", "--n-ctx", ctx)
     assert code2 == 0
@@ -53,6 +68,8 @@ def test_huge_context_does_not_fit_and_the_recommended_context_does(tiny: Path) 
 def test_vllm_parallelism_is_refused_for_gguf(tiny: Path) -> None:
     """-tp is a vLLM flag: a GGUF plan with it is a usage error."""
     err = io.StringIO()
-    code = main(["plan", str(tiny), "-tp", "2"], Context(stdout=io.StringIO(), stderr=err, environ={}))
+    code = main(
+        ["plan", str(tiny), "-tp", "2"], Context(stdout=io.StringIO(), stderr=err, environ={})
+    )
     assert code == 2
     assert "tensor-split" in err.getvalue()

@@ -23,14 +23,26 @@ def bundled_config(name: str) -> dict[str, Any]:
     return data
 
 
-def planner_for(config: dict[str, Any], gpu: str, count: int, tensors: Any = None, **req: Any) -> tuple[Planner, Settings]:
+def planner_for(
+    config: dict[str, Any], gpu: str, count: int, tensors: Any = None, **req: Any
+) -> tuple[Planner, Settings]:
     """A planner and resolved settings for ``config`` on ``count`` catalog GPUs."""
     arch = parse_architecture(config)
     model = gpu_catalog.lookup(gpu)
-    gpus = GpuSet(model.name, count, model.memory_bytes, req.pop("free_bytes", model.memory_bytes),
-                  model.vllm_treats_as_a100)
-    settings = resolve(Requested(**req), memory_bytes=model.memory_bytes, treats_as_a100=model.vllm_treats_as_a100,
-                       max_position_embeddings=arch.max_position_embeddings, default_quantization=None)
+    gpus = GpuSet(
+        model.name,
+        count,
+        model.memory_bytes,
+        req.pop("free_bytes", model.memory_bytes),
+        model.vllm_treats_as_a100,
+    )
+    settings = resolve(
+        Requested(**req),
+        memory_bytes=model.memory_bytes,
+        treats_as_a100=model.vllm_treats_as_a100,
+        max_position_embeddings=arch.max_position_embeddings,
+        default_quantization=None,
+    )
     if tensors is None:
         tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))
     return Planner(arch, tensors, gpus), settings

@@ -17,7 +17,11 @@ KV_BYTES = [
     ("Llama-3.1-8B", 1, 2 * 32 * 8 * 128 * 2),  # 131,072: the 128 KiB/token of engines.md 1.6
     ("Llama-3.1-8B", 2, 2 * 32 * 4 * 128 * 2),
     ("Llama-3.1-70B", 8, 2 * 80 * 1 * 128 * 2),
-    ("Llama-3.1-70B", 16, 2 * 80 * 1 * 128 * 2),  # tp > kv heads: heads replicated, no further split
+    (
+        "Llama-3.1-70B",
+        16,
+        2 * 80 * 1 * 128 * 2,
+    ),  # tp > kv heads: heads replicated, no further split
     ("Qwen3-8B", 1, 2 * 36 * 8 * 128 * 2),
     ("Qwen3-32B", 2, 2 * 64 * 4 * 128 * 2),
     ("Mixtral-8x7B", 2, 2 * 32 * 4 * 128 * 2),
@@ -79,9 +83,18 @@ WEIGHTS = [
 
 
 @pytest.mark.parametrize(("name", "quant", "tp", "ep", "expected_gib", "tol"), WEIGHTS)
-def test_weights_per_gpu(name: str, quant: str | None, tp: int, ep: bool, expected_gib: float, tol: float) -> None:
+def test_weights_per_gpu(
+    name: str, quant: str | None, tp: int, ep: bool, expected_gib: float, tol: float
+) -> None:
     """Weights per GPU match the hand calculation from the public architecture."""
-    p = plan(name, "H200", max(tp, 1), tensor_parallel_size=tp, enable_expert_parallel=ep, quantization=quant)
+    p = plan(
+        name,
+        "H200",
+        max(tp, 1),
+        tensor_parallel_size=tp,
+        enable_expert_parallel=ep,
+        quantization=quant,
+    )
     assert p.per_gpu.weights_bytes / GiB == pytest.approx(expected_gib, rel=tol)
 
 
@@ -98,7 +111,9 @@ def test_kv_heads_replicate_in_weights_beyond_kv_heads() -> None:
 def test_pipeline_parallel_splits_layers_and_puts_vocab_at_the_ends() -> None:
     """PP 2: each stage holds half the layers, the embedding on the first and the LM head on the last."""
     arch = parse_architecture(bundled_config("Llama-3.1-8B"))
-    stages = weights_per_stage(synthesize(arch, format_from_config(None, None)), arch, Parallel(1, 2))
+    stages = weights_per_stage(
+        synthesize(arch, format_from_config(None, None)), arch, Parallel(1, 2)
+    )
     assert [s.layers for s in stages] == [(0, 16), (16, 32)]
     assert stages[0].vocab_bytes == stages[1].vocab_bytes == 128_256 * 4096 * 2
 
@@ -109,8 +124,15 @@ def test_mtp_layers_are_not_counted() -> None:
     tensors = synthesize(arch, format_from_config(None, None))
     from bringup.core.checkpoint import TensorInfo
 
-    extra = [*tensors, TensorInfo("model.layers.32.mlp.up_proj.weight", "BF16", (14336, 4096), 14336 * 4096 * 2, "x")]
-    assert weights_per_stage(extra, arch, Parallel(1)) == weights_per_stage(tensors, arch, Parallel(1))
+    extra = [
+        *tensors,
+        TensorInfo(
+            "model.layers.32.mlp.up_proj.weight", "BF16", (14336, 4096), 14336 * 4096 * 2, "x"
+        ),
+    ]
+    assert weights_per_stage(extra, arch, Parallel(1)) == weights_per_stage(
+        tensors, arch, Parallel(1)
+    )
 
 
 # name, gpu, count, settings, expected (fits, class, phase)
@@ -120,21 +142,42 @@ VERDICTS = [
     ("Llama-3.1-70B", "H100", 4, {"tensor_parallel_size": 4}, (True, None, None)),
     ("Llama-3.1-8B", "RTX 4090", 1, {}, (False, "kv_cache_insufficient", "kv_cache_alloc")),
     ("Llama-3.1-8B", "RTX 4090", 1, {"max_model_len": 8192}, (True, None, None)),
-    ("Llama-3.1-8B", "H100", 1, {"free_bytes": 40 * GiB}, (False, "gpu_memory_utilization", "distributed_init")),
+    (
+        "Llama-3.1-8B",
+        "H100",
+        1,
+        {"free_bytes": 40 * GiB},
+        (False, "gpu_memory_utilization", "distributed_init"),
+    ),
     ("Qwen3-32B", "H100", 2, {"tensor_parallel_size": 3}, (False, "config_error", "config")),
     ("Qwen3-32B", "H100", 2, {"tensor_parallel_size": 4}, (False, "config_error", "config")),
     ("DeepSeek-V3", "H200", 8, {"tensor_parallel_size": 8}, (True, None, None)),
     ("gpt-oss-120b", "H100", 1, {"max_model_len": 32768}, (True, None, None)),
-    ("MiniMax-M2.5", "RTX PRO 6000", 4, {"tensor_parallel_size": 4, "gpu_memory_utilization": 0.95},
-     (False, "cuda_oom", "warmup")),
-    ("MiniMax-M2.5", "RTX PRO 6000", 4, {"tensor_parallel_size": 4, "engine_version": "0.20",
-                                          "gpu_memory_utilization": 0.92}, (False, "cuda_oom", "warmup")),
+    (
+        "MiniMax-M2.5",
+        "RTX PRO 6000",
+        4,
+        {"tensor_parallel_size": 4, "gpu_memory_utilization": 0.95},
+        (False, "cuda_oom", "warmup"),
+    ),
+    (
+        "MiniMax-M2.5",
+        "RTX PRO 6000",
+        4,
+        {"tensor_parallel_size": 4, "engine_version": "0.20", "gpu_memory_utilization": 0.92},
+        (False, "cuda_oom", "warmup"),
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "gpu", "count", "settings", "expected"), VERDICTS)
-def test_verdicts(name: str, gpu: str, count: int, settings: dict[str, object],
-                  expected: tuple[bool, str | None, str | None]) -> None:
+def test_verdicts(
+    name: str,
+    gpu: str,
+    count: int,
+    settings: dict[str, object],
+    expected: tuple[bool, str | None, str | None],
+) -> None:
     """Each case predicts the right first failure (or fits) in diagnose's vocabulary."""
     v = plan(name, gpu, count, **settings).verdict
     assert (v.fits, v.failure_class, v.phase) == expected
@@ -143,8 +186,15 @@ def test_verdicts(name: str, gpu: str, count: int, settings: dict[str, object],
 def test_parts_add_up_to_the_gpu() -> None:
     """The per-GPU parts of a plan sum to the GPU's total memory."""
     g = plan("MiniMax-M2.5", "RTX PRO 6000", 4, tensor_parallel_size=4).per_gpu
-    parts = (g.weights_bytes + g.activation_peak_bytes + g.non_torch_bytes + g.cuda_graph_bytes
-             + g.kv_cache_bytes + g.sampler_warmup_bytes + g.headroom_bytes)
+    parts = (
+        g.weights_bytes
+        + g.activation_peak_bytes
+        + g.non_torch_bytes
+        + g.cuda_graph_bytes
+        + g.kv_cache_bytes
+        + g.sampler_warmup_bytes
+        + g.headroom_bytes
+    )
     assert parts == g.total_bytes
 
 

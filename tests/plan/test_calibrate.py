@@ -9,9 +9,15 @@ from plan.helpers import GiB, bundled_config, planner_for
 def test_calibration_reproduces_the_measured_startup() -> None:
     """Calibrated on a log's facts, the plan for the same settings gives the logged KV pool and weights."""
     planner, s = planner_for(bundled_config("Llama-3.1-8B"), "H100", 1, engine_version="0.11")
-    facts = {"weights_gib_per_gpu": 15.5, "available_kv_gib": 50.0, "kv_cache_tokens": 409_600,
-             "gpu_memory_utilization": 0.9, "tensor_parallel_size": 1, "max_num_seqs": 1024,
-             "max_num_batched_tokens": 8192}
+    facts = {
+        "weights_gib_per_gpu": 15.5,
+        "available_kv_gib": 50.0,
+        "kv_cache_tokens": 409_600,
+        "gpu_memory_utilization": 0.9,
+        "tensor_parallel_size": 1,
+        "max_num_seqs": 1024,
+        "max_num_batched_tokens": 8192,
+    }
     planner.calibration = calibrate(planner, s, facts)
     rank = planner.evaluate(s).rank
     assert rank.weights / GiB == 15.5

@@ -17,20 +17,44 @@ from builders.safetensors import write_checkpoint
 
 def _run(*argv: str, environ: dict[str, str] | None = None) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(["plan", *argv], Context(stdout=out, stderr=err, environ=environ or {"NO_COLOR": "1"}))
+    code = main(
+        ["plan", *argv], Context(stdout=out, stderr=err, environ=environ or {"NO_COLOR": "1"})
+    )
     return code, out.getvalue(), err.getvalue()
 
 
 def test_json_has_exactly_the_issue_fields() -> None:
     """--json prints the issue's object with its exact keys."""
-    code, out, _ = _run("MiniMax-M2.5", "--gpu", "rtx pro 6000", "--gpus", "4", "--json", "--",
-                        "vllm", "serve", "MiniMaxAI/MiniMax-M2.5", "-tp", "4", "--gpu-memory-utilization", "0.95")
+    code, out, _ = _run(
+        "MiniMax-M2.5",
+        "--gpu",
+        "rtx pro 6000",
+        "--gpus",
+        "4",
+        "--json",
+        "--",
+        "vllm",
+        "serve",
+        "MiniMaxAI/MiniMax-M2.5",
+        "-tp",
+        "4",
+        "--gpu-memory-utilization",
+        "0.95",
+    )
     data = json.loads(out)
     assert code == 1
     assert set(data) == {"model", "settings", "per_gpu", "kv_cache", "verdict", "recommendations"}
     assert set(data["model"]) == {"architecture", "parameters", "weights_bytes_total"}
-    assert set(data["per_gpu"]) == {"total_bytes", "weights_bytes", "activation_peak_bytes", "non_torch_bytes",
-                                    "cuda_graph_bytes", "kv_cache_bytes", "sampler_warmup_bytes", "headroom_bytes"}
+    assert set(data["per_gpu"]) == {
+        "total_bytes",
+        "weights_bytes",
+        "activation_peak_bytes",
+        "non_torch_bytes",
+        "cuda_graph_bytes",
+        "kv_cache_bytes",
+        "sampler_warmup_bytes",
+        "headroom_bytes",
+    }
     assert set(data["kv_cache"]) == {"bytes_per_token", "tokens", "max_concurrency"}
     assert set(data["verdict"]) == {"fits", "failure_class", "phase", "reason"}
     assert data["verdict"]["failure_class"] == "cuda_oom"
@@ -48,8 +72,17 @@ def test_model_can_come_from_the_server_command() -> None:
 
 def test_human_output_is_plain_without_a_terminal() -> None:
     """Human output has the per-GPU table, KV line, verdict and flags, without colour codes."""
-    code, out, _ = _run("MiniMax-M2.5", "--gpu", "rtx pro 6000", "--gpus", "4", "-tp", "4",
-                        "--gpu-memory-utilization", "0.95")
+    code, out, _ = _run(
+        "MiniMax-M2.5",
+        "--gpu",
+        "rtx pro 6000",
+        "--gpus",
+        "4",
+        "-tp",
+        "4",
+        "--gpu-memory-utilization",
+        "0.95",
+    )
     assert code == 1
     assert "\x1b[" not in out
     for text in ("sampler warmup", "headroom", "KV cache:", "cuda_oom at warmup", "--max-num-seqs"):
@@ -62,8 +95,16 @@ def test_bare_config_path(tmp_path: Path) -> None:
 
     cfg = bundled_config("Llama-3.1-8B")
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    code, out, _ = _run(str(tmp_path / "config.json"), "--gpu", "L40S", "--quantization", "fp8", "--json",
-                        "--max-model-len", "8192")
+    code, out, _ = _run(
+        str(tmp_path / "config.json"),
+        "--gpu",
+        "L40S",
+        "--quantization",
+        "fp8",
+        "--json",
+        "--max-model-len",
+        "8192",
+    )
     data = json.loads(out)
     assert code == 0
     assert data["per_gpu"]["weights_bytes"] < 9 * 1024**3  # fp8 roughly halves the 15 GiB
@@ -71,7 +112,9 @@ def test_bare_config_path(tmp_path: Path) -> None:
 
 def test_folder_uses_exact_header_bytes(tmp_path: Path) -> None:
     """A safetensors folder is planned from its headers: weights equal the stored bytes at tp 1."""
-    folder = write_checkpoint(tmp_path / "m", n_shards=3, hidden=1024, layers=4, heads=8, kv_heads=2, vocab=4096)
+    folder = write_checkpoint(
+        tmp_path / "m", n_shards=3, hidden=1024, layers=4, heads=8, kv_heads=2, vocab=4096
+    )
     code, out, _ = _run(str(folder), "--gpu-memory", "24GiB", "--json", "--max-num-seqs", "16")
     data = json.loads(out)
     stored = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
@@ -88,7 +131,10 @@ def test_folder_uses_exact_header_bytes(tmp_path: Path) -> None:
         (["no-such-model", "--gpu", "H100"], "no such model"),
         (["MiniMax-M2.5"], "no GPU detected"),
         ([], "no model given"),
-        (["Llama-3.1-8B", "--gpu", "H100", "--gpu-memory-utilization", "1.5"], "gpu-memory-utilization"),
+        (
+            ["Llama-3.1-8B", "--gpu", "H100", "--gpu-memory-utilization", "1.5"],
+            "gpu-memory-utilization",
+        ),
         (["Llama-3.1-8B", "--gpu", "H100", "--", "vllm", "serve", "m", "-tp", "two"], "not a int"),
         (["Llama-3.1-8B", "--gpu", "H100", "--quantization", "zip"], "unknown quantization"),
     ],
@@ -104,20 +150,37 @@ def test_bad_input_is_one_line_exit_2(argv: list[str], message: str) -> None:
 
 def test_gpus_from_readings_file_counts_other_processes(tmp_path: Path) -> None:
     """GPUs from a readings file: memory held by others fails the start-up gate."""
-    readings = {"gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0",
-                          "memory_total_bytes": 85_029_158_912, "memory_used_bytes": 30 * 1024**3}]}
+    readings = {
+        "gpus": [
+            {
+                "index": 0,
+                "name": "NVIDIA H100 80GB HBM3",
+                "uuid": "GPU-0",
+                "memory_total_bytes": 85_029_158_912,
+                "memory_used_bytes": 30 * 1024**3,
+            }
+        ]
+    }
     path = tmp_path / "gpus.json"
     path.write_text(json.dumps(readings))
     code, out, _ = _run("Llama-3.1-8B", "--gpus-from", str(path), "--json")
     data = json.loads(out)
     assert code == 1
-    assert (data["verdict"]["failure_class"], data["verdict"]["phase"]) == ("gpu_memory_utilization", "distributed_init")
+    assert (data["verdict"]["failure_class"], data["verdict"]["phase"]) == (
+        "gpu_memory_utilization",
+        "distributed_init",
+    )
     assert data["recommendations"][0]["flag"] == "--gpu-memory-utilization"
 
 
 def test_real_subprocess() -> None:
     """`python -m bringup plan` runs as a process and exits with the verdict's code."""
-    proc = subprocess.run([sys.executable, "-m", "bringup", "plan", "Llama-3.1-8B", "--gpu", "H100", "--json"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bringup", "plan", "Llama-3.1-8B", "--gpu", "H100", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0
     assert json.loads(proc.stdout)["verdict"]["fits"] is True

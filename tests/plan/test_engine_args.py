@@ -11,15 +11,35 @@ from bringup.core.vocab import Engine
 @pytest.mark.parametrize(
     ("argv", "engine", "model"),
     [
-        (["vllm", "serve", "MiniMaxAI/MiniMax-M2.5", "-tp", "4"], Engine.VLLM, "MiniMaxAI/MiniMax-M2.5"),
+        (
+            ["vllm", "serve", "MiniMaxAI/MiniMax-M2.5", "-tp", "4"],
+            Engine.VLLM,
+            "MiniMaxAI/MiniMax-M2.5",
+        ),
         (["/opt/venv/bin/vllm", "serve", "--model", "m", "--port", "8001"], Engine.VLLM, "m"),
-        (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model=/models/x"], Engine.VLLM, "/models/x"),
+        (
+            ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model=/models/x"],
+            Engine.VLLM,
+            "/models/x",
+        ),
         (["env", "CUDA_VISIBLE_DEVICES=0,1", "vllm", "serve", "m"], Engine.VLLM, "m"),
         (["VLLM_LOGGING_LEVEL=DEBUG", "vllm", "serve", "m"], Engine.VLLM, "m"),
-        (["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B"], Engine.SGLANG, "Qwen/Qwen3-8B"),
-        (["text-generation-launcher", "--model-id", "meta/llama", "--port", "80"], Engine.TGI, "meta/llama"),
+        (
+            ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B"],
+            Engine.SGLANG,
+            "Qwen/Qwen3-8B",
+        ),
+        (
+            ["text-generation-launcher", "--model-id", "meta/llama", "--port", "80"],
+            Engine.TGI,
+            "meta/llama",
+        ),
         (["llama-server", "-m", "tiny.gguf", "--port", "8080"], Engine.LLAMACPP, "tiny.gguf"),
-        ([".venv/bin/python", "-m", "llama_cpp.server", "--model", "t.gguf"], Engine.LLAMACPP, "t.gguf"),
+        (
+            [".venv/bin/python", "-m", "llama_cpp.server", "--model", "t.gguf"],
+            Engine.LLAMACPP,
+            "t.gguf",
+        ),
         (["bringup", "twin", "vllm", "--model", "MiniMax", "--port", "9"], Engine.VLLM, "MiniMax"),
         (["python", "-m", "bringup", "twin", "vllm", "--scenario", "ready"], Engine.VLLM, None),
         (["my-server", "--port", "1"], None, None),
@@ -70,16 +90,42 @@ def test_has_flag() -> None:
 @pytest.mark.parametrize(
     ("argv", "flag", "value", "expected"),
     [
-        (["vllm", "serve", "m", "--max-num-seqs", "1024"], "--max-num-seqs", "256",
-         ["vllm", "serve", "m", "--max-num-seqs", "256"]),
-        (["vllm", "serve", "m", "--max-num-seqs=1024", "--port", "1"], "--max-num-seqs", "256",
-         ["vllm", "serve", "m", "--max-num-seqs=256", "--port", "1"]),
-        (["vllm", "serve", "m"], "--max-num-seqs", "256", ["vllm", "serve", "m", "--max-num-seqs", "256"]),
-        (["vllm", "serve", "m", "-tp", "4", "--tensor-parallel-size=2"], "--tensor-parallel-size", "8",
-         ["vllm", "serve", "m", "-tp", "8"]),
-        (["vllm", "serve", "m"], "--enforce-eager", None, ["vllm", "serve", "m", "--enforce-eager"]),
-        (["vllm", "serve", "m", "--enforce-eager", "--port", "1"], "--enforce-eager", None,
-         ["vllm", "serve", "m", "--enforce-eager", "--port", "1"]),
+        (
+            ["vllm", "serve", "m", "--max-num-seqs", "1024"],
+            "--max-num-seqs",
+            "256",
+            ["vllm", "serve", "m", "--max-num-seqs", "256"],
+        ),
+        (
+            ["vllm", "serve", "m", "--max-num-seqs=1024", "--port", "1"],
+            "--max-num-seqs",
+            "256",
+            ["vllm", "serve", "m", "--max-num-seqs=256", "--port", "1"],
+        ),
+        (
+            ["vllm", "serve", "m"],
+            "--max-num-seqs",
+            "256",
+            ["vllm", "serve", "m", "--max-num-seqs", "256"],
+        ),
+        (
+            ["vllm", "serve", "m", "-tp", "4", "--tensor-parallel-size=2"],
+            "--tensor-parallel-size",
+            "8",
+            ["vllm", "serve", "m", "-tp", "8"],
+        ),
+        (
+            ["vllm", "serve", "m"],
+            "--enforce-eager",
+            None,
+            ["vllm", "serve", "m", "--enforce-eager"],
+        ),
+        (
+            ["vllm", "serve", "m", "--enforce-eager", "--port", "1"],
+            "--enforce-eager",
+            None,
+            ["vllm", "serve", "m", "--enforce-eager", "--port", "1"],
+        ),
     ],
 )
 def test_set_flag(argv: list[str], flag: str, value: str | None, expected: list[str]) -> None:

@@ -12,15 +12,31 @@ def test_minimax_predicts_sampler_warmup_oom_and_a_fix() -> None:
     assert p.settings.max_num_seqs == 1024  # vLLM's default on a >= 70 GiB GPU that is not an A100
     assert p.per_gpu.weights_bytes / GiB > 53
     assert p.per_gpu.sampler_warmup_bytes == 1024 * 200_064 * 28
-    assert (p.verdict.fits, p.verdict.failure_class, p.verdict.phase) == (False, "cuda_oom", "warmup")
+    assert (p.verdict.fits, p.verdict.failure_class, p.verdict.phase) == (
+        False,
+        "cuda_oom",
+        "warmup",
+    )
     seqs = next(r for r in p.recommendations if r.flag == "--max-num-seqs")
     assert 256 <= int(seqs.value or 0) < 1024
-    fixed = plan("MiniMax-M2.5", "RTX PRO 6000", 4, tensor_parallel_size=4, gpu_memory_utilization=0.95,
-                 max_num_seqs=int(seqs.value or 0))
+    fixed = plan(
+        "MiniMax-M2.5",
+        "RTX PRO 6000",
+        4,
+        tensor_parallel_size=4,
+        gpu_memory_utilization=0.95,
+        max_num_seqs=int(seqs.value or 0),
+    )
     assert fixed.verdict.fits
     assert fixed.per_gpu.headroom_bytes >= 256 * 1024**2
-    one_more = plan("MiniMax-M2.5", "RTX PRO 6000", 4, tensor_parallel_size=4, gpu_memory_utilization=0.95,
-                    max_num_seqs=int(seqs.value or 0) + 64)
+    one_more = plan(
+        "MiniMax-M2.5",
+        "RTX PRO 6000",
+        4,
+        tensor_parallel_size=4,
+        gpu_memory_utilization=0.95,
+        max_num_seqs=int(seqs.value or 0) + 64,
+    )
     assert one_more.per_gpu.headroom_bytes < 256 * 1024**2  # it is the largest such value
 
 
@@ -28,8 +44,13 @@ def test_minimax_recommended_utilization_fits() -> None:
     """The recommended --gpu-memory-utilization makes the same startup fit."""
     p = plan("MiniMax-M2.5", "RTX PRO 6000", 4, tensor_parallel_size=4, gpu_memory_utilization=0.95)
     util = next(r for r in p.recommendations if r.flag == "--gpu-memory-utilization")
-    assert plan("MiniMax-M2.5", "RTX PRO 6000", 4, tensor_parallel_size=4,
-                gpu_memory_utilization=float(util.value or 0)).verdict.fits
+    assert plan(
+        "MiniMax-M2.5",
+        "RTX PRO 6000",
+        4,
+        tensor_parallel_size=4,
+        gpu_memory_utilization=float(util.value or 0),
+    ).verdict.fits
 
 
 def test_recommendation_applies_to_the_command() -> None:

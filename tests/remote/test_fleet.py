@@ -18,8 +18,10 @@ from builders.sshd import SSHD, SshServer, cli, running_sshd, ssh_env
 
 BANNER = "(APIServer pid=1) INFO 11-30 09:47:00 [api_server.py:1] vLLM API server version 0.33.0"
 LOADING = "(EngineCore pid=2) INFO 11-30 09:47:01 [core.py:139] Starting to load model m..."
-OOM = ("(EngineCore pid=2) ERROR 11-30 09:47:02 [core.py:700] torch.OutOfMemoryError: CUDA out of memory "
-       "occurred when warming up sampler with 1024 dummy requests.")
+OOM = (
+    "(EngineCore pid=2) ERROR 11-30 09:47:02 [core.py:700] torch.OutOfMemoryError: CUDA out of memory "
+    "occurred when warming up sampler with 1024 dummy requests."
+)
 
 SYSTEMCTL = """
 import sys, os
@@ -47,8 +49,11 @@ def _host(base: Path, units: dict[str, tuple[str, list[str]]], gpu_used_mib: int
     for d in (bin_dir, base / "states", base / "journals"):
         d.mkdir(parents=True)
     head = f"HERE = {str(base)!r}\n"
-    for name, body in (("systemctl", SYSTEMCTL), ("journalctl", JOURNALCTL),
-                       ("nvidia-smi", f"print('0, NVIDIA H100 80GB HBM3, {gpu_used_mib}, 81559')\n")):
+    for name, body in (
+        ("systemctl", SYSTEMCTL),
+        ("journalctl", JOURNALCTL),
+        ("nvidia-smi", f"print('0, NVIDIA H100 80GB HBM3, {gpu_used_mib}, 81559')\n"),
+    ):
         (bin_dir / name).write_text(f"#!{sys.executable}\n{head}{body}")
         (bin_dir / name).chmod(0o755)
     for unit, (state, lines) in units.items():
@@ -56,10 +61,21 @@ def _host(base: Path, units: dict[str, tuple[str, list[str]]], gpu_used_mib: int
         (base / "states" / unit).write_text(
             f"LoadState=loaded\nActiveState={active}\nSubState={sub}\nMainPID=0\nNRestarts=0\nResult=success\n"
             "ExecMainStatus=1\nExecMainCode=1\nInvocationID=inv1\n"
-            "ExecStart={ path=/usr/bin/vllm ; argv[]=/usr/bin/vllm serve m --port 1 ; }\nEnvironment=\n")
-        (base / "journals" / unit).write_text("".join(
-            json.dumps({"MESSAGE": m, "__REALTIME_TIMESTAMP": str(1764495000000000 + i), "_SYSTEMD_INVOCATION_ID": "inv1"}) + "\n"
-            for i, m in enumerate(lines)))
+            "ExecStart={ path=/usr/bin/vllm ; argv[]=/usr/bin/vllm serve m --port 1 ; }\nEnvironment=\n"
+        )
+        (base / "journals" / unit).write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "MESSAGE": m,
+                        "__REALTIME_TIMESTAMP": str(1764495000000000 + i),
+                        "_SYSTEMD_INVOCATION_ID": "inv1",
+                    }
+                )
+                + "\n"
+                for i, m in enumerate(lines)
+            )
+        )
     return bin_dir
 
 
@@ -69,16 +85,28 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[SshSe
     if SSHD is None:
         pytest.skip("sshd is not installed (apt-get install openssh-server)")
     base = tmp_path_factory.mktemp("fleet")
-    a = _host(base / "a", {"vllm-llama.service": ("failed/failed", [BANNER, LOADING, OOM]),
-                           "vllm-qwen.service": ("activating/start", [BANNER, LOADING])}, 71680)
+    a = _host(
+        base / "a",
+        {
+            "vllm-llama.service": ("failed/failed", [BANNER, LOADING, OOM]),
+            "vllm-qwen.service": ("activating/start", [BANNER, LOADING]),
+        },
+        71680,
+    )
     b = _host(base / "b", {"vllm-mistral.service": ("activating/start", [BANNER])}, 4)
     with ExitStack() as stack:
-        servers = [stack.enter_context(running_sshd(base / f"sshd-{n}", extra_path=p)) for n, p in (("a", a), ("b", b))]
+        servers = [
+            stack.enter_context(running_sshd(base / f"sshd-{n}", extra_path=p))
+            for n, p in (("a", a), ("b", b))
+        ]
         known = base / "known_hosts"
         known.write_text("".join(s.known_hosts.read_text() for s in servers))
         config = base / "config"
-        config.write_text("Host *\n" + "".join(f"  IdentityFile {s.client_key}\n" for s in servers)
-                          + f"  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n  GlobalKnownHostsFile /dev/null\n")
+        config.write_text(
+            "Host *\n"
+            + "".join(f"  IdentityFile {s.client_key}\n" for s in servers)
+            + f"  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n  GlobalKnownHostsFile /dev/null\n"
+        )
         yield servers, config
 
 
@@ -93,21 +121,40 @@ def _inventory(path: Path, servers: list[SshServer]) -> Path:
     path.write_text(
         f'[[host]]\naddress = "{servers[0].target_text}"\nunits = ["vllm-llama", "vllm-qwen"]\n\n'
         f'[[host]]\naddress = "{servers[1].target_text}"\nunits = ["vllm-mistral"]\n\n'
-        f'[[host]]\naddress = "{dead}"\nunits = ["vllm-big"]\n')
+        f'[[host]]\naddress = "{dead}"\nunits = ["vllm-big"]\n'
+    )
     return path
 
 
-def test_fleet_json_has_one_row_per_service(hosts: tuple[list[SshServer], Path], tmp_path: Path) -> None:
+def test_fleet_json_has_one_row_per_service(
+    hosts: tuple[list[SshServer], Path], tmp_path: Path
+) -> None:
     """--json: every unit of every host, with state, phase, GPUs and last failure; the dead host carries its error."""
     servers, config = hosts
-    code, out, _ = cli(["status", "--hosts", str(_inventory(tmp_path / "fleet.toml", servers)), "--json"], ssh_env(config))
+    code, out, _ = cli(
+        ["status", "--hosts", str(_inventory(tmp_path / "fleet.toml", servers)), "--json"],
+        ssh_env(config),
+    )
     rows = json.loads(out)
     assert code == 1
     assert [(r["host"], r["unit"]) for r in rows] == [
-        (servers[0].target_text, "vllm-llama.service"), (servers[0].target_text, "vllm-qwen.service"),
-        (servers[1].target_text, "vllm-mistral.service"), (rows[3]["host"], "vllm-big.service")]
+        (servers[0].target_text, "vllm-llama.service"),
+        (servers[0].target_text, "vllm-qwen.service"),
+        (servers[1].target_text, "vllm-mistral.service"),
+        (rows[3]["host"], "vllm-big.service"),
+    ]
     llama, qwen, mistral, big = rows
-    assert set(llama) == {"host", "unit", "state", "verdict", "phase", "ready_since", "gpus", "last_failure", "error"}
+    assert set(llama) == {
+        "host",
+        "unit",
+        "state",
+        "verdict",
+        "phase",
+        "ready_since",
+        "gpus",
+        "last_failure",
+        "error",
+    }
     assert (llama["state"], llama["verdict"], llama["error"]) == ("failed/failed", "failed", None)
     assert llama["last_failure"].startswith("cuda_oom")
     assert llama["gpus"][0]["used_bytes"] == 71680 * 2**20
@@ -120,7 +167,9 @@ def test_fleet_json_has_one_row_per_service(hosts: tuple[list[SshServer], Path],
 def test_fleet_table(hosts: tuple[list[SshServer], Path], tmp_path: Path) -> None:
     """The table has a header and one line per service, the unreachable host included."""
     servers, config = hosts
-    code, out, _ = cli(["status", "--hosts", str(_inventory(tmp_path / "fleet.toml", servers))], ssh_env(config))
+    code, out, _ = cli(
+        ["status", "--hosts", str(_inventory(tmp_path / "fleet.toml", servers))], ssh_env(config)
+    )
     lines = out.splitlines()
     assert code == 1
     assert lines[0].split()[:3] == ["HOST", "UNIT", "STATE"]
@@ -129,8 +178,14 @@ def test_fleet_table(hosts: tuple[list[SshServer], Path], tmp_path: Path) -> Non
     assert "unreachable" in lines[4]
 
 
-@pytest.mark.parametrize(("data", "problem"), [({}, "no [[host]]"), ({"host": [{"units": ["a"]}]}, "address"),
-                                                ({"host": [{"address": "gpu1", "units": []}]}, "units")])
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({}, "no [[host]]"),
+        ({"host": [{"units": ["a"]}]}, "address"),
+        ({"host": [{"address": "gpu1", "units": []}]}, "units"),
+    ],
+)
 def test_bad_inventory(data: dict[str, object], problem: str) -> None:
     """An inventory without hosts, addresses or units is refused, saying what is missing."""
     with pytest.raises(InputError, match=problem.replace("[", r"\[").replace("]", r"\]")):
@@ -140,7 +195,9 @@ def test_bad_inventory(data: dict[str, object], problem: str) -> None:
 def test_status_of_one_remote_unit(hosts: tuple[list[SshServer], Path]) -> None:
     """status NAME --host: systemctl, journalctl and nvidia-smi run on the host; exit 1 for a failed unit."""
     servers, config = hosts
-    code, out, _ = cli(["status", "vllm-llama", "--host", servers[0].target_text, "--json"], ssh_env(config))
+    code, out, _ = cli(
+        ["status", "vllm-llama", "--host", servers[0].target_text, "--json"], ssh_env(config)
+    )
     report = json.loads(out)
     assert code == 1
     assert report["verdict"] == "failed"

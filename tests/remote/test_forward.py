@@ -42,9 +42,26 @@ def remote(sshd: SshServer) -> list[str]:
 
 def test_remote_flags_only_before_the_double_dash() -> None:
     """--host and friends are taken out before `--` only; after it they belong to the server."""
-    call = split_remote_flags(["--quiet", "--host=ops@gpu1:2222", "--sudo", "--", "vllm", "serve", "m", "--host", "0.0.0.0"])
+    call = split_remote_flags(
+        [
+            "--quiet",
+            "--host=ops@gpu1:2222",
+            "--sudo",
+            "--",
+            "vllm",
+            "serve",
+            "m",
+            "--host",
+            "0.0.0.0",
+        ]
+    )
     assert call is not None
-    assert (call.host, call.sudo, call.accept_new_host_key, call.remote_bringup) == ("ops@gpu1:2222", True, False, "bringup")
+    assert (call.host, call.sudo, call.accept_new_host_key, call.remote_bringup) == (
+        "ops@gpu1:2222",
+        True,
+        False,
+        "bringup",
+    )
     assert call.args == ("--quiet", "--", "vllm", "serve", "m", "--host", "0.0.0.0")
     assert split_remote_flags(["--", "vllm", "--host", "x"]) is None
 
@@ -67,22 +84,35 @@ def test_verify_over_ssh(sshd: SshServer, config: Path, tmp_path: Path) -> None:
 def test_guard_over_ssh(sshd: SshServer, config: Path, tmp_path: Path) -> None:
     """guard --host reads the remote GPUs (a readings file there) and reports busy ones."""
     readings = tmp_path / "gpus.json"
-    gpu = {"index": 0, "name": "H100", "memory_total_bytes": 80 << 30, "memory_used_bytes": 70 << 30,
-           "processes": [{"pid": 4242, "name": "python3", "used_memory_bytes": 69 << 30}]}
+    gpu = {
+        "index": 0,
+        "name": "H100",
+        "memory_total_bytes": 80 << 30,
+        "memory_used_bytes": 70 << 30,
+        "processes": [{"pid": 4242, "name": "python3", "used_memory_bytes": 69 << 30}],
+    }
     readings.write_text(json.dumps({"gpus": [gpu]}))
-    code, out, _ = cli(["guard", "--gpus-from", str(readings), "--timeout", "0s", "--json", *remote(sshd)], ssh_env(config))
+    code, out, _ = cli(
+        ["guard", "--gpus-from", str(readings), "--timeout", "0s", "--json", *remote(sshd)],
+        ssh_env(config),
+    )
     assert code == 5
     assert json.loads(out)["gpus"][0]["used_bytes"] == 70 << 30
     gpu["memory_used_bytes"], gpu["processes"] = 4 << 20, []
     readings.write_text(json.dumps({"gpus": [gpu]}))
-    code, out, _ = cli(["guard", "--gpus-from", str(readings), "--json", *remote(sshd)], ssh_env(config))
+    code, out, _ = cli(
+        ["guard", "--gpus-from", str(readings), "--json", *remote(sshd)], ssh_env(config)
+    )
     assert code == 0
     assert json.loads(out)["ok"] is True
 
 
 def test_remote_bringup_missing_is_one_line(sshd: SshServer, config: Path) -> None:
     """A remote host without bringup is one line that says how to fix it."""
-    code, out, err = cli(["verify", "/x", "--host", sshd.target_text, "--remote-bringup", "/no/bringup"], ssh_env(config))
+    code, out, err = cli(
+        ["verify", "/x", "--host", sshd.target_text, "--remote-bringup", "/no/bringup"],
+        ssh_env(config),
+    )
     assert code == 127
     assert out == ""
     assert err.count("\n") == 1
@@ -114,17 +144,34 @@ def test_unknown_host_key_is_refused(lone_sshd: SshServer, tmp_path: Path) -> No
     assert err.count("\n") == 1
     assert "host key is not known" in err
     assert "--accept-new-host-key" in err
-    code, _, err = cli(["diagnose", "/no.log", "--accept-new-host-key", *remote(lone_sshd)], ssh_env(unknown))
+    code, _, err = cli(
+        ["diagnose", "/no.log", "--accept-new-host-key", *remote(lone_sshd)], ssh_env(unknown)
+    )
     assert code == 2
     assert "/no.log" in err  # the remote bringup answered: the key was accepted
     assert lone_sshd.empty_known_hosts.read_text().strip()
 
 
 def _start_remote_run(sshd: SshServer, config: Path, port: int) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "bringup", "run", "--quiet", *remote(sshd), "--",
-            sys.executable, FAKE_SERVER, "--mode", "ready", "--port", str(port)]
+    argv = [
+        sys.executable,
+        "-m",
+        "bringup",
+        "run",
+        "--quiet",
+        *remote(sshd),
+        "--",
+        sys.executable,
+        FAKE_SERVER,
+        "--mode",
+        "ready",
+        "--port",
+        str(port),
+    ]
     env = {**ssh_env(config), "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         if "READY" in line:
@@ -181,9 +228,27 @@ def test_stopping_local_run_stops_remote_server(sshd: SshServer, config: Path, h
 def test_sighup_stops_a_local_run_like_sigterm() -> None:
     """A hangup (what a closed ssh terminal sends) stops bringup run's server; exit 0 after ready."""
     port = _free_port()
-    argv = [sys.executable, "-m", "bringup", "run", "--quiet", "--", sys.executable, FAKE_SERVER, "--mode", "ready", "--port", str(port)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "PYTHONPATH": str(REPO / "src")})
+    argv = [
+        sys.executable,
+        "-m",
+        "bringup",
+        "run",
+        "--quiet",
+        "--",
+        sys.executable,
+        FAKE_SERVER,
+        "--mode",
+        "ready",
+        "--port",
+        str(port),
+    ]
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "PYTHONPATH": str(REPO / "src")},
+    )
     try:
         assert proc.stdout is not None
         assert any("READY" in line for line in proc.stdout if "READY" in line or "FAILED" in line)

@@ -14,8 +14,12 @@ from builders.sshd import SshServer, target_for
 
 @pytest.mark.parametrize(
     ("text", "user", "host", "port"),
-    [("gpu1", None, "gpu1", None), ("root@gpu1:2222", "root", "gpu1", 2222),
-     ("ops@[::1]:22", "ops", "::1", 22), ("10.0.0.5", None, "10.0.0.5", None)],
+    [
+        ("gpu1", None, "gpu1", None),
+        ("root@gpu1:2222", "root", "gpu1", 2222),
+        ("ops@[::1]:22", "ops", "::1", 22),
+        ("10.0.0.5", None, "10.0.0.5", None),
+    ],
 )
 def test_parse_target(text: str, user: str | None, host: str, port: int | None) -> None:
     """[user@]host[:port] parses into its parts."""
@@ -36,7 +40,8 @@ def test_argv_is_strict_by_default() -> None:
     assert "StrictHostKeyChecking=yes" in argv
     assert argv[-1] == "cat '/tmp/a b'"
     assert "StrictHostKeyChecking=accept-new" in ssh_argv(
-        SshTarget.parse("gpu1", accept_new_host_key=True), ["true"], control_dir="/tmp/x")
+        SshTarget.parse("gpu1", accept_new_host_key=True), ["true"], control_dir="/tmp/x"
+    )
 
 
 def test_remote_command_runs(sshd: SshServer) -> None:

@@ -16,8 +16,10 @@ import pytest
 
 from builders.sshd import REPO, SSHD, SshServer, running_sshd, ssh_env, write_ssh_config
 
-OOM = ("(EngineCore pid=2) ERROR 11-30 09:47:02 [core.py:700] torch.OutOfMemoryError: CUDA out of memory "
-       "occurred when warming up sampler with 1024 dummy requests.")
+OOM = (
+    "(EngineCore pid=2) ERROR 11-30 09:47:02 [core.py:700] torch.OutOfMemoryError: CUDA out of memory "
+    "occurred when warming up sampler with 1024 dummy requests."
+)
 
 JOURNALCTL = """
 import json, sys, time
@@ -61,8 +63,13 @@ class Watch:
 
     def __init__(self, args: list[str], config: Path) -> None:
         env = {**ssh_env(config), "PYTHONPATH": str(REPO / "src")}
-        self.proc = subprocess.Popen([sys.executable, "-m", "bringup", "watch", *args], env=env, text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bringup", "watch", *args],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -76,7 +83,9 @@ class Watch:
         end = time.monotonic() + timeout_seconds
         while not any(text in line for line in self.lines):
             assert time.monotonic() < end, f"no {text!r} in {self.lines[-20:]}"
-            assert self.proc.poll() is None or self.reader.is_alive(), f"watch ended: {self.lines[-20:]}"
+            assert self.proc.poll() is None or self.reader.is_alive(), (
+                f"watch ended: {self.lines[-20:]}"
+            )
             time.sleep(0.05)
 
     def finish(self) -> int:
@@ -102,10 +111,21 @@ def _numbered(lines: list[str]) -> list[str]:
 
 
 def _watch_args(server: SshServer) -> list[str]:
-    return ["--host", server.target_text, "--stall", "0", "--deadline", "90s", "--url", "http://127.0.0.1:1"]
+    return [
+        "--host",
+        server.target_text,
+        "--stall",
+        "0",
+        "--deadline",
+        "90s",
+        "--url",
+        "http://127.0.0.1:1",
+    ]
 
 
-def test_watch_log_survives_a_dropped_connection(world: tuple[SshServer, Path, Path], tmp_path: Path) -> None:
+def test_watch_log_survives_a_dropped_connection(
+    world: tuple[SshServer, Path, Path], tmp_path: Path
+) -> None:
     """watch --log over ssh: after a forced disconnect every line arrives exactly once, in order, and the reconnect is said."""
     server, config, _ = world
     log = tmp_path / "server.log"
@@ -132,12 +152,15 @@ def test_watch_unit_resumes_from_the_journal_cursor(world: tuple[SshServer, Path
     server, config, base = world
     (base / "state.txt").write_text(
         "ActiveState=activating\nSubState=start\nMainPID=4242\nInvocationID=inv1\nExecMainStatus=0\n"
-        "ExecMainCode=0\nLoadState=loaded\nExecStart={ path=/usr/bin/vllm ; argv[]=/usr/bin/vllm serve m --port 1 ; }\n")
+        "ExecMainCode=0\nLoadState=loaded\nExecStart={ path=/usr/bin/vllm ; argv[]=/usr/bin/vllm serve m --port 1 ; }\n"
+    )
     entries = base / "entries.jsonl"
 
     def append(first: int, last: int, extra: list[str] = []) -> None:  # noqa: B006 - never mutated
         with entries.open("a") as f:
-            for i, message in enumerate([f"line {n:04d}" for n in range(first, last)] + extra, start=first):
+            for i, message in enumerate(
+                [f"line {n:04d}" for n in range(first, last)] + extra, start=first
+            ):
                 f.write(json.dumps({"__CURSOR": f"c{i}", "MESSAGE": message}) + "\n")
 
     entries.write_text("")

@@ -60,7 +60,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", "0"))
         body = json.loads(self.rfile.read(length) or b"{}")
         if self.path == "/v1/completions" and body.get("max_tokens") == 1:
-            self._send(200, {"choices": [{"text": " world", "index": 0}], "model": body.get("model")})
+            self._send(
+                200, {"choices": [{"text": " world", "index": 0}], "model": body.get("model")}
+            )
         else:
             self._send(404, {"error": "not found"})
 
@@ -86,9 +88,15 @@ def load_and_ready(args: argparse.Namespace) -> None:
     for i in range(1, args.shards + 1):
         time.sleep(args.step)
         pct = int(100 * i / args.shards)
-        say(f"Loading safetensors checkpoint shards: {pct:3d}% Completed | {i}/{args.shards} [00:01<00:00,  1.00it/s]", err=True)
+        say(
+            f"Loading safetensors checkpoint shards: {pct:3d}% Completed | {i}/{args.shards} [00:01<00:00,  1.00it/s]",
+            err=True,
+        )
     say(E + "Model loading took 1.50 GiB memory and 0.100000 seconds")
-    say(E + "GPU KV cache size: 123,456 tokens, Maximum concurrency for 4,096 tokens per request: 30.14x")
+    say(
+        E
+        + "GPU KV cache size: 123,456 tokens, Maximum concurrency for 4,096 tokens per request: 30.14x"
+    )
     say(E + "init engine (profile, create kv cache, warmup model) took 1.00 s")
     time.sleep(args.listen_delay)
     listen(args.port, args.stamp)
@@ -110,7 +118,10 @@ def main() -> None:
     ap.add_argument("--listen-delay", type=float, default=0.0)
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--pidfile")
-    ap.add_argument("--stamp", help="write time.time() here when the root-cause line is written or the port listens")
+    ap.add_argument(
+        "--stamp",
+        help="write time.time() here when the root-cause line is written or the port listens",
+    )
     args = ap.parse_args()
     startup_lines(args.shards, args.step)
     if args.mode == "hang":
@@ -118,12 +129,18 @@ def main() -> None:
     if args.mode == "oom":
         say(E + "Starting to load model fake/model...")
         stamp(args.stamp)
-        say(EE + "torch.OutOfMemoryError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.")
+        say(
+            EE
+            + "torch.OutOfMemoryError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
+        )
         time.sleep(args.linger)
         return
     if args.mode == "exit0":
         say(E + "Starting to load model fake/model...")
-        say("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}", err=True)
+        say(
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+            err=True,
+        )
         sys.exit(0)
     if args.mode == "spawn" and args.pidfile:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
@@ -133,7 +150,9 @@ def main() -> None:
     if args.mode == "die_after_ready":
         time.sleep(args.linger)
         say(EE + "EngineCore encountered a fatal error.")
-        say(f"(APIServer pid={os.getpid()}) ERROR 11-30 09:48:00 [async_llm.py:1] AsyncLLM output_handler failed.")
+        say(
+            f"(APIServer pid={os.getpid()}) ERROR 11-30 09:48:00 [async_llm.py:1] AsyncLLM output_handler failed."
+        )
         sys.exit(0)
     if args.mode == "chatty":
         chatter(args.rate)
@@ -142,7 +161,8 @@ def main() -> None:
 
 def chatter(rate: float) -> None:
     lines = [
-        P.replace("INFO", "INFO") + "Avg prompt throughput: 1234.5 tokens/s, Avg generation throughput: 456.7 tokens/s, Running: 12 reqs, Waiting: 0 reqs, GPU KV cache usage: 23.4%, Prefix cache hit rate: 45.6%",
+        P.replace("INFO", "INFO")
+        + "Avg prompt throughput: 1234.5 tokens/s, Avg generation throughput: 456.7 tokens/s, Running: 12 reqs, Waiting: 0 reqs, GPU KV cache usage: 23.4%, Prefix cache hit rate: 45.6%",
         'INFO:     10.0.0.7:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
         "gpu-node-3:1234:5678 [0] NCCL INFO Channel 00/24 : 0[0] -> 1[1] via P2P/IPC/read",
         'INFO:     10.0.0.8:40110 - "POST /v1/completions HTTP/1.1" 200 OK',

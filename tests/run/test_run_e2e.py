@@ -38,7 +38,9 @@ def test_ready_exit_when_ready_stops_the_server():
 def test_root_cause_fails_while_the_process_lives():
     """The root-cause line ends the startup although the process is alive; it is then stopped."""
     port = free_port()
-    code, out, err = cli(["run", "--json", "--grace", "2s", "--", *fake("oom", port, "--linger", "60")])
+    code, out, err = cli(
+        ["run", "--json", "--grace", "2s", "--", *fake("oom", port, "--linger", "60")]
+    )
     summary = events(out)[-1]
     assert code == 1
     assert summary["outcome"] == "failed"
@@ -62,7 +64,9 @@ def test_exit_zero_after_engine_death_is_failure():
 def test_stall_is_timeouts_with_last_phase():
     """No progress for --stall: outcome stalled, class timeouts, the last phase, exit 4."""
     port = free_port()
-    code, out, _ = cli(["run", "--json", "--stall", "1s", "--grace", "2s", "--", *fake("hang", port)])
+    code, out, _ = cli(
+        ["run", "--json", "--stall", "1s", "--grace", "2s", "--", *fake("hang", port)]
+    )
     summary = events(out)[-1]
     assert code == 4
     assert summary["outcome"] == "stalled"
@@ -74,7 +78,15 @@ def test_stall_is_timeouts_with_last_phase():
 def test_slow_load_with_progress_is_not_cut_off():
     """Shards keep coming slower than nothing-at-all would allow in total, yet within --stall each."""
     port = free_port()
-    args = ["run", "--json", "--stall", "2s", "--exit-when-ready", "--", *fake("slow", port, "--shards", "5", "--step", "0.6")]
+    args = [
+        "run",
+        "--json",
+        "--stall",
+        "2s",
+        "--exit-when-ready",
+        "--",
+        *fake("slow", port, "--shards", "5", "--step", "0.6"),
+    ]
     code, out, _ = cli(args)
     evs = events(out)
     assert code == 0
@@ -85,11 +97,26 @@ def test_slow_load_with_progress_is_not_cut_off():
 def test_deadline_bounds_the_startup():
     """--deadline ends a startup that has not reached ready: stalled, exit 4."""
     port = free_port()
-    code, out, _ = cli(["run", "--json", "--stall", "0", "--deadline", "1s", "--grace", "2s", "--", *fake("hang", port)])
+    code, out, _ = cli(
+        [
+            "run",
+            "--json",
+            "--stall",
+            "0",
+            "--deadline",
+            "1s",
+            "--grace",
+            "2s",
+            "--",
+            *fake("hang", port),
+        ]
+    )
     summary = events(out)[-1]
     assert code == 4
     assert summary["outcome"] == "stalled"
-    assert "deadline" in " ".join(e.get("summary", "") for e in events(out) if e["event"] == "failure")
+    assert "deadline" in " ".join(
+        e.get("summary", "") for e in events(out) if e["event"] == "failure"
+    )
 
 
 def test_missing_command_is_usage_error_on_one_line():
@@ -124,10 +151,21 @@ def test_grandchildren_are_stopped_too(tmp_path: Path):
     """Processes the server started are stopped with it: nothing is left behind."""
     port = free_port()
     pidfile = tmp_path / "grandchild.pid"
-    code, _, _ = cli(["run", "--json", "--exit-when-ready", "--", *fake("spawn", port, "--pidfile", str(pidfile))])
+    code, _, _ = cli(
+        [
+            "run",
+            "--json",
+            "--exit-when-ready",
+            "--",
+            *fake("spawn", port, "--pidfile", str(pidfile)),
+        ]
+    )
     assert code == 0
     grandchild = int(pidfile.read_text())
-    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+    assert (
+        not psutil.pid_exists(grandchild)
+        or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+    )
 
 
 def test_keep_leaves_a_failed_server_running(tmp_path: Path):
@@ -148,10 +186,14 @@ def test_keep_leaves_a_failed_server_running(tmp_path: Path):
 def test_foreign_server_on_the_port_is_not_ours():
     """Another process already answering on the port never makes our server ready."""
     port = free_port()
-    other = subprocess.Popen(fake("ready", port, "--shards", "0"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    other = subprocess.Popen(
+        fake("ready", port, "--shards", "0"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         _wait_listening(port)
-        code, out, _ = cli(["run", "--json", "--stall", "1.5s", "--grace", "2s", "--", *fake("hang", port)])
+        code, out, _ = cli(
+            ["run", "--json", "--stall", "1.5s", "--grace", "2s", "--", *fake("hang", port)]
+        )
         assert code == 4
         assert "ready" not in [e["event"] for e in events(out)]
     finally:
@@ -165,7 +207,10 @@ def test_sigterm_after_ready_stops_cleanly():
     env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": "src"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "bringup", "run", "--quiet", "--", *fake("ready", port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -211,7 +256,17 @@ def test_notify_sends_ready_only_after_smoke(tmp_path: Path):
     listener = NotifyListener(path)
     try:
         port = free_port()
-        code, _, _ = cli(["run", "--json", "--notify", "--exit-when-ready", "--", *fake("ready", port, "--step", "0.2")], {"NOTIFY_SOCKET": path})
+        code, _, _ = cli(
+            [
+                "run",
+                "--json",
+                "--notify",
+                "--exit-when-ready",
+                "--",
+                *fake("ready", port, "--step", "0.2"),
+            ],
+            {"NOTIFY_SOCKET": path},
+        )
     finally:
         messages = listener.close()
     assert code == 0
@@ -220,7 +275,9 @@ def test_notify_sends_ready_only_after_smoke(tmp_path: Path):
     assert any(m.startswith("EXTEND_TIMEOUT_USEC=") for m in messages)
     ready = [m for m in messages if "READY=1" in m]
     assert len(ready) == 1
-    assert messages.index(ready[0]) > max(i for i, m in enumerate(messages) if "loading weights" in m)
+    assert messages.index(ready[0]) > max(
+        i for i, m in enumerate(messages) if "loading weights" in m
+    )
 
 
 def test_notify_never_ready_on_failure(tmp_path: Path):
@@ -228,7 +285,10 @@ def test_notify_never_ready_on_failure(tmp_path: Path):
     path = str(tmp_path / "notify.sock")
     listener = NotifyListener(path)
     try:
-        code, _, _ = cli(["run", "--notify", "--quiet", "--grace", "2s", "--", *fake("oom", free_port())], {"NOTIFY_SOCKET": path})
+        code, _, _ = cli(
+            ["run", "--notify", "--quiet", "--grace", "2s", "--", *fake("oom", free_port())],
+            {"NOTIFY_SOCKET": path},
+        )
     finally:
         messages = listener.close()
     assert code == 1
@@ -239,7 +299,10 @@ def test_notify_never_ready_on_failure(tmp_path: Path):
 def _wait_listening(port: int) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", port), timeout=0.5),
+        ):
             return
         time.sleep(0.05)
     pytest.fail("the foreign server never listened")
@@ -248,7 +311,16 @@ def _wait_listening(port: int) -> None:
 def test_a_closed_output_pipe_does_not_leave_the_server_unsupervised():
     """`bringup run | head -1`: output stops, supervision does not: the failure still stops the server."""
     port = free_port()
-    cmd = [sys.executable, "-m", "bringup", "run", "--grace", "2s", "--", *fake("oom", port, "--linger", "60")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bringup",
+        "run",
+        "--grace",
+        "2s",
+        "--",
+        *fake("oom", port, "--linger", "60"),
+    ]
     reader = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert reader.stdout is not None
     reader.stdout.readline()

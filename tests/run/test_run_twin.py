@@ -27,17 +27,44 @@ CASES = [
 
 
 def twin(scenario: str, port: int, gpus: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "bringup", "twin", "vllm", "--scenario", scenario, "--port", str(port),
-            "--time-scale", "0.01", "--gpus-file", str(gpus), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "bringup",
+        "twin",
+        "vllm",
+        "--scenario",
+        scenario,
+        "--port",
+        str(port),
+        "--time-scale",
+        "0.01",
+        "--gpus-file",
+        str(gpus),
+        *extra,
+    ]
 
 
-@pytest.mark.parametrize(("scenario", "twin_flags", "flags", "code", "outcome", "cls"), CASES,
-                         ids=[f"{c[0]}{'-' + c[1][-1] if c[1] else ''}" for c in CASES])
+@pytest.mark.parametrize(
+    ("scenario", "twin_flags", "flags", "code", "outcome", "cls"),
+    CASES,
+    ids=[f"{c[0]}{'-' + c[1][-1] if c[1] else ''}" for c in CASES],
+)
 def test_twin_scenario_verdict(tmp_path, scenario, twin_flags, flags, code, outcome, cls):
     """Each twin scenario ends with its verdict, failure class and exit code, and nothing left running."""
     port = free_port()
     gpus = tmp_path / "gpus.json"
-    args = ["run", "--json", "--grace", "5s", "--gpus-from", str(gpus), *flags, "--", *twin(scenario, port, gpus, *twin_flags)]
+    args = [
+        "run",
+        "--json",
+        "--grace",
+        "5s",
+        "--gpus-from",
+        str(gpus),
+        *flags,
+        "--",
+        *twin(scenario, port, gpus, *twin_flags),
+    ]
     got_code, out, err = cli(args)
     evs = events(out)
     summary = evs[-1]
@@ -59,7 +86,18 @@ def test_twin_port_in_use(tmp_path):
     with socket.socket() as other:
         other.bind(("0.0.0.0", port))
         other.listen()
-        code, out, _ = cli(["run", "--json", "--grace", "5s", "--gpus-from", str(gpus), "--", *twin("port_in_use", port, gpus)])
+        code, out, _ = cli(
+            [
+                "run",
+                "--json",
+                "--grace",
+                "5s",
+                "--gpus-from",
+                str(gpus),
+                "--",
+                *twin("port_in_use", port, gpus),
+            ]
+        )
         assert other.fileno() != -1
     summary = events(out)[-1]
     assert code == 1
@@ -69,10 +107,38 @@ def test_twin_port_in_use(tmp_path):
 def test_run_bench_measures_the_ready_server_then_stops_it():
     """`run --bench --exit-when-ready`: at ready the benchmark runs against the live server, then it is stopped."""
     port = free_port()
-    twin = [sys.executable, "-m", "bringup", "twin", "vllm", "--scenario", "ready", "--port", str(port),
-            "--time-scale", "0.02", "--token-rate", "200"]
-    proc = subprocess.run([sys.executable, "-m", "bringup", "run", "--json", "--bench", "--exit-when-ready", "--",
-                           *twin], capture_output=True, text=True, timeout=180, check=False)
+    twin = [
+        sys.executable,
+        "-m",
+        "bringup",
+        "twin",
+        "vllm",
+        "--scenario",
+        "ready",
+        "--port",
+        str(port),
+        "--time-scale",
+        "0.02",
+        "--token-rate",
+        "200",
+    ]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bringup",
+            "run",
+            "--json",
+            "--bench",
+            "--exit-when-ready",
+            "--",
+            *twin,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")][-1]
     assert summary["event"] == "summary"

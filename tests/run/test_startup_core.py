@@ -26,7 +26,9 @@ def phase(p: Phase, line: int = 1) -> PhaseEvent:
     return PhaseEvent(TimelineEntry(p, line, None))
 
 
-def failure(cls: FailureClass = FailureClass.CUDA_OOM, *, final: bool = True, line: str = "boom") -> FailureEvent:
+def failure(
+    cls: FailureClass = FailureClass.CUDA_OOM, *, final: bool = True, line: str = "boom"
+) -> FailureEvent:
     return FailureEvent(Failure(cls, Phase.WARMUP, line, 7, "it broke", is_final=final))
 
 
@@ -93,7 +95,9 @@ def test_refused_health_repeats_at_interval_and_reports_once():
         assert m.next_probe(now) is ProbeKind.HEALTH
         m.probe_sent(ProbeKind.HEALTH)
         assert m.next_probe(now) is None  # one in flight
-        reported += m.on_probe(obs(ProbeKind.HEALTH, False, refused=True, error="connection refused"), now)
+        reported += m.on_probe(
+            obs(ProbeKind.HEALTH, False, refused=True, error="connection refused"), now
+        )
     assert len(reported) == 1
     assert reported[0].fields["refused"] is True
 
@@ -211,7 +215,9 @@ def test_exit_killed_is_host_oom():
 def test_analyzer_verdict_at_exit_wins():
     """At exit the analyzer's final verdict on the whole log is preferred to a bare exit."""
     m = machine()
-    m.on_exit(1, Failure(FailureClass.CONFIG_ERROR, Phase.CONFIG, "ValueError: bad", 3, "bad flag"), 101.0)
+    m.on_exit(
+        1, Failure(FailureClass.CONFIG_ERROR, Phase.CONFIG, "ValueError: bad", 3, "bad flag"), 101.0
+    )
     assert m.failure is not None
     assert m.failure.failure_class is FailureClass.CONFIG_ERROR
 
@@ -279,8 +285,18 @@ def test_phases_only_move_forward_and_form_the_timeline():
     assert m.on_event(phase(Phase.CONFIG, 9), 104.0) == []
     drive_to_ready(m, 110.0)
     summary = summary_json(m, 111.0)
-    assert [t["phase"] for t in summary["timeline"]] == ["start", "config", "weights_loading", "ready"]
-    assert summary["timeline"][1] == {"phase": "config", "t": 1.0, "duration_seconds": 2.0, "line_number": 2}
+    assert [t["phase"] for t in summary["timeline"]] == [
+        "start",
+        "config",
+        "weights_loading",
+        "ready",
+    ]
+    assert summary["timeline"][1] == {
+        "phase": "config",
+        "t": 1.0,
+        "duration_seconds": 2.0,
+        "line_number": 2,
+    }
     assert summary["outcome"] == "ready"
     assert summary["failure"] is None
     assert summary["time_to_ready_seconds"] == 10.0
@@ -291,7 +307,14 @@ def test_summary_of_failure_has_exact_fields():
     m = machine()
     m.on_event(failure(), 101.0)
     summary = summary_json(m, 101.0)
-    assert set(summary) == {"event", "outcome", "phase", "failure", "time_to_ready_seconds", "timeline"}
+    assert set(summary) == {
+        "event",
+        "outcome",
+        "phase",
+        "failure",
+        "time_to_ready_seconds",
+        "timeline",
+    }
     assert set(summary["failure"]) == {"class", "phase", "line", "remedy"}
     assert summary["outcome"] == "failed"
     assert summary["time_to_ready_seconds"] is None

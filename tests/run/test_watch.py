@@ -76,7 +76,9 @@ def test_watch_log_failure_verdict(tmp_path: Path):
     """watch --log: a root-cause line in a followed file gives failed, exit 1, with its class."""
     log = tmp_path / "vllm.log"
     log.write_text(BANNER + "\n" + OOM + "\n")
-    code, out, _ = cli(["watch", "--log", str(log), "--json", "--url", f"http://127.0.0.1:{free_port()}"])
+    code, out, _ = cli(
+        ["watch", "--log", str(log), "--json", "--url", f"http://127.0.0.1:{free_port()}"]
+    )
     summary = events(out)[-1]
     assert code == 1
     assert summary["failure"]["class"] == "cuda_oom"
@@ -85,7 +87,9 @@ def test_watch_log_failure_verdict(tmp_path: Path):
 def test_watch_pid_ready_and_never_signals():
     """watch --pid on a server bringup did not start: ready through the probes; the server lives on."""
     port = free_port()
-    server = subprocess.Popen(fake("ready", port, "--shards", "0"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        fake("ready", port, "--shards", "0"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         code, out, _ = cli(["watch", "--pid", str(server.pid), "--json"])
         assert code == 0
@@ -99,7 +103,9 @@ def test_watch_pid_ready_and_never_signals():
 def test_watch_pid_death_is_failure():
     """watch --pid: the process ending before ready is a failure (exit 1)."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
-    code, out, _ = cli(["watch", "--pid", str(proc.pid), "--json", "--url", f"http://127.0.0.1:{free_port()}"])
+    code, out, _ = cli(
+        ["watch", "--pid", str(proc.pid), "--json", "--url", f"http://127.0.0.1:{free_port()}"]
+    )
     proc.wait()
     assert code == 1
     assert events(out)[-1]["outcome"] == "failed"
@@ -121,8 +127,13 @@ def _script(bin_dir: Path, name: str, body: str) -> None:
 
 
 def _journal_entries(n: int) -> list[dict[str, Any]]:
-    entries = [{"__CURSOR": f"s=abc;i={i}", "MESSAGE": f"line {i}", "_SYSTEMD_INVOCATION_ID": "inv1"} for i in range(n)]
-    entries[2]["MESSAGE"] = list("bytes \xff line 2".encode("latin-1"))  # not UTF-8: an array of bytes
+    entries = [
+        {"__CURSOR": f"s=abc;i={i}", "MESSAGE": f"line {i}", "_SYSTEMD_INVOCATION_ID": "inv1"}
+        for i in range(n)
+    ]
+    entries[2]["MESSAGE"] = list(
+        "bytes \xff line 2".encode("latin-1")
+    )  # not UTF-8: an array of bytes
     return entries
 
 
@@ -132,11 +143,16 @@ def fake_systemd(tmp_path: Path, entries: list[dict[str, Any]], split: int) -> t
     bin_dir.mkdir()
     calls = tmp_path / "calls.txt"
     state = tmp_path / "state.txt"
-    state.write_text("ActiveState=activating\nSubState=start\nMainPID=4242\nInvocationID=inv1\nExecMainStatus=0\nExecMainCode=0\nLoadState=loaded\n"
-                     "ExecStart={ path=/usr/bin/vllm ; argv[]=/usr/bin/vllm serve m --port 1 ; ignore_errors=no }\n")
+    state.write_text(
+        "ActiveState=activating\nSubState=start\nMainPID=4242\nInvocationID=inv1\nExecMainStatus=0\nExecMainCode=0\nLoadState=loaded\n"
+        "ExecStart={ path=/usr/bin/vllm ; argv[]=/usr/bin/vllm serve m --port 1 ; ignore_errors=no }\n"
+    )
     (tmp_path / "entries.json").write_text(json.dumps(entries))
     _script(bin_dir, "systemctl", f"import sys\nprint(open({str(state)!r}).read(), end='')\n")
-    _script(bin_dir, "journalctl", f"""
+    _script(
+        bin_dir,
+        "journalctl",
+        f"""
 import json, sys, time
 argv = sys.argv[1:]
 open({str(calls)!r}, "a").write(" ".join(argv) + "\\n")
@@ -151,7 +167,8 @@ for e in chunk:
     print(json.dumps(e), flush=True)
 if "--after-cursor" in argv:
     time.sleep(60)
-""")
+""",
+    )
     return bin_dir, state
 
 
@@ -165,7 +182,12 @@ def test_unit_source_reconnects_after_cursor_without_loss_or_repeat(tmp_path: Pa
     src.start(q.put)
     try:
         got = collect(q, 6)
-        state.write_text(state.read_text().replace("activating", "failed").replace("ExecMainStatus=0", "ExecMainStatus=1").replace("ExecMainCode=0", "ExecMainCode=1"))
+        state.write_text(
+            state.read_text()
+            .replace("activating", "failed")
+            .replace("ExecMainStatus=0", "ExecMainStatus=1")
+            .replace("ExecMainCode=0", "ExecMainCode=1")
+        )
         deadline = time.monotonic() + 10
         while not any(isinstance(i, ExitItem) for i in got) and time.monotonic() < deadline:
             try:
@@ -174,7 +196,14 @@ def test_unit_source_reconnects_after_cursor_without_loss_or_repeat(tmp_path: Pa
                 continue
     finally:
         src.stop(0)
-    assert lines_of(got) == ["line 0", "line 1", "bytes \ufffd line 2", "line 3", "line 4", "line 5"]
+    assert lines_of(got) == [
+        "line 0",
+        "line 1",
+        "bytes \ufffd line 2",
+        "line 3",
+        "line 4",
+        "line 5",
+    ]
     calls = (tmp_path / "calls.txt").read_text().splitlines()
     assert "_SYSTEMD_INVOCATION_ID=inv1" in calls[0]
     assert calls[1].endswith("--after-cursor s=abc;i=2")
@@ -184,9 +213,14 @@ def test_unit_source_reconnects_after_cursor_without_loss_or_repeat(tmp_path: Pa
 
 def test_watch_unit_failure_verdict(tmp_path: Path):
     """watch --unit: a root cause in the journal gives failed and exit 1."""
-    entries = [{"__CURSOR": f"c{i}", "MESSAGE": m, "_SYSTEMD_INVOCATION_ID": "inv1"} for i, m in enumerate([BANNER, OOM])]
+    entries = [
+        {"__CURSOR": f"c{i}", "MESSAGE": m, "_SYSTEMD_INVOCATION_ID": "inv1"}
+        for i, m in enumerate([BANNER, OOM])
+    ]
     bin_dir, _ = fake_systemd(tmp_path, entries, split=2)
-    code, out, _ = cli(["watch", "--unit", "vllm.service", "--json"], {"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    code, out, _ = cli(
+        ["watch", "--unit", "vllm.service", "--json"], {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    )
     assert code == 1
     assert events(out)[-1]["failure"]["class"] == "cuda_oom"
 
@@ -196,7 +230,10 @@ def test_watch_container_exit_is_failure(tmp_path: Path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     count = tmp_path / "inspects"
-    _script(bin_dir, "docker", f"""
+    _script(
+        bin_dir,
+        "docker",
+        f"""
 import json, os, sys
 argv = sys.argv[1:]
 if argv[0] == "inspect":
@@ -208,7 +245,8 @@ if argv[0] == "inspect":
 elif argv[0] == "logs":
     print("2026-11-30T09:47:00.000000000Z {BANNER}", flush=True)
     print("2026-11-30T09:47:01.000000000Z (EngineCore pid=7) INFO 11-30 09:47:01 [core.py:139] vLLM is using nccl==2.21.5", flush=True)
-""")
+""",
+    )
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
     src = ContainerSource("llm", env)
     q: queue.SimpleQueue[Any] = queue.SimpleQueue()

@@ -22,7 +22,9 @@ def test_local_runner_captures_output_and_exit_status() -> None:
 
 def test_local_runner_feeds_input() -> None:
     """input_text reaches the command's stdin."""
-    result = LocalRunner().run([sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"], input_text="hi")
+    result = LocalRunner().run(
+        [sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"], input_text="hi"
+    )
     assert result.stdout == "HI\n"
 
 
@@ -35,7 +37,9 @@ def test_missing_executable_names_the_command() -> None:
 def test_timeout_names_the_command() -> None:
     """A command past its timeout is killed and reported as an AdapterError."""
     with pytest.raises(AdapterError, match=r"did not finish within 0\.2s"):
-        LocalRunner().run([sys.executable, "-c", "import time; time.sleep(30)"], timeout_seconds=0.2)
+        LocalRunner().run(
+            [sys.executable, "-c", "import time; time.sleep(30)"], timeout_seconds=0.2
+        )
 
 
 def test_environ_path_is_used_to_find_the_executable(tmp_path: Path) -> None:
@@ -43,7 +47,9 @@ def test_environ_path_is_used_to_find_the_executable(tmp_path: Path) -> None:
     tool = tmp_path / "systemctl"
     tool.write_text(f"#!{sys.executable}\nimport sys; print('fake', *sys.argv[1:])\n")
     tool.chmod(0o755)
-    result = LocalRunner({"PATH": f"{tmp_path}{os.pathsep}/usr/bin"}).run(["systemctl", "daemon-reload"])
+    result = LocalRunner({"PATH": f"{tmp_path}{os.pathsep}/usr/bin"}).run(
+        ["systemctl", "daemon-reload"]
+    )
     assert result.stdout == "fake daemon-reload\n"
 
 
@@ -66,7 +72,12 @@ def test_check_raises_one_line_with_stderr() -> None:
     """check() passes exit 0 through and turns a failure into one line with the reason."""
     ok = CommandResult.ok("systemctl", "daemon-reload")
     assert check(ok) is ok
-    failed = CommandResult(("systemctl", "daemon-reload"), 1, "", "Failed to reload daemon: Access denied\n")
+    failed = CommandResult(
+        ("systemctl", "daemon-reload"), 1, "", "Failed to reload daemon: Access denied\n"
+    )
     with pytest.raises(AdapterError) as info:
         check(failed)
-    assert str(info.value) == "`systemctl daemon-reload` failed with exit code 1: Failed to reload daemon: Access denied"
+    assert (
+        str(info.value)
+        == "`systemctl daemon-reload` failed with exit code 1: Failed to reload daemon: Access denied"
+    )

@@ -30,9 +30,7 @@ class Sleepers:
         self.procs: list[subprocess.Popen[str]] = []
 
     def start(self, marker: str, mode: str = "plain") -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            self.argv(marker, mode), stdout=subprocess.PIPE, text=True
-        )
+        proc = subprocess.Popen(self.argv(marker, mode), stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"  # handlers installed before any signal
         self.procs.append(proc)
@@ -60,7 +58,10 @@ def sleepers() -> Iterator[Sleepers]:
 
 def run_guard(args: list[str], environ: dict[str, str] | None = None) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(["guard", *args], Context(stdout=out, stderr=err, environ={"NO_COLOR": "1", **(environ or {})}))
+    code = main(
+        ["guard", *args],
+        Context(stdout=out, stderr=err, environ={"NO_COLOR": "1", **(environ or {})}),
+    )
     return code, out.getvalue(), err.getvalue()
 
 
@@ -82,7 +83,9 @@ def when(stream: io.StringIO, text: str, then: object) -> threading.Thread:
 def test_guard_waits_until_the_gpu_is_freed(tmp_path: Path, sleepers: Sleepers) -> None:
     """The guard names the holder while waiting and exits 0 once the memory is released."""
     holder = sleepers.start("old-model")
-    path = write_readings(tmp_path / "gpus.json", [gpu(0, 70 * GiB, [(holder.pid, "python3", 69 * GiB)])])
+    path = write_readings(
+        tmp_path / "gpus.json", [gpu(0, 70 * GiB, [(holder.pid, "python3", 69 * GiB)])]
+    )
     out, err = io.StringIO(), io.StringIO()
     freer = when(err, f"PID {holder.pid}", lambda: write_readings(path, [gpu(0, 500 * MiB)]))
     code = main(
@@ -93,7 +96,9 @@ def test_guard_waits_until_the_gpu_is_freed(tmp_path: Path, sleepers: Sleepers) 
     result = json.loads(out.getvalue())
     assert code == 0
     assert result["ok"] is True
-    assert result["gpus"] == [{**result["gpus"][0], "index": 0, "used_bytes": 500 * MiB, "holders": []}]
+    assert result["gpus"] == [
+        {**result["gpus"][0], "index": 0, "used_bytes": 500 * MiB, "holders": []}
+    ]
     assert result["waited_seconds"] > 0
     assert f"PID {holder.pid} python" in err.getvalue()
     assert "old-model" in err.getvalue()  # the command line is shown
@@ -106,7 +111,9 @@ def test_guard_times_out_with_exit_5_listing_holders(tmp_path: Path, sleepers: S
         tmp_path / "gpus.json",
         [gpu(0, 70 * GiB, [(holder.pid, "python3", 69 * GiB), (999_999_999, "ghost", 1 * GiB)])],
     )
-    code, out, _ = run_guard(["--gpus-from", str(path), "--timeout", "0.3s", "--interval", "0.1s", "--json"])
+    code, out, _ = run_guard(
+        ["--gpus-from", str(path), "--timeout", "0.3s", "--interval", "0.1s", "--json"]
+    )
     result = json.loads(out)
     assert code == 5
     assert result["ok"] is False
@@ -122,7 +129,9 @@ def test_guard_times_out_with_exit_5_listing_holders(tmp_path: Path, sleepers: S
 
 def test_guard_human_output_on_timeout(tmp_path: Path) -> None:
     """Without --json the verdict says timed out and lists each holder with its bytes."""
-    path = write_readings(tmp_path / "gpus.json", [gpu(0, 70 * GiB, [(999_999_998, "vllm", 69 * GiB)])])
+    path = write_readings(
+        tmp_path / "gpus.json", [gpu(0, 70 * GiB, [(999_999_998, "vllm", 69 * GiB)])]
+    )
     code, out, _ = run_guard(["--gpus-from", str(path), "--timeout", "0.1s", "--interval", "0.05s"])
     assert code == 5
     assert out.splitlines()[0].startswith("timed out after")
@@ -136,7 +145,9 @@ def test_cuda_visible_devices_remaps_gpu_indices(tmp_path: Path) -> None:
         [gpu(0, 70 * GiB), gpu(1, 70 * GiB), gpu(2, 70 * GiB), gpu(3, 10 * MiB)],
     )
     env = {"CUDA_VISIBLE_DEVICES": "2,3"}
-    code, out, _ = run_guard(["--gpus-from", str(path), "--gpus", "1", "--timeout", "0s", "--json"], env)
+    code, out, _ = run_guard(
+        ["--gpus-from", str(path), "--gpus", "1", "--timeout", "0s", "--json"], env
+    )
     assert code == 0
     assert [g["index"] for g in json.loads(out)["gpus"]] == [3]
     code, out, _ = run_guard(["--gpus-from", str(path), "--timeout", "0s", "--json"], env)
@@ -147,7 +158,9 @@ def test_cuda_visible_devices_remaps_gpu_indices(tmp_path: Path) -> None:
 def test_gpu_outside_cuda_visible_devices_is_a_usage_error(tmp_path: Path) -> None:
     """Asking for a CUDA index the visible set does not have is one line and exit 2."""
     path = write_readings(tmp_path / "gpus.json", [gpu(i, 0) for i in range(4)])
-    code, out, err = run_guard(["--gpus-from", str(path), "--gpus", "2"], {"CUDA_VISIBLE_DEVICES": "2,3"})
+    code, out, err = run_guard(
+        ["--gpus-from", str(path), "--gpus", "2"], {"CUDA_VISIBLE_DEVICES": "2,3"}
+    )
     assert code == 2
     assert out == ""
     assert err.startswith("bringup: error: --gpus: no visible GPU '2' (CUDA_VISIBLE_DEVICES=2,3)")
@@ -157,7 +170,9 @@ def test_gpu_outside_cuda_visible_devices_is_a_usage_error(tmp_path: Path) -> No
 def test_gpus_selected_by_uuid(tmp_path: Path) -> None:
     """A UUID prefix selects that GPU whatever its index."""
     path = write_readings(tmp_path / "gpus.json", [gpu(0, 70 * GiB), gpu(1, 0), gpu(2, 70 * GiB)])
-    code, out, _ = run_guard(["--gpus-from", str(path), "--gpus", "GPU-11aa", "--timeout", "0s", "--json"])
+    code, out, _ = run_guard(
+        ["--gpus-from", str(path), "--gpus", "GPU-11aa", "--timeout", "0s", "--json"]
+    )
     assert code == 0
     assert [g["index"] for g in json.loads(out)["gpus"]] == [1]
 
@@ -194,11 +209,16 @@ def test_missing_readings_file_is_exit_2(tmp_path: Path) -> None:
     assert "GPU readings file not found" in err
 
 
-def test_kill_stale_ends_same_cmdline_and_spares_the_foreign(tmp_path: Path, sleepers: Sleepers) -> None:
+def test_kill_stale_ends_same_cmdline_and_spares_the_foreign(
+    tmp_path: Path, sleepers: Sleepers
+) -> None:
     """--kill-stale ends the earlier instance of the service and only reports the other holder."""
     stale = sleepers.start("serve-model-a")
     foreign = sleepers.start("someone-elses-job")
-    busy = [gpu(0, 70 * GiB, [(stale.pid, "python3", 69 * GiB)]), gpu(1, 60 * GiB, [(foreign.pid, "python3", 59 * GiB)])]
+    busy = [
+        gpu(0, 70 * GiB, [(stale.pid, "python3", 69 * GiB)]),
+        gpu(1, 60 * GiB, [(foreign.pid, "python3", 59 * GiB)]),
+    ]
     path = write_readings(tmp_path / "gpus.json", busy)
 
     def release_when_stale_dies() -> None:
@@ -208,8 +228,20 @@ def test_kill_stale_ends_same_cmdline_and_spares_the_foreign(tmp_path: Path, sle
     releaser = threading.Thread(target=release_when_stale_dies, daemon=True)
     releaser.start()
     code, out, err = run_guard(
-        ["--gpus-from", str(path), "--kill-stale", "--kill-grace", "5s", "--interval", "0.05s",
-         "--timeout", "1s", "--json", "--", *Sleepers.argv("serve-model-a")]
+        [
+            "--gpus-from",
+            str(path),
+            "--kill-stale",
+            "--kill-grace",
+            "5s",
+            "--interval",
+            "0.05s",
+            "--timeout",
+            "1s",
+            "--json",
+            "--",
+            *Sleepers.argv("serve-model-a"),
+        ]
     )
     releaser.join(timeout=60)
     result = json.loads(out)
@@ -217,7 +249,12 @@ def test_kill_stale_ends_same_cmdline_and_spares_the_foreign(tmp_path: Path, sle
     assert foreign.poll() is None  # never touched
     assert code == 5
     assert result["killed"] == [
-        {"pid": stale.pid, "name": result["killed"][0]["name"], "reason": "runs the service's command line", "outcome": "SIGTERM"}
+        {
+            "pid": stale.pid,
+            "name": result["killed"][0]["name"],
+            "reason": "runs the service's command line",
+            "outcome": "SIGTERM",
+        }
     ]
     assert result["gpus"][0]["holders"] == []
     assert [h["pid"] for h in result["gpus"][1]["holders"]] == [foreign.pid]
@@ -227,10 +264,24 @@ def test_kill_stale_ends_same_cmdline_and_spares_the_foreign(tmp_path: Path, sle
 def test_kill_stale_escalates_to_sigkill(tmp_path: Path, sleepers: Sleepers) -> None:
     """A stale holder that ignores SIGTERM gets SIGKILL after the grace period."""
     stubborn = sleepers.start("stubborn", "ignore-term")
-    path = write_readings(tmp_path / "gpus.json", [gpu(0, 70 * GiB, [(stubborn.pid, "python3", 69 * GiB)])])
+    path = write_readings(
+        tmp_path / "gpus.json", [gpu(0, 70 * GiB, [(stubborn.pid, "python3", 69 * GiB)])]
+    )
     code, out, _ = run_guard(
-        ["--gpus-from", str(path), "--kill-stale", "--kill-grace", "0.3s", "--interval", "0.05s",
-         "--timeout", "0.2s", "--json", "--", *Sleepers.argv("stubborn", "ignore-term")]
+        [
+            "--gpus-from",
+            str(path),
+            "--kill-stale",
+            "--kill-grace",
+            "0.3s",
+            "--interval",
+            "0.05s",
+            "--timeout",
+            "0.2s",
+            "--json",
+            "--",
+            *Sleepers.argv("stubborn", "ignore-term"),
+        ]
     )
     assert code == 5  # the readings file still says busy
     assert stubborn.wait(timeout=30) == -9
@@ -240,8 +291,12 @@ def test_kill_stale_escalates_to_sigkill(tmp_path: Path, sleepers: Sleepers) -> 
 def test_kill_stale_without_proof_touches_nothing(tmp_path: Path, sleepers: Sleepers) -> None:
     """With --kill-stale but no service command and no unit, holders are only reported."""
     holder = sleepers.start("innocent")
-    path = write_readings(tmp_path / "gpus.json", [gpu(0, 70 * GiB, [(holder.pid, "python3", 69 * GiB)])])
-    code, out, err = run_guard(["--gpus-from", str(path), "--kill-stale", "--timeout", "0.1s", "--json"])
+    path = write_readings(
+        tmp_path / "gpus.json", [gpu(0, 70 * GiB, [(holder.pid, "python3", 69 * GiB)])]
+    )
+    code, out, err = run_guard(
+        ["--gpus-from", str(path), "--kill-stale", "--timeout", "0.1s", "--json"]
+    )
     assert code == 5
     assert holder.poll() is None
     assert json.loads(out)["killed"] == []

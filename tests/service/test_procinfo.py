@@ -27,7 +27,9 @@ USER_MANAGER = "0::/user.slice/user-1000.slice/user@1000.service/init.scope\n"
 DOCKER_V2 = f"0::/system.slice/docker-{HEX}.scope\n"
 DOCKER_V1 = f"12:pids:/docker/{HEX}\n3:cpu,cpuacct:/docker/{HEX}\n1:name=systemd:/docker/{HEX}\n"
 DOCKER_NESTED_NS = "0::/\n"  # inside a container with its own cgroup namespace
-PODMAN_ROOTLESS = f"0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-{HEX}.scope/container\n"
+PODMAN_ROOTLESS = (
+    f"0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-{HEX}.scope/container\n"
+)
 PODMAN_ROOT = f"0::/machine.slice/libpod-{HEX}.scope/container\n"
 K8S_CONTAINERD = (
     "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b3c4d_5e6f_7081_92a3_b4c5d6e7f809.slice/"
@@ -53,10 +55,25 @@ K8S_CGROUPFS_V1 = f"11:memory:/kubepods/burstable/pod1a2b3c4d-5e6f-7081-92a3-b4c
         (K8S_CONTAINERD, None, f"containerd:{HEX[:12]}", None),
         (K8S_CGROUPFS_V1, None, f"kubernetes:{HEX[:12]}", None),
     ],
-    ids=["v2", "v1", "hybrid-root", "user-unit", "session", "user-manager", "docker-v2",
-         "docker-v1", "cgroupns", "podman-rootless", "podman", "k8s-containerd", "k8s-cgroupfs"],
+    ids=[
+        "v2",
+        "v1",
+        "hybrid-root",
+        "user-unit",
+        "session",
+        "user-manager",
+        "docker-v2",
+        "docker-v1",
+        "cgroupns",
+        "podman-rootless",
+        "podman",
+        "k8s-containerd",
+        "k8s-cgroupfs",
+    ],
 )
-def test_parse_cgroup_layouts(text: str, unit: str | None, container: str | None, manager: str | None) -> None:
+def test_parse_cgroup_layouts(
+    text: str, unit: str | None, container: str | None, manager: str | None
+) -> None:
     """Each recorded /proc/PID/cgroup layout yields its systemd unit or container."""
     cg = procinfo.parse_cgroup(text)
     assert cg is not None
@@ -67,7 +84,8 @@ def test_unit_path_is_the_units_own_cgroup() -> None:
     """The unit path stops at the unit, so its sub-cgroups count as the same unit."""
     cg = procinfo.parse_cgroup("0::/system.slice/vllm.service/.control\n")
     assert cg == Cgroup(
-        path="/system.slice/vllm.service/.control", unit="vllm.service",
+        path="/system.slice/vllm.service/.control",
+        unit="vllm.service",
         unit_path="/system.slice/vllm.service",
     )
 
@@ -81,8 +99,14 @@ def test_unreadable_cgroup_text_is_none() -> None:
 def test_inspect_a_real_process() -> None:
     """Inspecting a live child gives its name, command line, parent chain and start time."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)", "inspect-me"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import time; print('up', flush=True); time.sleep(60)",
+            "inspect-me",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     assert proc.stdout.readline() == "up\n"  # exec'd: /proc shows the new command line

@@ -97,7 +97,9 @@ def test_newlines_in_values_cannot_inject_fields() -> None:
         ({}, None),
     ],
 )
-def test_watchdog_interval_is_half_of_watchdog_usec(environ: dict[str, str], expected: float | None) -> None:
+def test_watchdog_interval_is_half_of_watchdog_usec(
+    environ: dict[str, str], expected: float | None
+) -> None:
     """The watchdog is fed at half its period, and only by the process it names."""
     assert Notifier(environ).watchdog_interval_seconds() == expected
 

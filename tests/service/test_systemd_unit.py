@@ -12,8 +12,17 @@ from bringup.errors import UsageError
 
 GOLDEN = Path(__file__).parent.parent / "fixtures" / "units"
 BRINGUP = "/opt/bringup/bin/bringup"
-VLLM = ("/opt/vllm/bin/vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4",
-        "--api-key", "sk-live-0123456789", "--port", "8000")
+VLLM = (
+    "/opt/vllm/bin/vllm",
+    "serve",
+    "meta-llama/Llama-3.1-70B-Instruct",
+    "--tensor-parallel-size",
+    "4",
+    "--api-key",
+    "sk-live-0123456789",
+    "--port",
+    "8000",
+)
 
 
 def golden(name: str, text: str) -> None:
@@ -31,7 +40,9 @@ def system_spec() -> su.UnitSpec:
         name="vllm-llama70b",
         description="Llama 3.1 70B on 4 GPUs",
         exec_start=su.run_command(BRINGUP, secrets.argv),
-        exec_start_pre=su.guard_command(BRINGUP, max_used="1000MiB", timeout="300s", kill_stale=False, command=secrets.argv),
+        exec_start_pre=su.guard_command(
+            BRINGUP, max_used="1000MiB", timeout="300s", kill_stale=False, command=secrets.argv
+        ),
         environment=su.gpu_environment("0,1,2,3") + secrets.environment,
         environment_file="/etc/systemd/system/vllm-llama70b.env",
         secret_names=tuple(k for k, _ in secrets.secret_environment),
@@ -50,13 +61,22 @@ def test_golden_system_unit_with_secrets() -> None:
 
 def test_golden_user_unit_with_uuid_and_kill_stale() -> None:
     """A user unit with GPU UUIDs, kill-stale guard, and no secrets."""
-    cmd = ("/home/ana/venv/bin/python3", "-m", "sglang.launch_server", "--model-path", "/models/Qwen 2.5 7B",
-           "--mem-fraction-static", "0.85")
+    cmd = (
+        "/home/ana/venv/bin/python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/models/Qwen 2.5 7B",
+        "--mem-fraction-static",
+        "0.85",
+    )
     spec = su.UnitSpec(
         name="sglang-qwen",
         description="Qwen 2.5 7B (dev, 100% of one GPU)",
         exec_start=su.run_command(BRINGUP, cmd),
-        exec_start_pre=su.guard_command(BRINGUP, max_used="2GiB", timeout="10m", kill_stale=True, command=cmd),
+        exec_start_pre=su.guard_command(
+            BRINGUP, max_used="2GiB", timeout="10m", kill_stale=True, command=cmd
+        ),
         environment=su.gpu_environment("GPU-5f2c8d7e-1a2b"),
         user=True,
         restart_seconds=10.0,
@@ -101,8 +121,16 @@ def test_quote_word(word: su.Word, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("flag", "secret"),
-    [("--api-key", True), ("--hf-token", True), ("--hf_token", True), ("--admin-password", True),
-     ("--api-key-file", False), ("--max-num-batched-tokens", False), ("--tokenizer", False), ("--port", False)],
+    [
+        ("--api-key", True),
+        ("--hf-token", True),
+        ("--hf_token", True),
+        ("--admin-password", True),
+        ("--api-key-file", False),
+        ("--max-num-batched-tokens", False),
+        ("--tokenizer", False),
+        ("--port", False),
+    ],
 )
 def test_secret_flags(flag: str, secret: bool) -> None:
     """Keys, tokens and passwords are secret; files naming them and token counts are not."""
@@ -115,8 +143,17 @@ def test_split_secrets_forms() -> None:
         ["srv", "--api-key=k1", "--api-key", "k1", "--hf-token", "t", "--x", "y"],
         [("OPENAI_API_KEY", "o"), ("PORT", "1")],
     )
-    assert s.argv == ("srv", "--api-key", su.EnvRef("API_KEY"), "--api-key", su.EnvRef("API_KEY"),
-                      "--hf-token", su.EnvRef("HF_TOKEN"), "--x", "y")
+    assert s.argv == (
+        "srv",
+        "--api-key",
+        su.EnvRef("API_KEY"),
+        "--api-key",
+        su.EnvRef("API_KEY"),
+        "--hf-token",
+        su.EnvRef("HF_TOKEN"),
+        "--x",
+        "y",
+    )
     assert s.environment == (("PORT", "1"),)
     assert s.secret_environment == (("OPENAI_API_KEY", "o"), ("API_KEY", "k1"), ("HF_TOKEN", "t"))
 
@@ -129,13 +166,16 @@ def test_different_values_of_one_flag_get_different_names() -> None:
 
 def test_env_file_quoting() -> None:
     """Values are single-quoted, or double-quoted with escapes when they hold a quote."""
-    text = su.render_env_file("x", [("A", "plain $x"), ("B", "it's \"$y\"")])
+    text = su.render_env_file("x", [("A", "plain $x"), ("B", 'it\'s "$y"')])
     assert text.splitlines()[1:] == ["A='plain $x'", 'B="it\'s \\"\\$y\\""']
 
 
 def test_gpu_environment() -> None:
     """Indices pin CUDA to PCI bus order (what nvidia-smi and the guard use); UUIDs need not."""
-    assert su.gpu_environment("0, 2") == (("CUDA_VISIBLE_DEVICES", "0,2"), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"))
+    assert su.gpu_environment("0, 2") == (
+        ("CUDA_VISIBLE_DEVICES", "0,2"),
+        ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+    )
     assert su.gpu_environment("GPU-abc") == (("CUDA_VISIBLE_DEVICES", "GPU-abc"),)
     with pytest.raises(UsageError, match="neither a GPU index"):
         su.gpu_environment("first")

@@ -50,14 +50,27 @@ def run_unit(args: list[str], environ: dict[str, str]) -> tuple[int, str, str]:
 def test_unit_on_stdout_has_absolute_paths(bin_dir: Path) -> None:
     """The unit wraps the command in `bringup run --notify` with absolute executables."""
     code, out, err = run_unit(
-        ["vllm-a", "--gpus", "2,3", "--bringup", str(bin_dir / "bringup"), "--", "vllm", "serve", "m"], env_for(bin_dir)
+        [
+            "vllm-a",
+            "--gpus",
+            "2,3",
+            "--bringup",
+            str(bin_dir / "bringup"),
+            "--",
+            "vllm",
+            "serve",
+            "m",
+        ],
+        env_for(bin_dir),
     )
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert f"ExecStart={bin_dir}/bringup run --notify -- {bin_dir}/vllm serve m" in lines
     assert f"ExecStartPre={bin_dir}/bringup guard --max-used 1000MiB --timeout 300s" in lines
     assert "Environment=CUDA_VISIBLE_DEVICES=2,3" in lines
-    assert {"Type=notify", "NotifyAccess=main", "Restart=on-failure", "KillMode=mixed"} <= set(lines)
+    assert {"Type=notify", "NotifyAccess=main", "Restart=on-failure", "KillMode=mixed"} <= set(
+        lines
+    )
 
 
 def test_default_bringup_is_the_one_beside_python(bin_dir: Path) -> None:
@@ -70,7 +83,9 @@ def test_default_bringup_is_the_one_beside_python(bin_dir: Path) -> None:
 
 def test_secrets_on_stdout_need_an_env_file(bin_dir: Path) -> None:
     """Printing a unit whose command holds a key, with nowhere to keep it, is refused."""
-    code, out, err = run_unit(["x", "--", "vllm", "serve", "m", "--api-key", SECRET], env_for(bin_dir))
+    code, out, err = run_unit(
+        ["x", "--", "vllm", "serve", "m", "--api-key", SECRET], env_for(bin_dir)
+    )
     assert code == 2
     assert out == ""
     assert "never go into the unit text" in err
@@ -82,8 +97,21 @@ def test_secrets_go_to_a_0600_env_file(bin_dir: Path, tmp_path: Path) -> None:
     env_file = tmp_path / "secrets" / "x.env"
     environ = {**env_for(bin_dir), "MY_TOKEN": "tok-from-env"}
     code, out, _ = run_unit(
-        ["x", "--env-file", str(env_file), "--env", "MY_TOKEN", "--env", "VLLM_PORT=8000", "--",
-         f"HF_TOKEN={HF}", "vllm", "serve", "m", f"--api-key={SECRET}"],
+        [
+            "x",
+            "--env-file",
+            str(env_file),
+            "--env",
+            "MY_TOKEN",
+            "--env",
+            "VLLM_PORT=8000",
+            "--",
+            f"HF_TOKEN={HF}",
+            "vllm",
+            "serve",
+            "m",
+            f"--api-key={SECRET}",
+        ],
         environ,
     )
     assert code == 0
@@ -113,10 +141,20 @@ def test_install_writes_under_root_and_reloads(bin_dir: Path, tmp_path: Path) ->
     """--install writes etc/systemd/system/NAME.service and the env file, then daemon-reload."""
     root = tmp_path / "root"
     args = command_parser("unit").parse_args(
-        ["vllm-b", "--install", "--root", str(root), "--json", "--bringup", str(bin_dir / "bringup")]
+        [
+            "vllm-b",
+            "--install",
+            "--root",
+            str(root),
+            "--json",
+            "--bringup",
+            str(bin_dir / "bringup"),
+        ]
     )
     args.passthrough = ["vllm", "serve", "m", "--api-key", SECRET]
-    runner = RecordedRunner({("systemctl", "daemon-reload"): CommandResult.ok("systemctl", "daemon-reload")})
+    runner = RecordedRunner(
+        {("systemctl", "daemon-reload"): CommandResult.ok("systemctl", "daemon-reload")}
+    )
     out = io.StringIO()
     assert unit_cmd.run(args, Context(stdout=out, environ=env_for(bin_dir)), runner=runner) == 0
     unit_file = root / "etc/systemd/system/vllm-b.service"
@@ -128,19 +166,31 @@ def test_install_writes_under_root_and_reloads(bin_dir: Path, tmp_path: Path) ->
     assert runner.calls == [("systemctl", "daemon-reload")]
     result = json.loads(out.getvalue())
     assert result == {
-        "name": "vllm-b", "unit_path": str(unit_file), "env_file": str(env_file), "secrets": ["API_KEY"],
-        "installed": True, "daemon_reload": True, "user": False, "text": text,
+        "name": "vllm-b",
+        "unit_path": str(unit_file),
+        "env_file": str(env_file),
+        "secrets": ["API_KEY"],
+        "installed": True,
+        "daemon_reload": True,
+        "user": False,
+        "text": text,
     }
 
 
-def test_user_install_goes_to_config_and_reloads_the_user_manager(bin_dir: Path, tmp_path: Path) -> None:
+def test_user_install_goes_to_config_and_reloads_the_user_manager(
+    bin_dir: Path, tmp_path: Path
+) -> None:
     """--user --install writes ~/.config/systemd/user and runs systemctl --user daemon-reload."""
     home = tmp_path / "home"
-    args = command_parser("unit").parse_args(["dev", "--user", "--install", "--bringup", str(bin_dir / "bringup")])
+    args = command_parser("unit").parse_args(
+        ["dev", "--user", "--install", "--bringup", str(bin_dir / "bringup")]
+    )
     args.passthrough = ["vllm", "serve", "m"]
     runner = RecordedRunner({("systemctl", "--user", "daemon-reload"): CommandResult.ok()})
     out = io.StringIO()
-    assert unit_cmd.run(args, Context(stdout=out, environ=env_for(bin_dir, home)), runner=runner) == 0
+    assert (
+        unit_cmd.run(args, Context(stdout=out, environ=env_for(bin_dir, home)), runner=runner) == 0
+    )
     text = (home / ".config/systemd/user/dev.service").read_text()
     assert "WantedBy=default.target" in text
     assert runner.calls == [("systemctl", "--user", "daemon-reload")]
@@ -150,14 +200,28 @@ def test_user_install_goes_to_config_and_reloads_the_user_manager(bin_dir: Path,
 def test_failed_daemon_reload_is_one_line_exit_2(bin_dir: Path, tmp_path: Path) -> None:
     """A real (fake) systemctl on PATH that fails is reported with its stderr, exit 2."""
     systemctl = bin_dir / "systemctl"
-    systemctl.write_text("#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/calls\"\necho 'Failed to reload daemon: Access denied' >&2\nexit 1\n")
+    systemctl.write_text(
+        '#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\necho \'Failed to reload daemon: Access denied\' >&2\nexit 1\n'
+    )
     systemctl.chmod(0o755)
     code, _, err = run_unit(
-        ["x", "--install", "--root", str(tmp_path / "r"), "--bringup", str(bin_dir / "bringup"), "--", "vllm"],
+        [
+            "x",
+            "--install",
+            "--root",
+            str(tmp_path / "r"),
+            "--bringup",
+            str(bin_dir / "bringup"),
+            "--",
+            "vllm",
+        ],
         env_for(bin_dir),
     )
     assert code == 2
-    assert err == "bringup: error: `systemctl daemon-reload` failed with exit code 1: Failed to reload daemon: Access denied\n"
+    assert (
+        err
+        == "bringup: error: `systemctl daemon-reload` failed with exit code 1: Failed to reload daemon: Access denied\n"
+    )
     assert (bin_dir / "calls").read_text() == "daemon-reload\n"
 
 
@@ -168,7 +232,10 @@ def test_failed_daemon_reload_is_one_line_exit_2(bin_dir: Path, tmp_path: Path) 
         (["x", "--", "no-such-server-xyz"], "cannot find 'no-such-server-xyz' on PATH"),
         (["x", "--gpus", "first", "--", "vllm"], "neither a GPU index"),
         (["bad/name", "--", "vllm"], "not a valid unit name"),
-        (["x", "--guard-timeout", "30m", "--timeout-start", "10m", "--", "vllm"], "shorter than --timeout-start"),
+        (
+            ["x", "--guard-timeout", "30m", "--timeout-start", "10m", "--", "vllm"],
+            "shorter than --timeout-start",
+        ),
         (["x", "--root", "/tmp", "--", "vllm"], "--root only applies with --install"),
         (["x", "--env", "UNSET_VAR_XYZ", "--", "vllm"], "not set in the current environment"),
     ],
@@ -197,28 +264,73 @@ def _verify(unit: Path, *, user: bool, tmp_path: Path) -> subprocess.CompletedPr
 
 VERIFY_CASES = [
     pytest.param("plain", [], id="plain"),
-    pytest.param("gpus-secrets", ["--gpus", "0,1", "--env-file", "{tmp}/s.env", "--env", "HF_TOKEN=hf_x",
-                                  "--watchdog-sec", "60s", "--description", "100% Llama"], id="gpus-secrets"),
-    pytest.param("uuid-killstale", ["--gpus", "GPU-5f2c8d7e", "--kill-stale", "--restart-sec", "5s",
-                                    "--timeout-start", "2h", "--timeout-stop", "90s"], id="uuid-killstale"),
+    pytest.param(
+        "gpus-secrets",
+        [
+            "--gpus",
+            "0,1",
+            "--env-file",
+            "{tmp}/s.env",
+            "--env",
+            "HF_TOKEN=hf_x",
+            "--watchdog-sec",
+            "60s",
+            "--description",
+            "100% Llama",
+        ],
+        id="gpus-secrets",
+    ),
+    pytest.param(
+        "uuid-killstale",
+        [
+            "--gpus",
+            "GPU-5f2c8d7e",
+            "--kill-stale",
+            "--restart-sec",
+            "5s",
+            "--timeout-start",
+            "2h",
+            "--timeout-stop",
+            "90s",
+        ],
+        id="uuid-killstale",
+    ),
     pytest.param("user", ["--user"], id="user"),
 ]
 
 
 @pytest.mark.systemd
 @pytest.mark.parametrize(("name", "extra"), VERIFY_CASES)
-def test_generated_units_pass_systemd_analyze_verify(tmp_path: Path, name: str, extra: list[str]) -> None:
+def test_generated_units_pass_systemd_analyze_verify(
+    tmp_path: Path, name: str, extra: list[str]
+) -> None:
     """Every generated unit, and the retry drop-in, verifies with no warning at all."""
     out_dir = tmp_path / "units"
     out_dir.mkdir()
     unit = out_dir / f"{name}.service"
     extra = [e.replace("{tmp}", str(tmp_path)) for e in extra]
-    cmd = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "a b", "$HOME", "--api-key", "k 1"]
-    code, _, err = run_unit([name, "--output", str(unit), *extra, "--", *cmd], {"NO_COLOR": "1", "HOME": str(tmp_path)})
+    cmd = [
+        sys.executable,
+        "-m",
+        "http.server",
+        "--bind",
+        "127.0.0.1",
+        "a b",
+        "$HOME",
+        "--api-key",
+        "k 1",
+    ]
+    code, _, err = run_unit(
+        [name, "--output", str(unit), *extra, "--", *cmd], {"NO_COLOR": "1", "HOME": str(tmp_path)}
+    )
     assert (code, err) == (0, "")
     secrets = su.split_secrets(cmd, [])
     dropin = out_dir / su.retry_dropin_path(name)
     dropin.parent.mkdir()
-    dropin.write_text(su.render_retry_dropin(su.run_command(sys.executable, [*secrets.argv, "--x", "1"]), ["retry"]))
+    dropin.write_text(
+        su.render_retry_dropin(
+            su.run_command(sys.executable, [*secrets.argv, "--x", "1"]), ["retry"]
+        )
+    )
     done = _verify(unit, user="--user" in extra, tmp_path=tmp_path)
     assert (done.returncode, done.stderr, done.stdout) == (0, "", "")

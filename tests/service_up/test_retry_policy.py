@@ -16,16 +16,19 @@ from bringup.core.vocab import FailureClass, Phase
 P = "(EngineCore_DP0 pid=41) ERROR 11-30 10:00:01 [core.py:700] "
 SAMPLER_OOM = [
     "(EngineCore_DP0 pid=41) INFO 11-30 10:00:00 [gpu_model_runner.py:2000] Graph capturing finished in 5 secs, took 0.50 GiB",
-    P + "RuntimeError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests. "
+    P
+    + "RuntimeError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests. "
     "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.",
 ]
 KV_SHORT = [
-    P + "ValueError: To serve at least one request with the models's max seq len (196608), (22.50 GiB KV cache is needed, "
+    P
+    + "ValueError: To serve at least one request with the models's max seq len (196608), (22.50 GiB KV cache is needed, "
     "which is larger than the available KV cache memory (10.25 GiB). Based on the available memory, the estimated "
     "maximum model length is 89568. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
 ]
 FREE_MEMORY = [
-    P + "ValueError: Free memory on device cuda:0 (20.5/79.19 GiB) on startup is less than desired GPU memory "
+    P
+    + "ValueError: Free memory on device cuda:0 (20.5/79.19 GiB) on startup is less than desired GPU memory "
     "utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
 ]
 VLLM = ["vllm", "serve", "MiniMaxAI/MiniMax-M2.5", "--port", "8000"]
@@ -41,9 +44,17 @@ def failure_of(lines: list[str]) -> Failure:
 
 
 def graph_oom() -> Failure:
-    return Failure(FailureClass.CUDA_OOM, Phase.CUDA_GRAPH_CAPTURE, "torch.OutOfMemoryError: CUDA out of memory.", 9,
-                   "The GPU ran out of memory.", (Remedy("Lower it.", "--gpu-memory-utilization", "0.85"),
-                                                  Remedy("Skip graphs.", "--enforce-eager")))
+    return Failure(
+        FailureClass.CUDA_OOM,
+        Phase.CUDA_GRAPH_CAPTURE,
+        "torch.OutOfMemoryError: CUDA out of memory.",
+        9,
+        "The GPU ran out of memory.",
+        (
+            Remedy("Lower it.", "--gpu-memory-utilization", "0.85"),
+            Remedy("Skip graphs.", "--enforce-eager"),
+        ),
+    )
 
 
 def test_sampler_oom_lowers_max_num_seqs_to_the_pack_value():
@@ -58,7 +69,9 @@ def test_sampler_oom_lowers_max_num_seqs_to_the_pack_value():
 
 def test_sampler_oom_prefers_the_plan_value():
     """With a plan, --max-num-seqs goes to what the plan says fits."""
-    plan = type("FakePlan", (), {"recommendations": (Recommendation("--max-num-seqs", "384", "fits"),)})()
+    plan = type(
+        "FakePlan", (), {"recommendations": (Recommendation("--max-num-seqs", "384", "fits"),)}
+    )()
     d = decide(failure_of(SAMPLER_OOM), VLLM, plan=plan)  # type: ignore[arg-type]
     assert d.change is not None
     assert d.change.value == "384"
@@ -82,7 +95,11 @@ def test_graph_capture_oom_lowers_utilization_then_enforce_eager_last():
         history.append(d.change)
         argv = retry_policy.apply(argv, d.change)
         seen.append((d.change.flag, d.change.value))
-    assert seen == [("--gpu-memory-utilization", "0.85"), ("--gpu-memory-utilization", "0.8"), ("--enforce-eager", None)]
+    assert seen == [
+        ("--gpu-memory-utilization", "0.85"),
+        ("--gpu-memory-utilization", "0.8"),
+        ("--enforce-eager", None),
+    ]
     assert argv[-1] == "--enforce-eager"
     assert "already tried" in d.reason
 
@@ -112,10 +129,24 @@ def test_memory_taken_waits_first_then_lowers_utilization():
     assert no_wait.flag == "--gpu-memory-utilization"
 
 
-@pytest.mark.parametrize("cls", [FailureClass.CONFIG_ERROR, FailureClass.MISSING_OR_CORRUPT_WEIGHTS, FailureClass.UNSUPPORTED_HARDWARE])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        FailureClass.CONFIG_ERROR,
+        FailureClass.MISSING_OR_CORRUPT_WEIGHTS,
+        FailureClass.UNSUPPORTED_HARDWARE,
+    ],
+)
 def test_not_retryable_classes_are_never_retried(cls):
     """config_error, missing_or_corrupt_weights and unsupported_hardware are never retried, even with a flag remedy."""
-    failure = Failure(cls, Phase.CONFIG, "error: argument --foo", 3, "bad", (Remedy("Set it.", "--max-model-len", "4096"),))
+    failure = Failure(
+        cls,
+        Phase.CONFIG,
+        "error: argument --foo",
+        3,
+        "bad",
+        (Remedy("Set it.", "--max-model-len", "4096"),),
+    )
     d = decide(failure, VLLM)
     assert d.change is None
     assert str(cls) in d.reason
@@ -123,10 +154,23 @@ def test_not_retryable_classes_are_never_retried(cls):
 
 def test_unsafe_remedies_are_not_applied():
     """A port clash is not moved to another port, and NCCL env remedies are not applied on their own."""
-    port = Failure(FailureClass.PORT_IN_USE, Phase.START, "[Errno 98] Address already in use", 2, "taken",
-                   (Remedy("Or serve on another port.", "--port", "8001"),))
+    port = Failure(
+        FailureClass.PORT_IN_USE,
+        Phase.START,
+        "[Errno 98] Address already in use",
+        2,
+        "taken",
+        (Remedy("Or serve on another port.", "--port", "8001"),),
+    )
     assert decide(port, VLLM).change is None
-    nccl = Failure(FailureClass.NCCL_ERROR, Phase.DISTRIBUTED_INIT, "NCCL error", 2, "nccl", (Remedy("Debug.", env="NCCL_DEBUG=INFO"),))
+    nccl = Failure(
+        FailureClass.NCCL_ERROR,
+        Phase.DISTRIBUTED_INIT,
+        "NCCL error",
+        2,
+        "nccl",
+        (Remedy("Debug.", env="NCCL_DEBUG=INFO"),),
+    )
     assert "no automatic change" in decide(nccl, VLLM).reason
 
 
@@ -134,7 +178,11 @@ def test_unsafe_remedies_are_not_applied():
 @given(st.lists(st.sampled_from(["graph", "sampler", "kv"]), min_size=1, max_size=8))
 def test_never_the_same_change_twice(kinds):
     """Whatever sequence of failures arrives, no change is ever made twice."""
-    failures = {"graph": graph_oom(), "sampler": failure_of(SAMPLER_OOM), "kv": failure_of(KV_SHORT)}
+    failures = {
+        "graph": graph_oom(),
+        "sampler": failure_of(SAMPLER_OOM),
+        "kv": failure_of(KV_SHORT),
+    }
     argv, history = list(VLLM), []
     for kind in kinds:
         change = decide(failures[kind], argv, history=history).change

@@ -19,7 +19,11 @@ def free_port() -> int:
 
 def cli(args: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    env = {"PATH": os.environ.get("PATH", ""), "NO_COLOR": "1", "HOME": os.environ.get("HOME", "/tmp")}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "NO_COLOR": "1",
+        "HOME": os.environ.get("HOME", "/tmp"),
+    }
     code = main(args, Context(stdout=out, stderr=err, stdin=io.StringIO(), environ=env))
     return code, out.getvalue(), err.getvalue()
 
@@ -27,14 +31,47 @@ def cli(args: list[str]) -> tuple[int, str, str]:
 def test_oom_warmup_is_remedied_and_ends_ready(tmp_path):
     """The first attempt dies in the sampler warmup; --max-num-seqs is lowered; the second is ready (exit 0)."""
     port = free_port()
-    twin = [sys.executable, "-m", "bringup", "twin", "vllm", "--scenario", "oom_warmup", "--port", str(port),
-            "--time-scale", "0.02"]
-    code, out, err = cli(["run", "--retry", "2", "--json", "--exit-when-ready", "--quiet",
-                          "--gpus-from", str(tmp_path / "none.json"), "--", *twin])
+    twin = [
+        sys.executable,
+        "-m",
+        "bringup",
+        "twin",
+        "vllm",
+        "--scenario",
+        "oom_warmup",
+        "--port",
+        str(port),
+        "--time-scale",
+        "0.02",
+    ]
+    code, out, err = cli(
+        [
+            "run",
+            "--retry",
+            "2",
+            "--json",
+            "--exit-when-ready",
+            "--quiet",
+            "--gpus-from",
+            str(tmp_path / "none.json"),
+            "--",
+            *twin,
+        ]
+    )
     lines = [json.loads(line) for line in out.splitlines()]
     retries = [e for e in lines if e["event"] == "retry"]
     assert code == 0, err[-2000:]
-    assert retries == [{"event": "retry", "attempt": 2, "change": {"flag": "--max-num-seqs", "value": "256", "reason": retries[0]["change"]["reason"]}}]
+    assert retries == [
+        {
+            "event": "retry",
+            "attempt": 2,
+            "change": {
+                "flag": "--max-num-seqs",
+                "value": "256",
+                "reason": retries[0]["change"]["reason"],
+            },
+        }
+    ]
     assert "sampler warmup" in retries[0]["change"]["reason"]
     summary = lines[-1]
     assert summary["event"] == "summary"
@@ -52,10 +89,14 @@ def test_oom_warmup_is_remedied_and_ends_ready(tmp_path):
 def test_config_error_is_never_retried():
     """A config_error ends the run at once: one attempt, exit 1, and the reason it was not retried."""
     script = "import sys; print('vllm serve: error: unrecognized arguments: --bogus', flush=True); sys.exit(2)"
-    code, out, err = cli(["run", "--retry", "3", "--json", "--engine", "vllm", "--", sys.executable, "-c", script])
+    code, out, err = cli(
+        ["run", "--retry", "3", "--json", "--engine", "vllm", "--", sys.executable, "-c", script]
+    )
     lines = [json.loads(line) for line in out.splitlines()]
     assert code == 1
     assert not [e for e in lines if e["event"] == "retry"]
     (only,) = lines[-1]["attempts"]
-    assert (only["class"] == "config_error" and "not retried" in only["not_retried"]) or "config_error is not retried" in only["not_retried"]
+    assert (
+        only["class"] == "config_error" and "not retried" in only["not_retried"]
+    ) or "config_error is not retried" in only["not_retried"]
     assert "not retried: config_error is not retried" in err

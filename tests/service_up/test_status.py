@@ -29,30 +29,61 @@ CAT = "# /etc/systemd/system/vllm-m2.service\n[Service]\nExecStart=/usr/local/bi
 MESSAGES = [
     "(APIServer pid=4242) INFO 11-30 10:00:00 [api_server.py:1800] vLLM API server version 0.11.0",
     "(EngineCore_DP0 pid=4300) INFO 11-30 10:01:10 [gpu_model_runner.py:2000] Graph capturing finished in 5 secs, took 0.50 GiB",
-    ("(EngineCore_DP0 pid=4300) ERROR 11-30 10:01:11 [core.py:700] RuntimeError: CUDA out of memory occurred when warming up sampler "
-    "with 1024 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."),
+    (
+        "(EngineCore_DP0 pid=4300) ERROR 11-30 10:01:11 [core.py:700] RuntimeError: CUDA out of memory occurred when warming up sampler "
+        "with 1024 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
+    ),
 ]
 
 
 def journal(messages: list[str]) -> str:
-    return "\n".join(json.dumps({"__CURSOR": f"s=abc;i={i}", "MESSAGE": m, "_PID": "4242", "__REALTIME_TIMESTAMP": str(1764496800000000 + i),
-                                 "_SYSTEMD_INVOCATION_ID": INV}) for i, m in enumerate(messages)) + "\n"
+    return (
+        "\n".join(
+            json.dumps(
+                {
+                    "__CURSOR": f"s=abc;i={i}",
+                    "MESSAGE": m,
+                    "_PID": "4242",
+                    "__REALTIME_TIMESTAMP": str(1764496800000000 + i),
+                    "_SYSTEMD_INVOCATION_ID": INV,
+                }
+            )
+            for i, m in enumerate(messages)
+        )
+        + "\n"
+    )
 
 
 def recorded(show: str, messages: list[str]) -> RecordedRunner:
     props = "--property=" + ",".join(service.SHOW_PROPERTIES)
-    return RecordedRunner({
-        ("systemctl", "show", UNIT, props): CommandResult.ok(stdout=show),
-        ("systemctl", "cat", UNIT): CommandResult.ok(stdout=CAT),
-        ("journalctl", "-u", UNIT, f"_SYSTEMD_INVOCATION_ID={INV}", "-o", "json", "--no-pager"): CommandResult.ok(stdout=journal(messages)),
-    })
+    return RecordedRunner(
+        {
+            ("systemctl", "show", UNIT, props): CommandResult.ok(stdout=show),
+            ("systemctl", "cat", UNIT): CommandResult.ok(stdout=CAT),
+            (
+                "journalctl",
+                "-u",
+                UNIT,
+                f"_SYSTEMD_INVOCATION_ID={INV}",
+                "-o",
+                "json",
+                "--no-pager",
+            ): CommandResult.ok(stdout=journal(messages)),
+        }
+    )
 
 
 def call(runner: RecordedRunner, *flags: str) -> tuple[int, str]:
-    args = command_parser("status").parse_args(["vllm-m2", "--gpus-from", "/nonexistent/readings.json", *flags])
+    args = command_parser("status").parse_args(
+        ["vllm-m2", "--gpus-from", "/nonexistent/readings.json", *flags]
+    )
     args.passthrough = None
     out = io.StringIO()
-    code = status.run(args, Context(stdout=out, stderr=io.StringIO(), stdin=io.StringIO(), environ={"NO_COLOR": "1"}), runner=runner)
+    code = status.run(
+        args,
+        Context(stdout=out, stderr=io.StringIO(), stdin=io.StringIO(), environ={"NO_COLOR": "1"}),
+        runner=runner,
+    )
     return code, out.getvalue()
 
 
@@ -68,12 +99,22 @@ def test_failed_unit_reports_the_root_cause_of_the_current_invocation():
     assert report["state"]["n_restarts"] == 1
     assert report["url"] == "http://127.0.0.1:8011"
     assert report["probe"] is None  # not active: the model is not asked
-    assert ("journalctl", "-u", UNIT, f"_SYSTEMD_INVOCATION_ID={INV}", "-o", "json", "--no-pager") in runner.calls
+    assert (
+        "journalctl",
+        "-u",
+        UNIT,
+        f"_SYSTEMD_INVOCATION_ID={INV}",
+        "-o",
+        "json",
+        "--no-pager",
+    ) in runner.calls
 
 
 def test_activating_unit_is_starting_with_exit_3():
     """An activating unit with no failure in its journal is still starting: exit 3, phase reached shown."""
-    show = SHOW_FAILED.replace("ActiveState=failed", "ActiveState=activating").replace("SubState=failed", "SubState=start")
+    show = SHOW_FAILED.replace("ActiveState=failed", "ActiveState=activating").replace(
+        "SubState=failed", "SubState=start"
+    )
     code, out = call(recorded(show, MESSAGES[:2]))
     assert code == 3
     assert out.startswith(f"{UNIT}: STARTING")

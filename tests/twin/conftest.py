@@ -23,5 +23,3 @@ def start_twin(tmp_path: Path) -> Iterator[Callable[..., Twin]]:
     yield start
     for twin in started:
         twin.stop()
-
-

@@ -31,14 +31,31 @@ class Twin:
         self.gpus_file = gpus_file
         env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
         env["PYTHONPATH"] = str(ROOT / "src")
-        argv = [sys.executable, "-m", "bringup", "twin", "vllm", "--host", "127.0.0.1", "--port", str(port),
-                "--gpus-file", str(gpus_file), "--time-scale", "0.01", *args]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                     start_new_session=True)
+        argv = [
+            sys.executable,
+            "-m",
+            "bringup",
+            "twin",
+            "vllm",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--gpus-file",
+            str(gpus_file),
+            "--time-scale",
+            "0.01",
+            *args,
+        ]
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+        )
         self.out: list[str] = []
         self.err: list[str] = []
-        self._threads = [threading.Thread(target=self._pump, args=(s, b), daemon=True)
-                         for s, b in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        self._threads = [
+            threading.Thread(target=self._pump, args=(s, b), daemon=True)
+            for s, b in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
+        ]
         for t in self._threads:
             t.start()
 
@@ -65,9 +82,13 @@ class Twin:
                 time.sleep(0.2)  # let the pumps drain
                 if text in self.stdout + self.stderr:
                     return time.monotonic()
-                raise AssertionError(f"twin exited {self.proc.returncode} before {text!r}:\n{self.stdout[-3000:]}\n{self.stderr[-3000:]}")
+                raise AssertionError(
+                    f"twin exited {self.proc.returncode} before {text!r}:\n{self.stdout[-3000:]}\n{self.stderr[-3000:]}"
+                )
             time.sleep(0.02)
-        raise AssertionError(f"{text!r} not seen in {timeout}s:\n{self.stdout[-3000:]}\n{self.stderr[-3000:]}")
+        raise AssertionError(
+            f"{text!r} not seen in {timeout}s:\n{self.stdout[-3000:]}\n{self.stderr[-3000:]}"
+        )
 
     def finish(self, timeout: float = 60.0) -> int:
         code = self.proc.wait(timeout=timeout)

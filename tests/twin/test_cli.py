@@ -13,7 +13,10 @@ from bringup.cli.main import Context, main
     ("argv", "expected"),
     [
         (["--time-scale", "0"], "--time-scale must be a positive factor"),
-        (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization must be a fraction in (0, 1]"),
+        (
+            ["--gpu-memory-utilization", "1.5"],
+            "--gpu-memory-utilization must be a fraction in (0, 1]",
+        ),
         (["--tp", "0"], "--tp must be at least 1"),
         (["--scenario", "nope"], "invalid choice: 'nope'"),
     ],

@@ -13,8 +13,10 @@ import psutil
 from bringup.twin.memory import GPU_TOTAL_BYTES, MemoryPlan
 from twin.helpers import free_port
 
-SAMPLER = ("CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please try lowering "
-           "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine.")
+SAMPLER = (
+    "CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please try lowering "
+    "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
+)
 
 
 def health(port: int) -> int | None:
@@ -35,10 +37,14 @@ def test_oom_warmup_worker_dies_while_api_server_lives_on(start_twin) -> None:
     assert twin.finish() == 1
     assert "[multiproc_executor.py:871] WorkerProc hit an exception." in twin.stdout
     assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate" in twin.stdout
-    assert f"RuntimeError: Worker failed with error '{SAMPLER}', please check the stack trace above for the root cause" in twin.stdout
+    assert (
+        f"RuntimeError: Worker failed with error '{SAMPLER}', please check the stack trace above for the root cause"
+        in twin.stdout
+    )
     err = twin.stderr
     assert err.index("Process EngineCore:\nTraceback (most recent call last):") < err.index(
-        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore': 1}")
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore': 1}"
+    )
     assert "Graph capturing finished" in twin.stdout
     assert "init engine" not in twin.stdout
     assert twin.used_bytes() == [0, 0, 0, 0]
@@ -56,7 +62,9 @@ def test_oom_warmup_with_256_seqs_reaches_ready(start_twin) -> None:
 
 def test_kv_insufficient_names_the_estimate_from_the_flags(start_twin) -> None:
     """The KV error names the estimated maximum model length that the utilization allows."""
-    twin = start_twin("--scenario", "kv_insufficient", "--gpu-memory-utilization", "0.7", "--tp", "4")
+    twin = start_twin(
+        "--scenario", "kv_insufficient", "--gpu-memory-utilization", "0.7", "--tp", "4"
+    )
     assert twin.finish() == 1
     plan = MemoryPlan(GPU_TOTAL_BYTES, 4, 0.7, 1024, 8192, 196608)
     estimate, available = plan.estimated_max_model_len, plan.kv_bytes / 2**30
@@ -75,7 +83,9 @@ def test_die_after_ready_503_then_exit_zero(start_twin) -> None:
     twin = start_twin("--scenario", "die_after_ready")
     twin.wait_for("INFO:     Application startup complete.")
     assert health(twin.port) == 200
-    twin.wait_for("[shutdown] MPClient: engine core exited unexpectedly; starting cleanup", stream="out")
+    twin.wait_for(
+        "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup", stream="out"
+    )
     assert health(twin.port) == 503
     assert twin.finish() == 0
     assert "INFO:     Finished server process" in twin.stderr
@@ -138,8 +148,10 @@ def test_guard_wait_earlier_instance_then_clean_start(start_twin, tmp_path) -> N
     assert twin.finish() == 1
     own_context = MemoryPlan(GPU_TOTAL_BYTES, 4, 0.92, 1024, 8192, 196608).context_bytes
     free_gib = (GPU_TOTAL_BYTES - holder["used_bytes"] - own_context) / 2**30
-    assert (f"ValueError: Free memory on device cuda:0 ({free_gib:.2f}/95.00 GiB) on startup is less than desired "
-            "GPU memory utilization (0.92, 87.40 GiB).") in twin.stdout
+    assert (
+        f"ValueError: Free memory on device cuda:0 ({free_gib:.2f}/95.00 GiB) on startup is less than desired "
+        "GPU memory utilization (0.92, 87.40 GiB)."
+    ) in twin.stdout
     holder_proc.wait(timeout=30)  # it lets go by itself (it is not ours to stop)
     assert twin.used_bytes() == [0, 0, 0, 0]
     again = start_twin("--scenario", "guard_wait", gpus_file=tmp_path / "gpus.json")

@@ -13,8 +13,15 @@ def plan(seqs: int = 1024, util: float = 0.92, max_len: int = 196608, tp: int = 
 
 @pytest.mark.parametrize(
     ("seqs", "util", "fits"),
-    [(1024, 0.92, True), (1024, 0.95, False), (704, 0.95, True), (512, 0.95, True), (256, 0.95, True),
-     (1024, 0.90, True), (512, 0.97, False)],
+    [
+        (1024, 0.92, True),
+        (1024, 0.95, False),
+        (704, 0.95, True),
+        (512, 0.95, True),
+        (256, 0.95, True),
+        (1024, 0.90, True),
+        (512, 0.97, False),
+    ],
 )
 def test_sampler_warmup_rule(seqs: int, util: float, fits: bool) -> None:
     """The sampler transient min(seqs, batched) x 200064 x 28 must fit in total - util x total - context."""

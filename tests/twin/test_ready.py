@@ -25,8 +25,10 @@ STARTUP_LINES = [
     "Starting to load model MiniMaxAI/MiniMax-M2.5...",
     f"Model loading took {round(_PLAN.weights_bytes / 2**30, 2)} GiB memory and ",
     f"Available KV cache memory: {round(_PLAN.kv_bytes / 2**30, 2)} GiB",
-    (f"GPU KV cache size: {_PLAN.kv_tokens:,} tokens, Maximum concurrency for 196,608 tokens per request: "
-    f"{_PLAN.max_concurrency:.2f}x"),
+    (
+        f"GPU KV cache size: {_PLAN.kv_tokens:,} tokens, Maximum concurrency for 196,608 tokens per request: "
+        f"{_PLAN.max_concurrency:.2f}x"
+    ),
     "Graph capturing finished in ",
     "init engine (profile, create kv cache, warmup model) took ",
     "Supported tasks: ['generate']",
@@ -35,10 +37,15 @@ STARTUP_LINES = [
 ]
 
 
-def request(twin: Twin, path: str, body: dict | None = None, key: str | None = None) -> tuple[int, bytes]:
+def request(
+    twin: Twin, path: str, body: dict | None = None, key: str | None = None
+) -> tuple[int, bytes]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{twin.port}{path}", data=data,
-                                 headers={"content-type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{twin.port}{path}",
+        data=data,
+        headers={"content-type": "application/json"},
+    )
     if key:
         req.add_header("authorization", f"Bearer {key}")
     try:
@@ -51,8 +58,11 @@ def request(twin: Twin, path: str, body: dict | None = None, key: str | None = N
 @pytest.fixture(scope="module")
 def ready_twin(tmp_path_factory: pytest.TempPathFactory):
     """One TP4 twin, started once for the endpoint tests."""
-    twin = Twin(["--tp", "4", "--token-rate", "200", "--api-key", "sekret"],
-                tmp_path_factory.mktemp("ready") / "gpus.json", free_port())
+    twin = Twin(
+        ["--tp", "4", "--token-rate", "200", "--api-key", "sekret"],
+        tmp_path_factory.mktemp("ready") / "gpus.json",
+        free_port(),
+    )
     twin.wait_for("non-default args:")
     twin.refused_while_starting = connect_error(twin.port)  # type: ignore[attr-defined]
     twin.wait_for("Application startup complete.")
@@ -71,7 +81,9 @@ def test_startup_lines_in_vllm_order(ready_twin: Twin) -> None:
     err = ready_twin.stderr
     assert "Loading safetensors checkpoint shards: 100% Completed | 126/126" in err
     assert "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%" in err
-    assert err.index("INFO:     Waiting for application startup.") < err.index("INFO:     Application startup complete.")
+    assert err.index("INFO:     Waiting for application startup.") < err.index(
+        "INFO:     Application startup complete."
+    )
     assert not any(line.startswith("(") for line in err.splitlines())  # no prefix on stderr
 
 
@@ -88,25 +100,46 @@ def test_models_completion_and_api_key(ready_twin: Twin) -> None:
     status, body = request(ready_twin, "/v1/models", key="sekret")
     assert status == 200
     assert json.loads(body)["data"][0]["id"] == "MiniMaxAI/MiniMax-M2.5"
-    status, body = request(ready_twin, "/v1/completions", {"prompt": "The capital of France is", "max_tokens": 3}, key="sekret")
+    status, body = request(
+        ready_twin,
+        "/v1/completions",
+        {"prompt": "The capital of France is", "max_tokens": 3},
+        key="sekret",
+    )
     answer = json.loads(body)
     assert status == 200
-    assert answer["usage"] == {"prompt_tokens": 6, "total_tokens": 9, "completion_tokens": 3, "prompt_tokens_details": None}
+    assert answer["usage"] == {
+        "prompt_tokens": 6,
+        "total_tokens": 9,
+        "completion_tokens": 3,
+        "prompt_tokens_details": None,
+    }
     assert answer["choices"][0]["text"] == " Paris. This"
     assert answer["choices"][0]["finish_reason"] == "length"
 
 
 def test_chat_stream_sse_with_usage(ready_twin: Twin) -> None:
     """A streamed chat sends role, one chunk per token, a usage chunk, then [DONE]."""
-    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 4,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     status, raw = request(ready_twin, "/v1/chat/completions", body, key="sekret")
-    events = [line[len("data: "):] for line in raw.decode().split("\n\n") if line.startswith("data: ")]
+    events = [
+        line[len("data: ") :] for line in raw.decode().split("\n\n") if line.startswith("data: ")
+    ]
     assert status == 200
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
-    assert [c["choices"][0]["delta"]["content"] for c in chunks[1:5]] == [" Par", "is. ", "This", " ans"]
+    assert [c["choices"][0]["delta"]["content"] for c in chunks[1:5]] == [
+        " Par",
+        "is. ",
+        "This",
+        " ans",
+    ]
     assert chunks[4]["choices"][0]["finish_reason"] == "length"
     assert chunks[5]["choices"] == []
     assert chunks[5]["usage"]["completion_tokens"] == 4
@@ -123,7 +156,7 @@ def test_tokenize_and_metrics(ready_twin: Twin) -> None:
     metrics = request(ready_twin, "/metrics")[1].decode()
     assert 'vllm:num_requests_running{engine="0",model_name="MiniMaxAI/MiniMax-M2.5"}' in metrics
     assert "vllm:generation_tokens_total" in metrics
-    assert 'INFO:     127.0.0.1:' in ready_twin.stdout
+    assert "INFO:     127.0.0.1:" in ready_twin.stdout
     assert '"GET /health HTTP/1.1" 200 OK' in ready_twin.stdout
 
 
@@ -147,7 +180,11 @@ def test_sigterm_shuts_down_like_uvicorn_and_frees_everything(start_twin, tmp_pa
     assert {c.name() for c in children} == {"VLLM::EngineCor", "VLLM::Worker_TP"}
     twin.proc.send_signal(signal.SIGTERM)
     assert twin.finish() == 0
-    for line in ("INFO:     Shutting down", "INFO:     Application shutdown complete.", f"INFO:     Finished server process [{twin.proc.pid}]"):
+    for line in (
+        "INFO:     Shutting down",
+        "INFO:     Application shutdown complete.",
+        f"INFO:     Finished server process [{twin.proc.pid}]",
+    ):
         assert line in twin.stderr
     assert twin.used_bytes() == [0, 0, 0, 0]
     _, alive = psutil.wait_procs(children, timeout=10)

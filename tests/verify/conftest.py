@@ -44,7 +44,9 @@ def verify() -> Callable[..., Result]:
 
     def _run(*args: object) -> Result:
         out, err = io.StringIO(), io.StringIO()
-        code = main(["verify", *map(str, args)], Context(stdout=out, stderr=err, environ={"NO_COLOR": "1"}))
+        code = main(
+            ["verify", *map(str, args)], Context(stdout=out, stderr=err, environ={"NO_COLOR": "1"})
+        )
         return Result(code, out.getvalue(), err.getvalue())
 
     return _run

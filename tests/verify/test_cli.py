@@ -25,8 +25,14 @@ def test_human_output_names_each_problem_and_its_fix(tmp_path: Path, verify) -> 
     assert lines[0] == f"checkpoint {tmp_path}"
     assert lines[1].startswith("  safetensors: 2 files, ")
     assert "FAILED: 2 problems" in lines
-    assert f"  missing_shard {shard_name(3, 3)}: model.safetensors.index.json maps 7 tensors to it, but it is not on disk" in lines
-    assert f"    fix: fetch {shard_name(3, 3)} again: the index names it and the engine will stop when it is not found" in lines
+    assert (
+        f"  missing_shard {shard_name(3, 3)}: model.safetensors.index.json maps 7 tensors to it, but it is not on disk"
+        in lines
+    )
+    assert (
+        f"    fix: fetch {shard_name(3, 3)} again: the index names it and the engine will stop when it is not found"
+        in lines
+    )
     assert "  config_missing config.json: there is no config.json" in lines
     assert "\x1b[" not in result.out
 
@@ -36,7 +42,10 @@ def test_human_output_for_a_good_checkpoint(tmp_path: Path, verify) -> None:
     write_checkpoint(tmp_path, n_shards=2)
     result = verify(tmp_path)
     assert result.code == 0
-    assert result.out.splitlines()[-1] == "OK: every check passed; the checkpoint is complete and intact"
+    assert (
+        result.out.splitlines()[-1]
+        == "OK: every check passed; the checkpoint is complete and intact"
+    )
     assert "106.8K parameters" in result.out
 
 
@@ -44,11 +53,22 @@ def test_progress_bar_only_on_a_terminal_and_never_in_json(tmp_path: Path) -> No
     """With a terminal (FORCE_COLOR) --hash draws a bar on stderr; with --json stdout stays pure JSON."""
     write_checkpoint(tmp_path, n_shards=2, fill=True)
     out, err = io.StringIO(), io.StringIO()
-    assert main(["verify", str(tmp_path), "--hash"], Context(stdout=out, stderr=err, environ={"FORCE_COLOR": "1"})) == 0
+    assert (
+        main(
+            ["verify", str(tmp_path), "--hash"],
+            Context(stdout=out, stderr=err, environ={"FORCE_COLOR": "1"}),
+        )
+        == 0
+    )
     assert "sha256" in err.getvalue()
     out, err = io.StringIO(), io.StringIO()
-    assert main(["verify", str(tmp_path), "--hash", "--json"],
-                Context(stdout=out, stderr=err, environ={"FORCE_COLOR": "1"})) == 0
+    assert (
+        main(
+            ["verify", str(tmp_path), "--hash", "--json"],
+            Context(stdout=out, stderr=err, environ={"FORCE_COLOR": "1"}),
+        )
+        == 0
+    )
     assert out.getvalue().startswith("{")
     assert err.getvalue() == ""
 
@@ -78,8 +98,12 @@ def test_installed_command_runs_as_a_process(tmp_path: Path) -> None:
     """`python -m bringup verify --json` works as a real process, exit 1 on a damaged checkpoint."""
     write_checkpoint(tmp_path, n_shards=2)
     os.truncate(tmp_path / shard_name(2, 2), 100)
-    proc = subprocess.run([sys.executable, "-m", "bringup", "verify", str(tmp_path), "--json"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bringup", "verify", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert '"kind": "truncated"' in proc.stdout
     assert proc.stderr == ""
@@ -88,4 +112,8 @@ def test_installed_command_runs_as_a_process(tmp_path: Path) -> None:
 def test_format_count() -> None:
     """Parameter counts read as people say them."""
     assert [format_count(n) for n in (512, 106_816, 8_030_261_248, 405_000_000_000)] == [
-        "512", "106.8K", "8.03B", "405.0B"]
+        "512",
+        "106.8K",
+        "8.03B",
+        "405.0B",
+    ]

@@ -15,7 +15,9 @@ from bringup.core.checkpoint import PROBLEM_KINDS
 
 from builders.gguf import write_tiny_llama_gguf
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def _read(data: bytes) -> list[str]:
@@ -53,14 +55,20 @@ def test_any_length_field_is_bounded_before_reading(length: int, rest: bytes) ->
         assert head.header_bytes == length
 
 
-_json = st.recursive(st.none() | st.booleans() | st.integers(-5, 2**70) | st.text(max_size=5),
-                     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=5), kids, max_size=4),
-                     max_leaves=12)
-_entry = st.fixed_dictionaries({
-    "dtype": st.sampled_from(["F32", "BF16", "F8_E4M3", "I32", "F4", "XX"]) | _json,
-    "shape": st.lists(st.integers(0, 6), max_size=3) | _json,
-    "data_offsets": st.lists(st.integers(0, 80), min_size=2, max_size=2) | _json,
-})
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 2**70) | st.text(max_size=5),
+    lambda kids: (
+        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=5), kids, max_size=4)
+    ),
+    max_leaves=12,
+)
+_entry = st.fixed_dictionaries(
+    {
+        "dtype": st.sampled_from(["F32", "BF16", "F8_E4M3", "I32", "F4", "XX"]) | _json,
+        "shape": st.lists(st.integers(0, 6), max_size=3) | _json,
+        "data_offsets": st.lists(st.integers(0, 80), min_size=2, max_size=2) | _json,
+    }
+)
 
 
 @FAST
@@ -74,8 +82,14 @@ def test_structured_headers_never_raise(header: dict[str, object], data_bytes: i
 
 
 @FAST
-@given(st.lists(st.tuples(st.sampled_from(["F32", "BF16", "U8", "F4"]), st.lists(st.integers(0, 5), max_size=3)),
-                max_size=6))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["F32", "BF16", "U8", "F4"]), st.lists(st.integers(0, 5), max_size=3)
+        ),
+        max_size=6,
+    )
+)
 def test_well_formed_headers_have_no_problems(specs: list[tuple[str, list[int]]]) -> None:
     """Tensors laid out back to back with the right sizes are accepted with no problem."""
     header, offset = {}, 0
@@ -92,9 +106,13 @@ def test_well_formed_headers_have_no_problems(specs: list[tuple[str, list[int]]]
     assert _read(struct.pack("<Q", len(raw)) + raw + b"\0" * offset) == []
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(st.tuples(st.integers(0, 20_000), st.integers(0, 255)), min_size=1, max_size=8))
-def test_corrupted_gguf_is_a_finding_not_a_crash(tmp_path: Path, edits: list[tuple[int, int]]) -> None:
+def test_corrupted_gguf_is_a_finding_not_a_crash(
+    tmp_path: Path, edits: list[tuple[int, int]]
+) -> None:
     """A tiny GGUF with bytes overwritten in its header region reads as OK or gguf_invalid, never raises."""
     path = tmp_path / "fuzz.gguf"
     if not path.exists():

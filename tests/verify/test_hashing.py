@@ -31,7 +31,9 @@ def test_git_blob_sha1_matches_git(tmp_path: Path) -> None:
     """The git blob sha1 (the name of small files' cache blobs) equals `git hash-object`."""
     path = tmp_path / "config.json"
     path.write_text('{"architectures": ["X"]}\n')
-    expected = subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True, check=True)
+    expected = subprocess.run(
+        ["git", "hash-object", str(path)], capture_output=True, text=True, check=True
+    )
     assert hash_file(path, git_sha1=True).git_sha1 == expected.stdout.strip()
 
 
@@ -64,9 +66,11 @@ def test_manifest_mismatch_and_missing_file(tmp_path: Path, verify) -> None:
     (model / "tokenizer.json").unlink()
     result = verify(model, "--manifest", manifest, "--json")
     assert result.code == 1
-    assert sorted(result.kinds()) == [("config_missing", "tokenizer.json"),
-                                      ("hash_mismatch", "tokenizer_config.json"),
-                                      ("missing_shard", "tokenizer.json")]
+    assert sorted(result.kinds()) == [
+        ("config_missing", "tokenizer.json"),
+        ("hash_mismatch", "tokenizer_config.json"),
+        ("missing_shard", "tokenizer.json"),
+    ]
     assert "the manifest says" in result.problem("hash_mismatch")["detail"]
 
 

@@ -29,11 +29,26 @@ def test_good_checkpoint_passes(tmp_path: Path, verify) -> None:
     result = verify(tmp_path, "--json")
     assert result.code == 0, result.out
     report = result.report
-    assert list(report) == ["ok", "format", "files", "tensors", "parameters", "bytes_by_dtype", "problems"]
+    assert list(report) == [
+        "ok",
+        "format",
+        "files",
+        "tensors",
+        "parameters",
+        "bytes_by_dtype",
+        "problems",
+    ]
     expected = llama_tensors()
     params = sum(_numel(shape) for _, shape in expected.values())
-    assert report == {"ok": True, "format": "safetensors", "files": 3, "tensors": len(expected),
-                      "parameters": params, "bytes_by_dtype": {"BF16": 2 * params}, "problems": []}
+    assert report == {
+        "ok": True,
+        "format": "safetensors",
+        "files": 3,
+        "tensors": len(expected),
+        "parameters": params,
+        "bytes_by_dtype": {"BF16": 2 * params},
+        "problems": [],
+    }
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -102,8 +117,10 @@ def test_header_too_large(tmp_path: Path, verify) -> None:
 def test_lfs_pointer(tmp_path: Path, verify) -> None:
     """A git-lfs pointer in place of a shard is lfs_pointer only (no index noise), fix: git lfs pull."""
     write_checkpoint(tmp_path, n_shards=2)
-    (tmp_path / SHARD1).write_text("version https://git-lfs.github.com/spec/v1\n"
-                                   "oid sha256:" + "ab" * 32 + "\nsize 4294967296\n")
+    (tmp_path / SHARD1).write_text(
+        "version https://git-lfs.github.com/spec/v1\n"
+        "oid sha256:" + "ab" * 32 + "\nsize 4294967296\n"
+    )
     result = verify(tmp_path, "--json")
     assert result.kinds() == [("lfs_pointer", SHARD1)]
     problem = result.problem("lfs_pointer")
@@ -114,8 +131,10 @@ def test_lfs_pointer(tmp_path: Path, verify) -> None:
 
 def test_offsets_invalid_overlap(tmp_path: Path, verify) -> None:
     """Overlapping tensor spans are offsets_invalid."""
-    header = {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
-              "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}
+    header = {
+        "a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+        "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]},
+    }
     write_raw(tmp_path / "model.safetensors", header, 24)
     result = verify(tmp_path / "model.safetensors", "--json")
     assert result.kinds() == [("offsets_invalid", "model.safetensors")]
@@ -141,7 +160,9 @@ def test_duplicate_tensor(tmp_path: Path, verify) -> None:
     """A tensor present in two shards is duplicate_tensor, reported on the second shard."""
     tensors = {"a.weight": ("BF16", (4, 4)), "b.weight": ("BF16", (4, 4))}
     write_checkpoint(tmp_path, n_shards=2, tensors=tensors)
-    write_safetensors(tmp_path / SHARD2, {"b.weight": ("BF16", (4, 4)), "a.weight": ("BF16", (4, 4))})
+    write_safetensors(
+        tmp_path / SHARD2, {"b.weight": ("BF16", (4, 4)), "a.weight": ("BF16", (4, 4))}
+    )
     result = verify(tmp_path, "--json")
     assert result.kinds() == [("duplicate_tensor", SHARD2)]
     assert "a.weight" in result.problem("duplicate_tensor")["detail"]
@@ -211,7 +232,9 @@ def test_quantization_mismatch_fp8_config_bf16_tensors(tmp_path: Path, verify) -
 
 def test_quantization_mismatch_fp8_tensors_no_config(tmp_path: Path, verify) -> None:
     """FP8 tensors with no quantization_config are quantization_mismatch."""
-    write_checkpoint(tmp_path, n_shards=2, quant="fp8", config={"architectures": ["LlamaForCausalLM"]})
+    write_checkpoint(
+        tmp_path, n_shards=2, quant="fp8", config={"architectures": ["LlamaForCausalLM"]}
+    )
     assert verify(tmp_path, "--json").kinds() == [("quantization_mismatch", "config.json")]
 
 
@@ -263,10 +286,23 @@ def test_split_missing(tmp_path: Path, verify) -> None:
 def test_every_kind_is_covered() -> None:
     """This module has a case for every kind in the vocabulary, spelled as the issue spells it."""
     assert PROBLEM_KINDS == (
-        "missing_shard", "unreferenced_file", "truncated", "header_invalid", "header_too_large",
-        "lfs_pointer", "offsets_invalid", "dtype_unknown", "duplicate_tensor", "index_tensor_missing",
-        "hash_mismatch", "config_missing", "config_invalid", "quantization_mismatch", "gguf_invalid",
-        "split_missing")
+        "missing_shard",
+        "unreferenced_file",
+        "truncated",
+        "header_invalid",
+        "header_too_large",
+        "lfs_pointer",
+        "offsets_invalid",
+        "dtype_unknown",
+        "duplicate_tensor",
+        "index_tensor_missing",
+        "hash_mismatch",
+        "config_missing",
+        "config_invalid",
+        "quantization_mismatch",
+        "gguf_invalid",
+        "split_missing",
+    )
     source = Path(__file__).read_text()
     assert all(f"def test_{kind}" in source for kind in PROBLEM_KINDS)
 

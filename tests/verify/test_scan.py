@@ -33,7 +33,9 @@ def test_folder_scan_gives_tensors_config_and_files(tmp_path: Path) -> None:
     assert ckpt.gguf_metadata is None
     assert ckpt.problems == ()
     q = next(t for t in ckpt.tensors if t.name == "model.layers.0.self_attn.q_proj.weight")
-    assert q == TensorInfo("model.layers.0.self_attn.q_proj.weight", "BF16", (128, 128), 128 * 128 * 2, q.file)
+    assert q == TensorInfo(
+        "model.layers.0.self_attn.q_proj.weight", "BF16", (128, 128), 128 * 128 * 2, q.file
+    )
     assert q.file in ckpt.files
     assert {t.name for t in ckpt.tensors} == set(llama_tensors(hidden=128, layers=3))
 
@@ -65,9 +67,13 @@ def test_dangling_cache_symlink_is_missing_shard(tmp_path: Path) -> None:
     repo = write_hf_cache(tmp_path / "hub", "org/m", tmp_path / "m")
     snap = repo / "snapshots" / ("0" * 40)
     (snap / shard_name(2, 2)).resolve().unlink()
-    assert [(p.kind, p.file) for p in scan_checkpoint(repo).problems] == [("missing_shard", shard_name(2, 2))]
+    assert [(p.kind, p.file) for p in scan_checkpoint(repo).problems] == [
+        ("missing_shard", shard_name(2, 2))
+    ]
     (snap / "model.safetensors.index.json").unlink()
-    assert [(p.kind, p.file) for p in scan_checkpoint(repo).problems] == [("missing_shard", shard_name(2, 2))]
+    assert [(p.kind, p.file) for p in scan_checkpoint(repo).problems] == [
+        ("missing_shard", shard_name(2, 2))
+    ]
 
 
 def test_single_safetensors_file(tmp_path: Path) -> None:
@@ -83,7 +89,12 @@ def test_gguf_scan_reads_metadata_without_vocab_arrays(tmp_path: Path) -> None:
     """A GGUF scans to its 21 tensors and scalar metadata; the vocabulary arrays are left out."""
     (path,) = write_tiny_llama_gguf(tmp_path / "tiny.gguf")
     ckpt = scan_checkpoint(path)
-    assert (ckpt.format, ckpt.files, len(ckpt.tensors), ckpt.problems) == ("gguf", ("tiny.gguf",), 21, ())
+    assert (ckpt.format, ckpt.files, len(ckpt.tensors), ckpt.problems) == (
+        "gguf",
+        ("tiny.gguf",),
+        21,
+        (),
+    )
     meta = ckpt.gguf_metadata
     assert meta is not None
     assert meta["general.architecture"] == "llama"
@@ -114,11 +125,19 @@ def test_folder_with_one_gguf(tmp_path: Path) -> None:
     [
         (lambda p: None, "no .safetensors or .gguf weights"),
         (lambda p: (p / "pytorch_model.bin").write_bytes(b"x"), "found pytorch_model.bin"),
-        (lambda p: [write_tiny_llama_gguf(p / n) for n in ("a.gguf", "b.gguf")], "holds 2 GGUF models"),
-        (lambda p: (p / "models--a--b" / "snapshots").mkdir(parents=True), "pick one of: models--a--b"),
+        (
+            lambda p: [write_tiny_llama_gguf(p / n) for n in ("a.gguf", "b.gguf")],
+            "holds 2 GGUF models",
+        ),
+        (
+            lambda p: (p / "models--a--b" / "snapshots").mkdir(parents=True),
+            "pick one of: models--a--b",
+        ),
     ],
 )
-def test_folders_that_are_not_one_checkpoint_raise_input_error(tmp_path: Path, setup, message: str) -> None:
+def test_folders_that_are_not_one_checkpoint_raise_input_error(
+    tmp_path: Path, setup, message: str
+) -> None:
     """Folders with no weights, only .bin, several GGUFs, or a whole cache say what to give instead."""
     setup(tmp_path)
     with pytest.raises(InputError) as err:
@@ -130,6 +149,11 @@ def test_other_paths_raise_input_error(tmp_path: Path) -> None:
     """A missing path, a non-weight file and a cache repo without snapshots are InputError."""
     (tmp_path / "notes.txt").write_text("hi")
     (tmp_path / "models--x--y" / "snapshots").mkdir(parents=True)
-    for path in (tmp_path / "absent", tmp_path / "notes.txt", tmp_path / "absent.gguf", tmp_path / "models--x--y"):
+    for path in (
+        tmp_path / "absent",
+        tmp_path / "notes.txt",
+        tmp_path / "absent.gguf",
+        tmp_path / "models--x--y",
+    ):
         with pytest.raises(InputError):
             scan_checkpoint(path)

@@ -44,14 +44,18 @@ def resolve_model_path(path: str | os.PathLike[str]) -> Path:
     if p.is_file():
         if p.suffix == ".safetensors":
             return p
-        raise InputError(f"{p} is not a checkpoint file",
-                         hint="give a model folder, a .safetensors file or a .gguf file")
+        raise InputError(
+            f"{p} is not a checkpoint file",
+            hint="give a model folder, a .safetensors file or a .gguf file",
+        )
     if (p / "snapshots").is_dir():
         return _cache_snapshot(p)
     repos = sorted(c.name for c in _listdir(p) if c.name.startswith("models--"))
     if repos and not _weight_names(p):
-        raise InputError(f"{p} is a Hugging Face cache, not one model",
-                         hint=f"pick one of: {', '.join(repos[:5])}")
+        raise InputError(
+            f"{p} is a Hugging Face cache, not one model",
+            hint=f"pick one of: {', '.join(repos[:5])}",
+        )
     return p
 
 
@@ -71,7 +75,9 @@ def _cache_snapshot(repo: Path) -> Path:
             return repo / "snapshots" / rev
     snaps = [s for s in _listdir(repo / "snapshots") if s.is_dir()]
     if not snaps:
-        raise InputError(f"{repo} has no snapshots", hint="the download never finished; fetch the model again")
+        raise InputError(
+            f"{repo} has no snapshots", hint="the download never finished; fetch the model again"
+        )
     return max(snaps, key=lambda s: (s.stat().st_mtime, s.name))
 
 
@@ -79,7 +85,9 @@ def _listdir(folder: Path) -> list[Path]:
     try:
         return sorted(folder.iterdir())
     except OSError as exc:
-        raise InputError(f"cannot list {folder}: {exc.strerror}", hint="check its permissions") from exc
+        raise InputError(
+            f"cannot list {folder}: {exc.strerror}", hint="check its permissions"
+        ) from exc
 
 
 def _weight_names(folder: Path) -> list[str]:
@@ -97,10 +105,16 @@ def scan_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         return gguf_file.scan_gguf(root)
     if root.is_file():
         tensors, problems, size = read_safetensors(root, root.name)
-        return Checkpoint(root=str(root), format="safetensors", files=(root.name,),
-                          tensors=tuple(tensors), config=None, gguf_metadata=None,
-                          problems=tuple(problems + check_duplicates(tensors)),
-                          file_sizes={root.name: size})
+        return Checkpoint(
+            root=str(root),
+            format="safetensors",
+            files=(root.name,),
+            tensors=tuple(tensors),
+            config=None,
+            gguf_metadata=None,
+            problems=tuple(problems + check_duplicates(tensors)),
+            file_sizes={root.name: size},
+        )
     weights = _weight_names(root)
     if weights:
         return _scan_folder(root, weights)
@@ -112,11 +126,17 @@ def _only_gguf(root: Path) -> Path:
     if len(models) == 1:
         return root / models[0]
     if models:
-        raise InputError(f"{root} holds {len(models)} GGUF models", hint=f"give one file: {', '.join(models[:5])}")
+        raise InputError(
+            f"{root} holds {len(models)} GGUF models",
+            hint=f"give one file: {', '.join(models[:5])}",
+        )
     others = sorted(c.name for c in _listdir(root) if c.suffix in (".bin", ".pt", ".pth"))
-    raise InputError(f"no .safetensors or .gguf weights in {root}",
-                     hint=f"found {others[0]}; bringup verify reads safetensors and GGUF" if others
-                     else "give a model folder, a Hugging Face cache folder, or a weight file")
+    raise InputError(
+        f"no .safetensors or .gguf weights in {root}",
+        hint=f"found {others[0]}; bringup verify reads safetensors and GGUF"
+        if others
+        else "give a model folder, a Hugging Face cache folder, or a weight file",
+    )
 
 
 def _scan_folder(root: Path, weights: list[str]) -> Checkpoint:
@@ -138,7 +158,9 @@ def _scan_folder(root: Path, weights: list[str]) -> Checkpoint:
         if tensors or not found:  # a header that could not be read says nothing about the index
             by_file[name] = tensors
     if weight_map is not None:
-        problems += check_index(weight_map, present, {f: [t.name for t in ts] for f, ts in by_file.items()})
+        problems += check_index(
+            weight_map, present, {f: [t.name for t in ts] for f, ts in by_file.items()}
+        )
         loaded = set(weight_map.values())
     else:
         problems += [_dangling(root, n) for n in weights if n not in present]
@@ -147,13 +169,25 @@ def _scan_folder(root: Path, weights: list[str]) -> Checkpoint:
     config, found = parse_config(_read_text(root / "config.json"))
     problems += check_duplicates(tensors) + found + check_tokenizer(c.name for c in _listdir(root))
     problems += check_quantization(config, tensors)
-    return Checkpoint(root=str(root), format="safetensors", files=tuple(present), tensors=tuple(tensors),
-                      config=config, gguf_metadata=None, problems=tuple(problems), file_sizes=sizes)
+    return Checkpoint(
+        root=str(root),
+        format="safetensors",
+        files=tuple(present),
+        tensors=tuple(tensors),
+        config=config,
+        gguf_metadata=None,
+        problems=tuple(problems),
+        file_sizes=sizes,
+    )
 
 
 def _dangling(root: Path, name: str) -> Problem:
-    return Problem("missing_shard", name, f"{root / name} points to {os.readlink(root / name)}, which is not there",
-                   f"fetch {name} again: its download did not finish")
+    return Problem(
+        "missing_shard",
+        name,
+        f"{root / name} points to {os.readlink(root / name)}, which is not there",
+        f"fetch {name} again: its download did not finish",
+    )
 
 
 def read_safetensors(path: Path, name: str) -> tuple[list[TensorInfo], list[Problem], int]:
@@ -167,7 +201,9 @@ def read_safetensors(path: Path, name: str) -> tuple[list[TensorInfo], list[Prob
                 return [], [head.problem] if head.problem else [], size
             header = _read_header(f, prefix, head.header_bytes)
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", hint="check its permissions") from exc
+        raise InputError(
+            f"cannot read {path}: {exc.strerror}", hint="check its permissions"
+        ) from exc
     tensors, problems = safetensors.parse_header(header, name, size)
     return tensors, problems, size
 
@@ -188,5 +224,7 @@ def _read_text(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", hint="check its permissions") from exc
+        raise InputError(
+            f"cannot read {path}: {exc.strerror}", hint="check its permissions"
+        ) from exc
     return data[:MAX_JSON_BYTES].decode("utf-8", errors="replace")

@@ -91,7 +91,9 @@ class LocalRunner:
                 f"`{shlex.join(command)}` did not finish within {timeout_seconds:g}s"
             ) from exc
         except OSError as exc:
-            raise AdapterError(f"cannot run `{shlex.join(command)}`: {exc.strerror or exc}") from exc
+            raise AdapterError(
+                f"cannot run `{shlex.join(command)}`: {exc.strerror or exc}"
+            ) from exc
         return CommandResult(command, done.returncode, done.stdout, done.stderr)
 
     def _resolve(self, name: str) -> str:

@@ -35,7 +35,9 @@ def split_parts(first: Path) -> list[Path]:
     if m is None:
         return [first]
     count = int(m["count"])
-    return [first.with_name(f"{m['base']}-{i:05d}-of-{m['count']}.gguf") for i in range(1, count + 1)]
+    return [
+        first.with_name(f"{m['base']}-{i:05d}-of-{m['count']}.gguf") for i in range(1, count + 1)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +56,23 @@ def scan_gguf(first: Path) -> Checkpoint:
     sizes: dict[str, int] = {}
     present = [p for p in parts if p.is_file()]
     if not present:
-        raise InputError(f"no such GGUF file: {first}", hint="check the path, or give part 00001 of a split")
+        raise InputError(
+            f"no such GGUF file: {first}", hint="check the path, or give part 00001 of a split"
+        )
     for p in parts:
         if p not in present:
-            problems.append(Problem("split_missing", p.name,
-                                    f"part {parts.index(p) + 1} of {len(parts)} is not on disk",
-                                    fetch_again(p.name, f"the model is split in {len(parts)} parts "
-                                                        "and the engine needs all of them")))
+            problems.append(
+                Problem(
+                    "split_missing",
+                    p.name,
+                    f"part {parts.index(p) + 1} of {len(parts)} is not on disk",
+                    fetch_again(
+                        p.name,
+                        f"the model is split in {len(parts)} parts "
+                        "and the engine needs all of them",
+                    ),
+                )
+            )
             continue
         sizes[p.name] = p.stat().st_size
         part = read_part(p)
@@ -70,9 +82,16 @@ def scan_gguf(first: Path) -> Checkpoint:
             metadata = part.metadata
     problems += _check_split_count(parts, metadata)
     root = str(first_part(first).absolute())
-    return Checkpoint(root=root, format="gguf", files=tuple(p.name for p in parts if p in present),
-                      tensors=tuple(tensors), config=None, gguf_metadata=metadata,
-                      problems=tuple(problems), file_sizes=sizes)
+    return Checkpoint(
+        root=root,
+        format="gguf",
+        files=tuple(p.name for p in parts if p in present),
+        tensors=tuple(tensors),
+        config=None,
+        gguf_metadata=metadata,
+        problems=tuple(problems),
+        file_sizes=sizes,
+    )
 
 
 def _check_split_count(parts: list[Path], metadata: dict[str, Any] | None) -> list[Problem]:
@@ -81,9 +100,14 @@ def _check_split_count(parts: list[Path], metadata: dict[str, Any] | None) -> li
     said = metadata["split.count"]
     if said == len(parts):
         return []
-    return [Problem("gguf_invalid", parts[0].name,
-                    f"split.count says {said} parts, the file names say {len(parts)}",
-                    "fetch all parts of the same GGUF upload again: these come from different splits")]
+    return [
+        Problem(
+            "gguf_invalid",
+            parts[0].name,
+            f"split.count says {said} parts, the file names say {len(parts)}",
+            "fetch all parts of the same GGUF upload again: these come from different splits",
+        )
+    ]
 
 
 def read_part(path: Path) -> _Part:
@@ -94,14 +118,32 @@ def read_part(path: Path) -> _Part:
             head = f.read(64)
         size = path.stat().st_size
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", hint="check its permissions") from exc
+        raise InputError(
+            f"cannot read {path}: {exc.strerror}", hint="check its permissions"
+        ) from exc
     if size == 0:
-        return _Part([], {}, Problem("truncated", name, "the file is empty (0 bytes)",
-                                     fetch_again(name, "it is empty, the download never wrote it")))
+        return _Part(
+            [],
+            {},
+            Problem(
+                "truncated",
+                name,
+                "the file is empty (0 bytes)",
+                fetch_again(name, "it is empty, the download never wrote it"),
+            ),
+        )
     if head.startswith(LFS_MAGIC):
-        return _Part([], {}, Problem("lfs_pointer", name, "it is a git-lfs pointer, not the weights",
-                                     f"run `git lfs pull --include {name}` in the model folder, "
-                                     "or download the file with `hf download`"))
+        return _Part(
+            [],
+            {},
+            Problem(
+                "lfs_pointer",
+                name,
+                "it is a git-lfs pointer, not the weights",
+                f"run `git lfs pull --include {name}` in the model folder, "
+                "or download the file with `hf download`",
+            ),
+        )
     try:
         return _parse(path, size)
     except Exception as exc:  # untrusted bytes: any failure of the parser is a finding
@@ -113,11 +155,24 @@ def _parse(path: Path, size: int) -> _Part:
 
     reader = gguf.GGUFReader(path)
     try:
-        tensors = [TensorInfo(t.name, t.tensor_type.name, tuple(int(d) for d in reversed(t.shape.tolist())),
-                              int(t.n_bytes), path.name) for t in reader.tensors]
+        tensors = [
+            TensorInfo(
+                t.name,
+                t.tensor_type.name,
+                tuple(int(d) for d in reversed(t.shape.tolist())),
+                int(t.n_bytes),
+                path.name,
+            )
+            for t in reader.tensors
+        ]
         ends = [int(t.data_offset) + int(t.n_bytes) for t in reader.tensors]
-        metadata = {k: v for k, v in ((k, _value(f)) for k, f in reader.fields.items()
-                                      if not k.startswith("GGUF.")) if v is not None}
+        metadata = {
+            k: v
+            for k, v in (
+                (k, _value(f)) for k, f in reader.fields.items() if not k.startswith("GGUF.")
+            )
+            if v is not None
+        }
     finally:
         del reader
     if ends and max(ends) > size:
@@ -132,10 +187,13 @@ def _value(field: Any) -> Any:
 
 
 def _past_end(name: str, end: int, size: int) -> Problem:
-    return Problem("gguf_invalid", name,
-                   f"tensor data runs past the end of the file: the tensor table says "
-                   f"{format_size(end)}, {format_size(size)} on disk",
-                   fetch_again(name, f"the tensor table says {format_size(end)}, {format_size(size)} on disk"))
+    return Problem(
+        "gguf_invalid",
+        name,
+        f"tensor data runs past the end of the file: the tensor table says "
+        f"{format_size(end)}, {format_size(size)} on disk",
+        fetch_again(name, f"the tensor table says {format_size(end)}, {format_size(size)} on disk"),
+    )
 
 
 def _invalid(name: str, size: int, exc: Exception) -> Problem:
@@ -144,5 +202,9 @@ def _invalid(name: str, size: int, exc: Exception) -> Problem:
         text = f"tensor data runs past the end of the file ({format_size(size)} on disk)"
     elif len(text) > 120:
         text = text[:117] + "..."
-    return Problem("gguf_invalid", name, f"it is not a readable GGUF file: {text}",
-                   fetch_again(name, "its GGUF header or tensor table cannot be parsed"))
+    return Problem(
+        "gguf_invalid",
+        name,
+        f"it is not a readable GGUF file: {text}",
+        fetch_again(name, "its GGUF header or tensor table cannot be parsed"),
+    )

@@ -116,7 +116,9 @@ class NvmlGpus:
             running = []
         for p in running:
             used = getattr(p, "usedGpuMemory", None)
-            procs.append(GpuProcess(pid=int(p.pid), name=_process_name(int(p.pid)), used_bytes=used))
+            procs.append(
+                GpuProcess(pid=int(p.pid), name=_process_name(int(p.pid)), used_bytes=used)
+            )
         return GpuReading(
             index=index,
             name=_text(nvml.nvmlDeviceGetName(handle)),

@@ -29,8 +29,13 @@ _MANIFEST_LINE = re.compile(r"^\\?([0-9a-fA-F]{64}) [ *](.+)$")
 Progress = Callable[[int], None]  # called with the number of bytes just hashed (from any thread)
 
 
-def hash_file(path: Path, *, git_sha1: bool = False, progress: Progress | None = None,
-              buffer_bytes: int = BUFFER_BYTES) -> Digest:
+def hash_file(
+    path: Path,
+    *,
+    git_sha1: bool = False,
+    progress: Progress | None = None,
+    buffer_bytes: int = BUFFER_BYTES,
+) -> Digest:
     """sha256 (and optionally the git blob sha1) of one file, streamed."""
     buf = bytearray(buffer_bytes)
     view = memoryview(buf)
@@ -49,20 +54,29 @@ def hash_file(path: Path, *, git_sha1: bool = False, progress: Progress | None =
                 if progress is not None:
                     progress(n)
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", hint="check its permissions") from exc
+        raise InputError(
+            f"cannot read {path}: {exc.strerror}", hint="check its permissions"
+        ) from exc
     return Digest(sha.hexdigest(), sha1.hexdigest() if sha1 is not None else None, total)
 
 
-def hash_files(paths: Mapping[str, Path], *, git_sha1: Iterable[str] = (), jobs: int | None = None,
-               progress: Progress | None = None) -> dict[str, Digest]:
+def hash_files(
+    paths: Mapping[str, Path],
+    *,
+    git_sha1: Iterable[str] = (),
+    jobs: int | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Digest]:
     """Hash every file in parallel (one thread per file, ``jobs`` at most); keyed like ``paths``."""
     if not paths:
         return {}
     want_sha1 = set(git_sha1)
     workers = max(1, min(len(paths), jobs or os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bringup-hash") as pool:
-        futures = {name: pool.submit(hash_file, path, git_sha1=name in want_sha1, progress=progress)
-                   for name, path in paths.items()}
+        futures = {
+            name: pool.submit(hash_file, path, git_sha1=name in want_sha1, progress=progress)
+            for name, path in paths.items()
+        }
         return {name: fut.result() for name, fut in futures.items()}
 
 
@@ -104,15 +118,19 @@ def read_manifest(path: Path) -> dict[str, Expected]:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise InputError(f"cannot read manifest {path}: {exc.strerror}", hint="check the path") from exc
+        raise InputError(
+            f"cannot read manifest {path}: {exc.strerror}", hint="check the path"
+        ) from exc
     found: dict[str, Expected] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         m = _MANIFEST_LINE.match(line.rstrip("\r"))
         if m is None:
-            raise InputError(f"{path} line {number} is not `<sha256>  <file>`: {line[:60]!r}",
-                             hint="write it with `sha256sum FILES > MANIFEST` or --write-manifest")
+            raise InputError(
+                f"{path} line {number} is not `<sha256>  <file>`: {line[:60]!r}",
+                hint="write it with `sha256sum FILES > MANIFEST` or --write-manifest",
+            )
         name = m[2].removeprefix("./")
         found[name] = Expected("sha256", m[1].lower(), "the manifest")
     return found
@@ -124,4 +142,6 @@ def write_manifest(path: Path, digests: Mapping[str, Digest]) -> None:
     try:
         path.write_text(lines, encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"cannot write manifest {path}: {exc.strerror}", hint="check the folder exists") from exc
+        raise InputError(
+            f"cannot write manifest {path}: {exc.strerror}", hint="check the folder exists"
+        ) from exc

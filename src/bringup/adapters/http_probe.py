@@ -56,7 +56,9 @@ class HttpProber:
         """Release connections."""
         self._client.close()
 
-    def probe(self, kind: ProbeKind, *, health_path: str = "/health", model: str | None = None) -> ProbeObservation:
+    def probe(
+        self, kind: ProbeKind, *, health_path: str = "/health", model: str | None = None
+    ) -> ProbeObservation:
         """Run one probe of ``kind``."""
         if kind is ProbeKind.HEALTH:
             return self.health(health_path)
@@ -71,7 +73,11 @@ class HttpProber:
         if response is None:
             return obs
         ok = response.status_code == 200
-        return dataclasses.replace(obs, ok=ok, error=None if ok else _short(response.text) or f"HTTP {response.status_code}")
+        return dataclasses.replace(
+            obs,
+            ok=ok,
+            error=None if ok else _short(response.text) or f"HTTP {response.status_code}",
+        )
 
     def models(self) -> ProbeObservation:
         """GET /v1/models: ok when it lists at least one model; the first id is the model."""
@@ -115,17 +121,30 @@ class HttpProber:
             response = self._client.request(method, url, json=body, timeout=timeout)
         except httpx2.ConnectError as exc:
             refused = "refused" in str(exc).lower() or "errno 111" in str(exc).lower()
-            return _failed(kind, url, started, refused, "connection refused" if refused else _short(str(exc))), None
+            return _failed(
+                kind, url, started, refused, "connection refused" if refused else _short(str(exc))
+            ), None
         except httpx2.TimeoutException:
             return _failed(kind, url, started, False, f"no answer within {timeout:g}s"), None
         except httpx2.HTTPError as exc:
             return _failed(kind, url, started, False, _short(f"{type(exc).__name__}: {exc}")), None
         latency = time.monotonic() - started
-        return ProbeObservation(kind, url, ok=False, status=response.status_code, latency_seconds=latency), response
+        return ProbeObservation(
+            kind, url, ok=False, status=response.status_code, latency_seconds=latency
+        ), response
 
 
-def _failed(kind: ProbeKind, url: str, started: float, refused: bool, error: str) -> ProbeObservation:
-    return ProbeObservation(kind, url, ok=False, refused=refused, error=error, latency_seconds=time.monotonic() - started)
+def _failed(
+    kind: ProbeKind, url: str, started: float, refused: bool, error: str
+) -> ProbeObservation:
+    return ProbeObservation(
+        kind,
+        url,
+        ok=False,
+        refused=refused,
+        error=error,
+        latency_seconds=time.monotonic() - started,
+    )
 
 
 def _json(response: httpx2.Response) -> Any:

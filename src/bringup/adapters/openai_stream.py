@@ -90,7 +90,9 @@ def is_token_chunk(event: dict[str, Any]) -> bool:
     else:
         delta = choice.get("delta")
         if not isinstance(delta, dict) or "role" in delta:
-            return bool(isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")))
+            return bool(
+                isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content"))
+            )
         text = delta.get("content") or delta.get("reasoning_content")
     if not isinstance(text, str):
         return False
@@ -247,7 +249,9 @@ class _Recorder:
             return self.finish(now)
         return self.fail(
             f"the answer ended without a finish_reason after {_tokens(len(self.chunk_times))}"
-            " (interrupted by the server?)", now)
+            " (interrupted by the server?)",
+            now,
+        )
 
     def end_without_done(self, now: float) -> RequestTiming:
         if self.finished:

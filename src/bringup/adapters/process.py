@@ -68,7 +68,12 @@ def child_environ(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def read_batches(
-    stream: IO[bytes], name: str, on_lines: BatchSink, on_eof: EofSink | None, *, batch_seconds: float = 0.05
+    stream: IO[bytes],
+    name: str,
+    on_lines: BatchSink,
+    on_eof: EofSink | None,
+    *,
+    batch_seconds: float = 0.05,
 ) -> None:
     """Deliver ``stream``'s lines in batches: whatever arrived, then a pause of ``batch_seconds``.
 
@@ -96,13 +101,17 @@ def read_batches(
 class ChildProcess:
     """A started server: its output arrives through ``on_lines``; stop it with ``terminate``."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], on_lines: BatchSink, on_eof: EofSink | None) -> None:
+    def __init__(
+        self, popen: subprocess.Popen[bytes], on_lines: BatchSink, on_eof: EofSink | None
+    ) -> None:
         self._popen = popen
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session: the child leads its own group
         self._created = _create_time(popen.pid)
         self._readers = [
-            threading.Thread(target=read_batches, args=(s, n, on_lines, on_eof), daemon=True, name=f"read-{n}")
+            threading.Thread(
+                target=read_batches, args=(s, n, on_lines, on_eof), daemon=True, name=f"read-{n}"
+            )
             for s, n in ((popen.stdout, "stdout"), (popen.stderr, "stderr"))
             if s is not None
         ]
@@ -121,7 +130,10 @@ class ChildProcess:
     ) -> ChildProcess:
         """Start ``argv`` in a new session; UsageError (exit 2) if it cannot be executed."""
         if not argv:
-            raise UsageError("no server command given", hint="put it after `--`, e.g. `bringup run -- vllm serve MODEL`")
+            raise UsageError(
+                "no server command given",
+                hint="put it after `--`, e.g. `bringup run -- vllm serve MODEL`",
+            )
         try:
             popen = subprocess.Popen(
                 list(argv),
@@ -133,9 +145,15 @@ class ChildProcess:
                 start_new_session=True,
             )
         except FileNotFoundError as exc:
-            raise UsageError(f"command not found: {argv[0]}", hint="check the spelling and PATH, or give an absolute path") from exc
+            raise UsageError(
+                f"command not found: {argv[0]}",
+                hint="check the spelling and PATH, or give an absolute path",
+            ) from exc
         except PermissionError as exc:
-            raise UsageError(f"cannot execute {argv[0]}: permission denied", hint="check that the file is executable") from exc
+            raise UsageError(
+                f"cannot execute {argv[0]}: permission denied",
+                hint="check that the file is executable",
+            ) from exc
         except OSError as exc:
             raise UsageError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
         return cls(popen, on_lines, on_eof)
@@ -197,7 +215,10 @@ class ChildProcess:
             conns = psutil.net_connections(kind="inet")
         except psutil.Error:
             return True
-        return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid in pids for c in conns)
+        return any(
+            c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid in pids
+            for c in conns
+        )
 
     def terminate(self, grace_seconds: float) -> int | None:
         """SIGTERM to the group and our descendants, SIGKILL after ``grace_seconds``."""

@@ -49,7 +49,9 @@ def parse_cgroup(text: str) -> Cgroup | None:
     segments = [s for s in path.split("/") if s]
     container = _container(segments)
     unit, unit_path, manager = _unit(segments)
-    return Cgroup(path=path, unit=unit, unit_path=unit_path, user_manager=manager, container=container)
+    return Cgroup(
+        path=path, unit=unit, unit_path=unit_path, user_manager=manager, container=container
+    )
 
 
 def _pick_path(text: str) -> str | None:
@@ -120,8 +122,12 @@ def inspect(pid: int) -> ProcessInfo | None:
         return ProcessInfo(pid=pid, name="", cgroup=read_cgroup(pid))
     ancestors = tuple((p.pid, _cmdline(p)) for p in parents)
     return ProcessInfo(
-        pid=pid, name=name, cmdline=cmdline, cgroup=read_cgroup(pid),
-        started_at=started, ancestors=ancestors,
+        pid=pid,
+        name=name,
+        cmdline=cmdline,
+        cgroup=read_cgroup(pid),
+        started_at=started,
+        ancestors=ancestors,
     )
 
 

@@ -102,7 +102,9 @@ class ChildSource:
             self.argv, environ=self.environ, on_lines=lambda s, ts: emit(LinesItem(s, ts))
         )
         self.description = f"pid {self.child.pid}"
-        threading.Thread(target=self._wait, args=(self.child, emit), daemon=True, name="wait-child").start()
+        threading.Thread(
+            target=self._wait, args=(self.child, emit), daemon=True, name="wait-child"
+        ).start()
 
     @staticmethod
     def _wait(child: ChildProcess, emit: Emit) -> None:
@@ -142,7 +144,9 @@ class FileSource(_Stoppable):
 
     def start(self, emit: Emit) -> None:
         if not self.path.exists():
-            raise InputError(f"log file not found: {self.path}", hint="give the path the server writes to")
+            raise InputError(
+                f"log file not found: {self.path}", hint="give the path the server writes to"
+            )
         threading.Thread(target=self._follow, args=(emit,), daemon=True, name="follow-log").start()
 
     def command(self) -> list[str] | None:
@@ -209,7 +213,9 @@ class PidSource(_Stoppable):
         try:
             self._process = psutil.Process(self.pid)
         except psutil.NoSuchProcess as exc:
-            raise InputError(f"no process with pid {self.pid}", hint="check the pid with `ps -p PID`") from exc
+            raise InputError(
+                f"no process with pid {self.pid}", hint="check the pid with `ps -p PID`"
+            ) from exc
         threading.Thread(target=self._watch, args=(emit,), daemon=True, name="watch-pid").start()
 
     def command(self) -> list[str] | None:
@@ -248,7 +254,9 @@ class _Follower(_Stoppable):
     remote host: a runner with ``streaming_argv``, such as ``SshRunner``, provides it).
     """
 
-    def __init__(self, environ: Mapping[str, str], wrap: Callable[[list[str]], list[str]] | None = None) -> None:
+    def __init__(
+        self, environ: Mapping[str, str], wrap: Callable[[list[str]], list[str]] | None = None
+    ) -> None:
         super().__init__()
         self.environ = dict(environ)
         self.wrap = wrap
@@ -259,10 +267,17 @@ class _Follower(_Stoppable):
         argv = self.wrap(argv) if self.wrap is not None else argv
         try:
             popen = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.environ
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.environ,
             )
         except OSError as exc:
-            raise AdapterError(f"cannot run `{argv[0]}`: {exc.strerror or exc}", hint=f"install {argv[0]} or put it on PATH") from exc
+            raise AdapterError(
+                f"cannot run `{argv[0]}`: {exc.strerror or exc}",
+                hint=f"install {argv[0]} or put it on PATH",
+            ) from exc
         with self._lock:
             self._popen = popen
         return popen
@@ -280,9 +295,18 @@ class _Follower(_Stoppable):
 class UnitSource(_Follower):
     """A systemd unit: its state from ``systemctl show``, its lines from the journal."""
 
-    PROPERTIES = "ActiveState,SubState,MainPID,InvocationID,ExecMainStatus,ExecMainCode,LoadState,ExecStart"
+    PROPERTIES = (
+        "ActiveState,SubState,MainPID,InvocationID,ExecMainStatus,ExecMainCode,LoadState,ExecStart"
+    )
 
-    def __init__(self, unit: str, environ: Mapping[str, str], *, runner: Runner | None = None, poll_seconds: float = 1.0) -> None:
+    def __init__(
+        self,
+        unit: str,
+        environ: Mapping[str, str],
+        *,
+        runner: Runner | None = None,
+        poll_seconds: float = 1.0,
+    ) -> None:
         super().__init__(environ, getattr(runner, "streaming_argv", None))
         self.unit = unit
         self.runner = runner or LocalRunner(environ)
@@ -296,7 +320,9 @@ class UnitSource(_Follower):
         """``systemctl show NAME -p ...`` as a dict."""
         result = self.runner.run(["systemctl", "show", self.unit, f"--property={self.PROPERTIES}"])
         if result.returncode != 0:
-            raise AdapterError(f"systemctl show {self.unit} failed: {result.stderr.strip() or result.returncode}")
+            raise AdapterError(
+                f"systemctl show {self.unit} failed: {result.stderr.strip() or result.returncode}"
+            )
         return dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
 
     def journal_argv(self) -> list[str]:
@@ -311,12 +337,21 @@ class UnitSource(_Follower):
     def start(self, emit: Emit) -> None:
         self._state = self.show()
         if self._state.get("LoadState") == "not-found":
-            raise InputError(f"unit {self.unit} not found", hint="check the name with `systemctl list-units`")
+            raise InputError(
+                f"unit {self.unit} not found", hint="check the name with `systemctl list-units`"
+            )
         self.invocation = self._state.get("InvocationID", "")
         if not self.invocation and self._state.get("ActiveState") == "inactive":
-            raise InputError(f"unit {self.unit} is not running", hint=f"start it: `systemctl start {self.unit}` or `bringup up {self.unit}`")
-        threading.Thread(target=self._read_journal, args=(emit,), daemon=True, name="journal").start()
-        threading.Thread(target=self._poll_state, args=(emit,), daemon=True, name="unit-state").start()
+            raise InputError(
+                f"unit {self.unit} is not running",
+                hint=f"start it: `systemctl start {self.unit}` or `bringup up {self.unit}`",
+            )
+        threading.Thread(
+            target=self._read_journal, args=(emit,), daemon=True, name="journal"
+        ).start()
+        threading.Thread(
+            target=self._poll_state, args=(emit,), daemon=True, name="unit-state"
+        ).start()
 
     def command(self) -> list[str] | None:
         return _exec_start_argv(self._state.get("ExecStart", ""))
@@ -332,11 +367,20 @@ class UnitSource(_Follower):
             popen.wait()
             failures = 1 if self.cursor != before else failures + 1
             if failures > RECONNECT_ATTEMPTS:
-                emit(ExitItem(None, f"the journal of {self.unit} could not be read {RECONNECT_ATTEMPTS} times in a row (status {popen.returncode}); giving up"))
+                emit(
+                    ExitItem(
+                        None,
+                        f"the journal of {self.unit} could not be read {RECONNECT_ATTEMPTS} times in a row (status {popen.returncode}); giving up",
+                    )
+                )
                 return
             if self._stopped.wait(reconnect_delay_seconds(failures)):
                 return
-            emit(NoteItem(f"journalctl ended (status {popen.returncode}); reconnected, resuming after the last entry"))
+            emit(
+                NoteItem(
+                    f"journalctl ended (status {popen.returncode}); reconnected, resuming after the last entry"
+                )
+            )
 
     def _entry(self, raw: bytes, emit: Emit) -> None:
         try:
@@ -358,10 +402,18 @@ class UnitSource(_Follower):
             except AdapterError as exc:
                 emit(NoteItem(str(exc)))
                 continue
-            ended = state.get("ActiveState") in ("failed", "inactive") or state.get("InvocationID", "") != self.invocation
+            ended = (
+                state.get("ActiveState") in ("failed", "inactive")
+                or state.get("InvocationID", "") != self.invocation
+            )
             if ended:
                 self._stopped.wait(self.poll_seconds)  # let the journal deliver the last lines
-                emit(ExitItem(_unit_exit_code(state), f"unit {self.unit} is {state.get('ActiveState', '?')}"))
+                emit(
+                    ExitItem(
+                        _unit_exit_code(state),
+                        f"unit {self.unit} is {state.get('ActiveState', '?')}",
+                    )
+                )
                 return
 
 
@@ -392,7 +444,9 @@ def _exec_start_argv(text: str) -> list[str] | None:
 class ContainerSource(_Follower):
     """A docker container: its state from ``docker inspect``, its lines from ``docker logs -f``."""
 
-    def __init__(self, name: str, environ: Mapping[str, str], *, runner: Runner | None = None) -> None:
+    def __init__(
+        self, name: str, environ: Mapping[str, str], *, runner: Runner | None = None
+    ) -> None:
         super().__init__(environ, getattr(runner, "streaming_argv", None))
         self.name = name
         self.runner = runner or LocalRunner(environ)
@@ -405,7 +459,10 @@ class ContainerSource(_Follower):
         """``docker inspect NAME`` (the first object)."""
         result = self.runner.run(["docker", "inspect", self.name])
         if result.returncode != 0:
-            raise InputError(f"no container {self.name}: {result.stderr.strip()}", hint="check the name with `docker ps -a`")
+            raise InputError(
+                f"no container {self.name}: {result.stderr.strip()}",
+                hint="check the name with `docker ps -a`",
+            )
         try:
             data = json.loads(result.stdout)
             return dict(data[0])
@@ -446,7 +503,12 @@ class ContainerSource(_Follower):
                 return
             state = self._state()
             if state is not None and not state.get("Running", False):
-                emit(ExitItem(_int_or_none(state.get("ExitCode")), f"container {self.name} is {state.get('Status', 'stopped')}"))
+                emit(
+                    ExitItem(
+                        _int_or_none(state.get("ExitCode")),
+                        f"container {self.name} is {state.get('Status', 'stopped')}",
+                    )
+                )
                 return
             emit(NoteItem("docker logs ended; reconnecting from the last timestamp"))
             time.sleep(0.5)

@@ -25,9 +25,13 @@ from pathlib import Path
 from bringup.adapters.commands import CommandResult
 from bringup.errors import RemoteError, UsageError
 
-_TARGET = re.compile(r"^(?:(?P<user>[^@\s:]+)@)?(?P<host>\[[0-9a-fA-F:.]+\]|[^@\s:\[\]]+)(?::(?P<port>\d{1,5}))?$")
+_TARGET = re.compile(
+    r"^(?:(?P<user>[^@\s:]+)@)?(?P<host>\[[0-9a-fA-F:.]+\]|[^@\s:\[\]]+)(?::(?P<port>\d{1,5}))?$"
+)
 SSH_EXIT_ERROR = 255  # ssh's own exit status for connection and authentication failures
-CONFIG_VARIABLE = "BRINGUP_SSH_CONFIG"  # an ssh_config file for bringup's ssh (-F), else ~/.ssh/config
+CONFIG_VARIABLE = (
+    "BRINGUP_SSH_CONFIG"  # an ssh_config file for bringup's ssh (-F), else ~/.ssh/config
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +57,12 @@ class SshTarget:
         port = int(m["port"]) if m["port"] else None
         if port is not None and not 0 < port < 65536:
             raise UsageError(f"bad port in {text!r}", hint="ports are 1-65535")
-        return cls(host=m["host"].strip("[]"), user=m["user"], port=port,
-                   accept_new_host_key=accept_new_host_key)
+        return cls(
+            host=m["host"].strip("[]"),
+            user=m["user"],
+            port=port,
+            accept_new_host_key=accept_new_host_key,
+        )
 
     @property
     def destination(self) -> str:
@@ -79,8 +87,13 @@ def _control_dir() -> str:
     return str(path)
 
 
-def ssh_argv(target: SshTarget, remote_argv: Sequence[str], *, control_dir: str | None = None,
-             tty: bool = False) -> list[str]:
+def ssh_argv(
+    target: SshTarget,
+    remote_argv: Sequence[str],
+    *,
+    control_dir: str | None = None,
+    tty: bool = False,
+) -> list[str]:
     """The local argv that runs ``remote_argv`` on ``target`` (quoted for the remote shell).
 
     ``tty``: force a remote terminal (``-tt``), so that closing the connection hangs up the
@@ -120,8 +133,10 @@ def explain_ssh_failure(target: SshTarget, stderr: str) -> str:
     if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr:
         return f"{target}: the host key has CHANGED since it was recorded; refusing to connect"
     if "Host key verification failed" in stderr or "host key is known" in stderr:
-        return (f"{target}: the host key is not known, so the connection was refused; check the key "
-                "(ssh-keyscan) and add it to known_hosts, or pass --accept-new-host-key")
+        return (
+            f"{target}: the host key is not known, so the connection was refused; check the key "
+            "(ssh-keyscan) and add it to known_hosts, or pass --accept-new-host-key"
+        )
     if "Permission denied" in stderr:
         return f"{target}: authentication failed ({last}); check the user, key and ssh-agent"
     if "Connection refused" in stderr or "timed out" in stderr or "Could not resolve" in stderr:
@@ -144,37 +159,70 @@ class SshRunner:
         """The local argv of a long-lived remote reader (``journalctl -f``, ``tail -F``)."""
         return self.argv(remote_argv)
 
-    def run(self, argv: Sequence[str], *, timeout_seconds: float | None = 30.0,
-            input_text: str | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_seconds: float | None = 30.0,
+        input_text: str | None = None,
+    ) -> CommandResult:
         """Run ``argv`` remotely to completion; ssh's own failures raise RemoteError."""
         local = self.argv(argv)
         try:
-            proc = subprocess.run(local, capture_output=True, text=True, errors="replace",
-                                  timeout=timeout_seconds, input=input_text, check=False,
-                                  stdin=subprocess.DEVNULL if input_text is None else None)
+            proc = subprocess.run(
+                local,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout_seconds,
+                input=input_text,
+                check=False,
+                stdin=subprocess.DEVNULL if input_text is None else None,
+            )
         except FileNotFoundError as exc:
-            raise RemoteError("the `ssh` client is not installed here",
-                              hint="install openssh-client") from exc
+            raise RemoteError(
+                "the `ssh` client is not installed here", hint="install openssh-client"
+            ) from exc
         except subprocess.TimeoutExpired as exc:
-            raise RemoteError(f"{self.target}: `{shlex.join(argv)}` did not finish within "
-                              f"{timeout_seconds:.0f}s") from exc
+            raise RemoteError(
+                f"{self.target}: `{shlex.join(argv)}` did not finish within {timeout_seconds:.0f}s"
+            ) from exc
         if proc.returncode == SSH_EXIT_ERROR and _looks_like_ssh_error(proc.stderr):
             raise RemoteError(explain_ssh_failure(self.target, proc.stderr))
         return CommandResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
 
-    def check(self, argv: Sequence[str], *, timeout_seconds: float | None = 30.0,
-              input_text: str | None = None) -> CommandResult:
+    def check(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_seconds: float | None = 30.0,
+        input_text: str | None = None,
+    ) -> CommandResult:
         """Run and raise RemoteError (naming host and command) on a non-zero exit."""
         result = self.run(argv, timeout_seconds=timeout_seconds, input_text=input_text)
         if result.returncode != 0:
             detail = (result.stderr.strip().splitlines() or ["no error output"])[-1]
-            raise RemoteError(f"{self.target}: `{shlex.join(argv)}` exited with "
-                              f"{result.returncode}: {detail}")
+            raise RemoteError(
+                f"{self.target}: `{shlex.join(argv)}` exited with {result.returncode}: {detail}"
+            )
         return result
 
 
 def _looks_like_ssh_error(stderr: str) -> bool:
-    markers = ("ssh:", "Host key", "Permission denied", "Connection", "host key", "kex_exchange",
-               "Could not resolve", "HOST IDENTIFICATION", "No ED25519", "known_hosts",
-               "unix_listener", "mux_client", "ControlPath", "ControlSocket")
+    markers = (
+        "ssh:",
+        "Host key",
+        "Permission denied",
+        "Connection",
+        "host key",
+        "kex_exchange",
+        "Could not resolve",
+        "HOST IDENTIFICATION",
+        "No ED25519",
+        "known_hosts",
+        "unix_listener",
+        "mux_client",
+        "ControlPath",
+        "ControlSocket",
+    )
     return any(m in stderr for m in markers)

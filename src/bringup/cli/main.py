@@ -127,12 +127,21 @@ def _dispatch(args: list[str], ctx: Context) -> int:
     if rest and rest[0] in ("-h", "--help"):
         parser.print_help(ctx.stdout)
         return 0
-    if name in REMOTE_COMMANDS and any(a.split("=", 1)[0] in REMOTE_FLAGS for a in _split_dashes(rest)[0]):
+    if name in REMOTE_COMMANDS and any(
+        a.split("=", 1)[0] in REMOTE_FLAGS for a in _split_dashes(rest)[0]
+    ):
         from bringup import remote
 
         call = remote.split_remote_flags(rest)
         if call is not None:
-            return remote.forward(name, call, stdin=ctx.stdin, stdout=ctx.stdout, stderr=ctx.stderr, environ=ctx.environ)
+            return remote.forward(
+                name,
+                call,
+                stdin=ctx.stdin,
+                stdout=ctx.stdout,
+                stderr=ctx.stderr,
+                environ=ctx.environ,
+            )
     before, after = _split_dashes(rest)
     namespace = parser.parse_args(before)
     namespace.passthrough = after

@@ -196,8 +196,15 @@ class LogAnalyzer:
         ctx = RemedyContext(groups, dict(self._facts), phase)
         assert self._pack is not None
         echo = any(p.search(ll.message) for p in self._pack.echoes)
-        new = Failure(sig.failure_class, phase, ll.text, ll.number,
-                      sig.summary.format_map(groups), sig.remedy(ctx), not (sig.is_wrapper or echo))
+        new = Failure(
+            sig.failure_class,
+            phase,
+            ll.text,
+            ll.number,
+            sig.summary.format_map(groups),
+            sig.remedy(ctx),
+            not (sig.is_wrapper or echo),
+        )
         if self._takes(new, sig.priority):
             self._failure, self._priority = new, sig.priority
             events.append(FailureEvent(new))
@@ -283,7 +290,9 @@ class LogAnalyzer:
                     continue
                 self._set_fact(name, value, number, events)
 
-    def _set_fact(self, name: str, value: float | int | str, number: int, events: list[Event]) -> None:
+    def _set_fact(
+        self, name: str, value: float | int | str, number: int, events: list[Event]
+    ) -> None:
         if self._facts.get(name) != value:
             self._facts[name] = value
             events.append(FactEvent(name, value, number))
@@ -293,12 +302,16 @@ class LogAnalyzer:
     def _settle(self, exit_code: int | None) -> Failure | None:
         failure = self._failure
         if failure is not None and not failure.is_final:
-            cls = FailureClass.HOST_OOM if exit_code in _KILLED_EXIT_CODES else failure.failure_class
+            cls = (
+                FailureClass.HOST_OOM if exit_code in _KILLED_EXIT_CODES else failure.failure_class
+            )
             if cls is not failure.failure_class:
                 return self._exit_failure(exit_code, at=failure)
             return dataclasses.replace(failure, is_final=True)
-        if failure is None and exit_code is not None and (
-            exit_code != 0 or self._phase is not Phase.READY
+        if (
+            failure is None
+            and exit_code is not None
+            and (exit_code != 0 or self._phase is not Phase.READY)
         ):
             return self._exit_failure(exit_code, at=None)
         return failure
@@ -315,8 +328,12 @@ class LogAnalyzer:
         else:
             line, number = "", 0
         base = self._pack.exit_summary if self._pack is not None else "The process exited."
-        summary = (f"The process was killed with SIGKILL (exit {exit_code}), usually by the "
-                   "kernel's OOM killer." if killed else f"{base} (exit code {exit_code})")
+        summary = (
+            f"The process was killed with SIGKILL (exit {exit_code}), usually by the "
+            "kernel's OOM killer."
+            if killed
+            else f"{base} (exit code {exit_code})"
+        )
         ctx = RemedyContext({}, dict(self._facts), phase)
         remedy = remedies.host_oom(ctx) if killed else remedies.engine_died(ctx)
         return Failure(cls, phase, line, number, summary, remedy, True)
@@ -331,8 +348,10 @@ class LogAnalyzer:
         line, number = (ll.text, ll.number) if ll is not None else ("", 0)
         ctx = RemedyContext({}, dict(self._facts), phase)
         remedy = remedies.nccl(ctx) if cls is FailureClass.NCCL_ERROR else remedies.stalled(ctx)
-        summary = (f"The startup stopped in {phase.value}: {self._heartbeats} 'still waiting' "
-                   "lines and no progress after this line.")
+        summary = (
+            f"The startup stopped in {phase.value}: {self._heartbeats} 'still waiting' "
+            "lines and no progress after this line."
+        )
         return Failure(cls, phase, line, number, summary, remedy, True)
 
     def _verdict(self, failure: Failure | None) -> Diagnosis:

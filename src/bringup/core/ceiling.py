@@ -104,8 +104,11 @@ class ModelShape:
 def link_for(interconnect: str, bandwidth_bytes_per_second: float) -> Link:
     """A ``Link`` for a catalog interconnect kind ("nvlink", "pcie", "xgmi")."""
     kind = interconnect.lower()
-    return Link(LINK_NAMES.get(kind, interconnect), bandwidth_bytes_per_second,
-                ALLREDUCE_LATENCY_SECONDS.get(kind, ALLREDUCE_LATENCY_SECONDS["pcie"]))
+    return Link(
+        LINK_NAMES.get(kind, interconnect),
+        bandwidth_bytes_per_second,
+        ALLREDUCE_LATENCY_SECONDS.get(kind, ALLREDUCE_LATENCY_SECONDS["pcie"]),
+    )
 
 
 def model_shape(
@@ -120,8 +123,11 @@ def model_shape(
     layers, hidden = fields.get("layers"), fields.get("hidden")
     if not layers or not hidden:
         return "the model config names no layer count or hidden size"
-    routed = sum(t.nbytes for t in tensors
-                 if _ROUTED_EXPERT.search(t.name) and not _SHARED_EXPERT.search(t.name))
+    routed = sum(
+        t.nbytes
+        for t in tensors
+        if _ROUTED_EXPERT.search(t.name) and not _SHARED_EXPERT.search(t.name)
+    )
     experts, topk = fields.get("experts") or 0, fields.get("topk") or 0
     moe = MoeShape(routed, experts, topk) if routed and experts and topk else None
     return ModelShape(sum(t.nbytes for t in tensors), layers, hidden, moe)
@@ -132,16 +138,27 @@ def _shape_fields(
 ) -> dict[str, int]:
     if gguf_metadata:
         arch = str(gguf_metadata.get("general.architecture", ""))
-        names = {"layers": "block_count", "hidden": "embedding_length",
-                 "experts": "expert_count", "topk": "expert_used_count"}
-        return {k: int(v) for k, key in names.items()
-                if isinstance(v := gguf_metadata.get(f"{arch}.{key}"), int)}
+        names = {
+            "layers": "block_count",
+            "hidden": "embedding_length",
+            "experts": "expert_count",
+            "topk": "expert_used_count",
+        }
+        return {
+            k: int(v)
+            for k, key in names.items()
+            if isinstance(v := gguf_metadata.get(f"{arch}.{key}"), int)
+        }
     if not config:
         return {}
     text = config.get("text_config")
     merged = {**config, **text} if isinstance(text, Mapping) else dict(config)
-    keys = {"layers": _LAYER_KEYS, "hidden": _HIDDEN_KEYS, "experts": _EXPERT_KEYS,
-            "topk": _TOPK_KEYS}
+    keys = {
+        "layers": _LAYER_KEYS,
+        "hidden": _HIDDEN_KEYS,
+        "experts": _EXPERT_KEYS,
+        "topk": _TOPK_KEYS,
+    }
     out: dict[str, int] = {}
     for field_name, candidates in keys.items():
         value = next((merged[k] for k in candidates if isinstance(merged.get(k), int)), None)

@@ -58,7 +58,9 @@ class TensorInfo:
     """One tensor as its file's header describes it (no data is read)."""
 
     name: str
-    dtype: str  # safetensors dtype ("BF16", "F8_E4M3", "I32", ...) or GGUF type name ("Q4_K", "F16")
+    dtype: (
+        str  # safetensors dtype ("BF16", "F8_E4M3", "I32", ...) or GGUF type name ("Q4_K", "F16")
+    )
     shape: tuple[int, ...]
     nbytes: int
     file: str  # file name relative to the checkpoint root
@@ -136,8 +138,12 @@ def parse_index(text: str, file: str = INDEX_NAME) -> tuple[dict[str, str] | Non
 
 
 def _bad_index(file: str, why: str) -> Problem:
-    return Problem("header_invalid", file, f"the index cannot be used: {why}",
-                   fetch_again(file, "the index says which shard holds each tensor"))
+    return Problem(
+        "header_invalid",
+        file,
+        f"the index cannot be used: {why}",
+        fetch_again(file, "the index says which shard holds each tensor"),
+    )
 
 
 def check_index(
@@ -154,15 +160,23 @@ def check_index(
     present_set = set(present)
     named = sorted(set(weight_map.values()))
     problems = [
-        Problem("missing_shard", shard,
-                f"{index_file} maps {_count(weight_map, shard)} tensors to it, but it is not on disk",
-                fetch_again(shard, "the index names it and the engine will stop when it is not found"))
-        for shard in named if shard not in present_set
+        Problem(
+            "missing_shard",
+            shard,
+            f"{index_file} maps {_count(weight_map, shard)} tensors to it, but it is not on disk",
+            fetch_again(shard, "the index names it and the engine will stop when it is not found"),
+        )
+        for shard in named
+        if shard not in present_set
     ]
     problems += [
-        Problem("unreferenced_file", f, f"{index_file} does not name it",
-                f"remove {f} or move it out of the folder: engines that load every *.safetensors "
-                "file would load it too")
+        Problem(
+            "unreferenced_file",
+            f,
+            f"{index_file} does not name it",
+            f"remove {f} or move it out of the folder: engines that load every *.safetensors "
+            "file would load it too",
+        )
         for f in sorted(present_set - set(named))
     ]
     headers = {f: set(names) for f, names in tensor_names_by_file.items()}
@@ -171,9 +185,12 @@ def check_index(
         if shard in headers and tensor not in headers[shard]:
             missing.setdefault(shard, []).append(tensor)
     problems += [
-        Problem("index_tensor_missing", shard,
-                f"{index_file} maps {len(names)} tensors to it that its header lacks: {_few(names)}",
-                fetch_again(shard, "its header does not match the index (a different revision?)"))
+        Problem(
+            "index_tensor_missing",
+            shard,
+            f"{index_file} maps {len(names)} tensors to it that its header lacks: {_few(names)}",
+            fetch_again(shard, "its header does not match the index (a different revision?)"),
+        )
         for shard, names in sorted(missing.items())
     ]
     return problems
@@ -186,10 +203,15 @@ def check_duplicates(tensors: Sequence[TensorInfo]) -> list[Problem]:
     for t in tensors:
         first = seen.setdefault(t.name, t.file)
         if first != t.file:
-            problems.append(Problem(
-                "duplicate_tensor", t.file, f"tensor {t.name} is also in {first}",
-                f"remove the stale copy: keep the shard the index names for {t.name} and fetch "
-                "the other one again"))
+            problems.append(
+                Problem(
+                    "duplicate_tensor",
+                    t.file,
+                    f"tensor {t.name} is also in {first}",
+                    f"remove the stale copy: keep the shard the index names for {t.name} and fetch "
+                    "the other one again",
+                )
+            )
     return problems
 
 
@@ -208,9 +230,15 @@ def _few(names: Sequence[str], limit: int = 3) -> str:
 def parse_config(text: str | None) -> tuple[dict[str, Any] | None, list[Problem]]:
     """Parse ``config.json`` text (None when the file is absent) and check it names an architecture."""
     if text is None:
-        return None, [Problem("config_missing", "config.json", "there is no config.json",
-                              "fetch config.json from the model repository: engines read the "
-                              "architecture and sizes from it")]
+        return None, [
+            Problem(
+                "config_missing",
+                "config.json",
+                "there is no config.json",
+                "fetch config.json from the model repository: engines read the "
+                "architecture and sizes from it",
+            )
+        ]
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -219,23 +247,32 @@ def parse_config(text: str | None) -> tuple[dict[str, Any] | None, list[Problem]
         return None, [_bad_config("it is not a JSON object")]
     archs = data.get("architectures")
     if not (isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs)):
-        return data, [_bad_config("it names no architecture (\"architectures\" is missing or empty)")]
+        return data, [_bad_config('it names no architecture ("architectures" is missing or empty)')]
     return data, []
 
 
 def _bad_config(why: str) -> Problem:
-    return Problem("config_invalid", "config.json", f"config.json cannot be used: {why}",
-                   fetch_again("config.json", "engines read the architecture and sizes from it"))
+    return Problem(
+        "config_invalid",
+        "config.json",
+        f"config.json cannot be used: {why}",
+        fetch_again("config.json", "engines read the architecture and sizes from it"),
+    )
 
 
 def check_tokenizer(names: Iterable[str]) -> list[Problem]:
     """Tokenizer files present (any of the usual ones)."""
     if set(names) & set(TOKENIZER_FILES):
         return []
-    return [Problem("config_missing", "tokenizer.json",
-                    f"no tokenizer file ({', '.join(TOKENIZER_FILES)})",
-                    "fetch tokenizer.json and tokenizer_config.json from the model repository, "
-                    "or point the engine at a tokenizer with --tokenizer")]
+    return [
+        Problem(
+            "config_missing",
+            "tokenizer.json",
+            f"no tokenizer file ({', '.join(TOKENIZER_FILES)})",
+            "fetch tokenizer.json and tokenizer_config.json from the model repository, "
+            "or point the engine at a tokenizer with --tokenizer",
+        )
+    ]
 
 
 # ---------------------------------------------------------------- quantization
@@ -252,24 +289,45 @@ class _Expect:
 
 
 _EXPECT: dict[str, _Expect] = {
-    "fp8": _Expect("FP8", (("F8_E4M3 weights", "weight", _FP8), ("scale tensors", "scale", frozenset()))),
-    "awq": _Expect("AWQ", (("packed int32 qweight tensors", "qweight", frozenset({"I32"})),
-                           ("scales tensors", "scales", frozenset()),
-                           ("qzeros tensors", "qzeros", frozenset({"I32"})))),
-    "gptq": _Expect("GPTQ", (("packed int32 qweight tensors", "qweight", frozenset({"I32"})),
-                             ("scales tensors", "scales", frozenset()),
-                             ("qzeros tensors", "qzeros", frozenset({"I32"})))),
-    "float-quantized": _Expect("compressed-tensors FP8",
-                               (("F8_E4M3 weights", "weight", _FP8),
-                                ("weight_scale tensors", "weight_scale", frozenset()))),
-    "pack-quantized": _Expect("compressed-tensors packed int",
-                              (("packed int32 weight_packed tensors", "weight_packed",
-                                frozenset({"I32"})),
-                               ("weight_scale tensors", "weight_scale", frozenset()))),
+    "fp8": _Expect(
+        "FP8", (("F8_E4M3 weights", "weight", _FP8), ("scale tensors", "scale", frozenset()))
+    ),
+    "awq": _Expect(
+        "AWQ",
+        (
+            ("packed int32 qweight tensors", "qweight", frozenset({"I32"})),
+            ("scales tensors", "scales", frozenset()),
+            ("qzeros tensors", "qzeros", frozenset({"I32"})),
+        ),
+    ),
+    "gptq": _Expect(
+        "GPTQ",
+        (
+            ("packed int32 qweight tensors", "qweight", frozenset({"I32"})),
+            ("scales tensors", "scales", frozenset()),
+            ("qzeros tensors", "qzeros", frozenset({"I32"})),
+        ),
+    ),
+    "float-quantized": _Expect(
+        "compressed-tensors FP8",
+        (
+            ("F8_E4M3 weights", "weight", _FP8),
+            ("weight_scale tensors", "weight_scale", frozenset()),
+        ),
+    ),
+    "pack-quantized": _Expect(
+        "compressed-tensors packed int",
+        (
+            ("packed int32 weight_packed tensors", "weight_packed", frozenset({"I32"})),
+            ("weight_scale tensors", "weight_scale", frozenset()),
+        ),
+    ),
 }
 
 
-def check_quantization(config: Mapping[str, Any] | None, tensors: Sequence[TensorInfo]) -> list[Problem]:
+def check_quantization(
+    config: Mapping[str, Any] | None, tensors: Sequence[TensorInfo]
+) -> list[Problem]:
     """``quantization_config`` consistent with the tensors, in both directions."""
     if config is None or not tensors:
         return []
@@ -285,12 +343,16 @@ def check_quantization(config: Mapping[str, Any] | None, tensors: Sequence[Tenso
     missing = [what for what, suffix, dtypes in expect.needs if not _has(tensors, suffix, dtypes)]
     if not missing:
         return []
-    return [Problem(
-        "quantization_mismatch", "config.json",
-        f"config.json says {expect.label} (quant_method {quant.get('quant_method')!r}) but the "
-        f"tensors have no {' and no '.join(missing)}",
-        "fetch the checkpoint of the quantized model again, or fix quantization_config in "
-        "config.json to match the weights on disk")]
+    return [
+        Problem(
+            "quantization_mismatch",
+            "config.json",
+            f"config.json says {expect.label} (quant_method {quant.get('quant_method')!r}) but the "
+            f"tensors have no {' and no '.join(missing)}",
+            "fetch the checkpoint of the quantized model again, or fix quantization_config in "
+            "config.json to match the weights on disk",
+        )
+    ]
 
 
 def _unannounced_quantization(tensors: Sequence[TensorInfo]) -> list[Problem]:
@@ -299,17 +361,23 @@ def _unannounced_quantization(tensors: Sequence[TensorInfo]) -> list[Problem]:
     if not fp8 and not packed:
         return []
     what = f"{len(fp8)} FP8 tensors" if fp8 else f"{len(packed)} packed int32 qweight tensors"
-    return [Problem(
-        "quantization_mismatch", "config.json",
-        f"the checkpoint holds {what} (e.g. {(fp8 or packed)[0].name}) but config.json has no "
-        "quantization_config",
-        "fetch config.json of the quantized model again: without quantization_config engines "
-        "read the quantized weights as plain ones")]
+    return [
+        Problem(
+            "quantization_mismatch",
+            "config.json",
+            f"the checkpoint holds {what} (e.g. {(fp8 or packed)[0].name}) but config.json has no "
+            "quantization_config",
+            "fetch config.json of the quantized model again: without quantization_config engines "
+            "read the quantized weights as plain ones",
+        )
+    ]
 
 
 def _has(tensors: Sequence[TensorInfo], suffix: str, dtypes: frozenset[str]) -> bool:
-    return any(t.name.removesuffix("_inv").endswith(suffix) and (not dtypes or t.dtype in dtypes)
-               for t in tensors)
+    return any(
+        t.name.removesuffix("_inv").endswith(suffix) and (not dtypes or t.dtype in dtypes)
+        for t in tensors
+    )
 
 
 # ---------------------------------------------------------------- hashes and the report
@@ -339,15 +407,28 @@ def check_hashes(expected: Mapping[str, Expected], digests: Mapping[str, Digest]
     for name, want in sorted(expected.items()):
         got = digests.get(name)
         if got is None:
-            problems.append(Problem("missing_shard", name, f"{want.source} lists it, but it is not on disk",
-                                    fetch_again(name, f"{want.source} lists it")))
+            problems.append(
+                Problem(
+                    "missing_shard",
+                    name,
+                    f"{want.source} lists it, but it is not on disk",
+                    fetch_again(name, f"{want.source} lists it"),
+                )
+            )
             continue
         actual = got.sha256 if want.algorithm == "sha256" else got.git_sha1
         if actual is not None and actual != want.hexdigest:
-            problems.append(Problem(
-                "hash_mismatch", name,
-                f"{want.algorithm} is {actual[:16]}..., {want.source} says {want.hexdigest[:16]}...",
-                fetch_again(name, f"its contents differ from what was published ({format_size(got.n_bytes)} read)")))
+            problems.append(
+                Problem(
+                    "hash_mismatch",
+                    name,
+                    f"{want.algorithm} is {actual[:16]}..., {want.source} says {want.hexdigest[:16]}...",
+                    fetch_again(
+                        name,
+                        f"its contents differ from what was published ({format_size(got.n_bytes)} read)",
+                    ),
+                )
+            )
     return problems
 
 
@@ -368,6 +449,12 @@ def build_report(checkpoint: Checkpoint, extra: Sequence[Problem] = ()) -> Verif
     """The verdict: totals of the checkpoint and all problems (header-level plus ``extra``)."""
     seen = {(p.kind, p.file) for p in checkpoint.problems}
     problems = tuple(checkpoint.problems) + tuple(p for p in extra if (p.kind, p.file) not in seen)
-    return VerifyReport(ok=not problems, format=checkpoint.format, files=len(checkpoint.files),
-                        tensors=len(checkpoint.tensors), parameters=checkpoint.parameters,
-                        bytes_by_dtype=checkpoint.bytes_by_dtype, problems=problems)
+    return VerifyReport(
+        ok=not problems,
+        format=checkpoint.format,
+        files=len(checkpoint.files),
+        tensors=len(checkpoint.tensors),
+        parameters=checkpoint.parameters,
+        bytes_by_dtype=checkpoint.bytes_by_dtype,
+        problems=problems,
+    )

@@ -35,14 +35,37 @@ ALIASES: dict[str, str] = {
 }
 
 # flags that never take a value, so the next word is not read as their value
-BOOLEAN_FLAGS: frozenset[str] = frozenset({
-    "--enforce-eager", "--enable-expert-parallel", "--trust-remote-code", "--enable-prefix-caching",
-    "--no-enable-prefix-caching", "--enable-chunked-prefill", "--no-enable-chunked-prefill",
-    "--disable-log-stats", "--disable-log-requests", "--enable-auto-tool-choice", "--headless",
-    "--disable-custom-all-reduce", "--no-enable-log-requests", "--enable-lora", "--help", "-h",
-    "--enable-dp-attention", "--enable-ep-moe", "--skip-server-warmup", "--disable-cuda-graph",
-    "--sharded", "--cont-batching", "--flash-attn", "--no-mmap", "--mlock", "--verbose", "--metrics",
-})
+BOOLEAN_FLAGS: frozenset[str] = frozenset(
+    {
+        "--enforce-eager",
+        "--enable-expert-parallel",
+        "--trust-remote-code",
+        "--enable-prefix-caching",
+        "--no-enable-prefix-caching",
+        "--enable-chunked-prefill",
+        "--no-enable-chunked-prefill",
+        "--disable-log-stats",
+        "--disable-log-requests",
+        "--enable-auto-tool-choice",
+        "--headless",
+        "--disable-custom-all-reduce",
+        "--no-enable-log-requests",
+        "--enable-lora",
+        "--help",
+        "-h",
+        "--enable-dp-attention",
+        "--enable-ep-moe",
+        "--skip-server-warmup",
+        "--disable-cuda-graph",
+        "--sharded",
+        "--cont-batching",
+        "--flash-attn",
+        "--no-mmap",
+        "--mlock",
+        "--verbose",
+        "--metrics",
+    }
+)
 
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -83,7 +106,9 @@ def parse_server_command(argv: Sequence[str]) -> ServerCommand:
         if module in _MODULES:
             engine, names = _MODULES[module]
             return _with_flags(words, start + 3, engine, names)
-        return ServerCommand(tuple(words), None, None, tuple(words[start + 3 :]), tuple(words[: start + 3]))
+        return ServerCommand(
+            tuple(words), None, None, tuple(words[start + 3 :]), tuple(words[: start + 3])
+        )
     if program == "vllm" and words[start + 1 : start + 2] == ["serve"]:
         return _with_positional(words, start + 2, Engine.VLLM, ("--model",))
     if program == "sglang" and words[start + 1 : start + 2] == ["serve"]:
@@ -93,7 +118,9 @@ def parse_server_command(argv: Sequence[str]) -> ServerCommand:
     if program in _PROGRAMS:
         engine, names = _PROGRAMS[program]
         return _with_flags(words, start + 1, engine, names)
-    return ServerCommand(tuple(words), None, None, tuple(words[start + 1 :]), tuple(words[: start + 1]))
+    return ServerCommand(
+        tuple(words), None, None, tuple(words[start + 1 :]), tuple(words[: start + 1])
+    )
 
 
 def _skip_env(words: list[str]) -> int:
@@ -113,10 +140,14 @@ def _base(word: str) -> str:
 
 def _with_flags(words: list[str], at: int, engine: Engine, names: tuple[str, ...]) -> ServerCommand:
     flags = words[at:]
-    return ServerCommand(tuple(words), engine, get_flag(flags, *names), tuple(flags), tuple(words[:at]))
+    return ServerCommand(
+        tuple(words), engine, get_flag(flags, *names), tuple(flags), tuple(words[:at])
+    )
 
 
-def _with_positional(words: list[str], at: int, engine: Engine, names: tuple[str, ...]) -> ServerCommand:
+def _with_positional(
+    words: list[str], at: int, engine: Engine, names: tuple[str, ...]
+) -> ServerCommand:
     rest = words[at:]
     if rest and not rest[0].startswith("-"):
         return ServerCommand(tuple(words), engine, rest[0], tuple(rest[1:]), tuple(words[:at]))

@@ -58,7 +58,10 @@ def parse_inventory(data: Mapping[str, Any], *, source: str = "inventory") -> li
     """The ``[[host]]`` tables, checked: every host has an address and at least one unit."""
     hosts = data.get("host")
     if not isinstance(hosts, list) or not hosts:
-        raise InputError(f"{source}: no [[host]] tables", hint='add [[host]] address = "ops@gpu1" units = ["vllm"]')
+        raise InputError(
+            f"{source}: no [[host]] tables",
+            hint='add [[host]] address = "ops@gpu1" units = ["vllm"]',
+        )
     entries = []
     for i, host in enumerate(hosts, start=1):
         where = f"{source}: host #{i}"
@@ -67,8 +70,15 @@ def parse_inventory(data: Mapping[str, Any], *, source: str = "inventory") -> li
         address, units = host.get("address"), host.get("units")
         if not isinstance(address, str) or not address.strip():
             raise InputError(f"{where}: address missing", hint='address = "[user@]server[:port]"')
-        if not isinstance(units, list) or not units or not all(isinstance(u, str) and u for u in units):
-            raise InputError(f"{where} ({address}): units must be a non-empty list of unit names", hint='units = ["vllm-llama"]')
+        if (
+            not isinstance(units, list)
+            or not units
+            or not all(isinstance(u, str) and u for u in units)
+        ):
+            raise InputError(
+                f"{where} ({address}): units must be a non-empty list of unit names",
+                hint='units = ["vllm-llama"]',
+            )
         accept = host.get("accept_new_host_key", False)
         if not isinstance(accept, bool):
             raise InputError(f"{where} ({address}): accept_new_host_key must be true or false")
@@ -85,27 +95,49 @@ def parse_nvidia_smi(text: str) -> tuple[GpuUse, ...]:
         if len(parts) != 4:
             continue
         try:
-            gpus.append(GpuUse(int(parts[0]), parts[1], int(float(parts[2]) * 2**20), int(float(parts[3]) * 2**20)))
+            gpus.append(
+                GpuUse(
+                    int(parts[0]),
+                    parts[1],
+                    int(float(parts[2]) * 2**20),
+                    int(float(parts[3]) * 2**20),
+                )
+            )
         except ValueError:
             continue
     return tuple(gpus)
 
 
-def row_from_status(host: str, report: Mapping[str, Any], gpus: Sequence[GpuUse] | None = None) -> FleetRow:
+def row_from_status(
+    host: str, report: Mapping[str, Any], gpus: Sequence[GpuUse] | None = None
+) -> FleetRow:
     """A row from ``bringup status --json``'s object; ``gpus`` replaces the report's own GPUs."""
     state = report.get("state") or {}
     active, sub = state.get("active_state"), state.get("sub_state")
     failure = report.get("failure")
     last = None
     if failure:
-        last = ": ".join(str(p) for p in (failure.get("class"), failure.get("summary")) if p) or None
-    own = tuple(GpuUse(int(g["index"]), str(g.get("name", "GPU")), int(g.get("used_bytes", 0)), int(g.get("total_bytes", 0)))
-                for g in report.get("gpus") or ())
+        last = (
+            ": ".join(str(p) for p in (failure.get("class"), failure.get("summary")) if p) or None
+        )
+    own = tuple(
+        GpuUse(
+            int(g["index"]),
+            str(g.get("name", "GPU")),
+            int(g.get("used_bytes", 0)),
+            int(g.get("total_bytes", 0)),
+        )
+        for g in report.get("gpus") or ()
+    )
     return FleetRow(
-        host=host, unit=str(report.get("unit", "?")),
+        host=host,
+        unit=str(report.get("unit", "?")),
         state=f"{active}/{sub}" if active and sub else active,
-        verdict=report.get("verdict"), phase=report.get("phase"), ready_since=report.get("ready_since"),
-        gpus=tuple(gpus) if gpus is not None else own, last_failure=last,
+        verdict=report.get("verdict"),
+        phase=report.get("phase"),
+        ready_since=report.get("ready_since"),
+        gpus=tuple(gpus) if gpus is not None else own,
+        last_failure=last,
     )
 
 
@@ -117,10 +149,23 @@ def rows_for_error(host: str, units: Sequence[str], message: str) -> list[FleetR
 def row_json(row: FleetRow) -> dict[str, Any]:
     """The ``--json`` object of a row: host, unit, state, phase, ready_since, gpus, last_failure, error."""
     return {
-        "host": row.host, "unit": row.unit, "state": row.state, "verdict": row.verdict, "phase": row.phase,
+        "host": row.host,
+        "unit": row.unit,
+        "state": row.state,
+        "verdict": row.verdict,
+        "phase": row.phase,
         "ready_since": row.ready_since,
-        "gpus": [{"index": g.index, "name": g.name, "used_bytes": g.used_bytes, "total_bytes": g.total_bytes} for g in row.gpus],
-        "last_failure": row.last_failure, "error": row.error,
+        "gpus": [
+            {
+                "index": g.index,
+                "name": g.name,
+                "used_bytes": g.used_bytes,
+                "total_bytes": g.total_bytes,
+            }
+            for g in row.gpus
+        ],
+        "last_failure": row.last_failure,
+        "error": row.error,
     }
 
 

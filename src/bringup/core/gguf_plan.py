@@ -43,14 +43,37 @@ FLOAT_BYTES = 4
 
 # GGML type -> (values per block, bytes per block), from ggml's type traits.
 _BLOCKS: dict[str, tuple[int, int]] = {
-    "F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "F64": (1, 8),
-    "I8": (1, 1), "I16": (1, 2), "I32": (1, 4), "I64": (1, 8),
-    "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24),
-    "Q8_0": (32, 34), "Q8_1": (32, 36), "IQ4_NL": (32, 18),
-    "Q2_K": (256, 84), "Q3_K": (256, 110), "Q4_K": (256, 144), "Q5_K": (256, 176),
-    "Q6_K": (256, 210), "Q8_K": (256, 292), "IQ2_XXS": (256, 66), "IQ2_XS": (256, 74),
-    "IQ2_S": (256, 82), "IQ3_XXS": (256, 98), "IQ3_S": (256, 110), "IQ1_S": (256, 50),
-    "IQ1_M": (256, 56), "IQ4_XS": (256, 136), "TQ1_0": (256, 54), "TQ2_0": (256, 66),
+    "F32": (1, 4),
+    "F16": (1, 2),
+    "BF16": (1, 2),
+    "F64": (1, 8),
+    "I8": (1, 1),
+    "I16": (1, 2),
+    "I32": (1, 4),
+    "I64": (1, 8),
+    "Q4_0": (32, 18),
+    "Q4_1": (32, 20),
+    "Q5_0": (32, 22),
+    "Q5_1": (32, 24),
+    "Q8_0": (32, 34),
+    "Q8_1": (32, 36),
+    "IQ4_NL": (32, 18),
+    "Q2_K": (256, 84),
+    "Q3_K": (256, 110),
+    "Q4_K": (256, 144),
+    "Q5_K": (256, 176),
+    "Q6_K": (256, 210),
+    "Q8_K": (256, 292),
+    "IQ2_XXS": (256, 66),
+    "IQ2_XS": (256, 74),
+    "IQ2_S": (256, 82),
+    "IQ3_XXS": (256, 98),
+    "IQ3_S": (256, 110),
+    "IQ1_S": (256, 50),
+    "IQ1_M": (256, 56),
+    "IQ4_XS": (256, 136),
+    "TQ1_0": (256, 54),
+    "TQ2_0": (256, 66),
     "MXFP4": (32, 17),
 }
 
@@ -59,8 +82,15 @@ KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0"
 
 # Architectures whose SWA layer pattern is fixed in llama.cpp when the GGUF does not store one:
 # with period p, layer i uses the sliding window unless i % p == p - 1.
-_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4, "llama4": 4, "gpt-oss": 2,
-               "exaone4": 4}
+_SWA_PERIOD = {
+    "gemma2": 2,
+    "gemma3": 6,
+    "gemma3n": 5,
+    "cohere2": 4,
+    "llama4": 4,
+    "gpt-oss": 2,
+    "exaone4": 4,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +166,22 @@ def plan_gguf(
     weights = sum(by_type.values())
     output = shape.n_vocab * FLOAT_BYTES * n_parallel
     return GgufPlan(
-        weights_bytes=weights, kv_cache_bytes=k_bytes + v_bytes, compute_buffer_bytes=compute,
-        output_buffer_bytes=output, total_bytes=weights + k_bytes + v_bytes + compute + output,
-        weights_by_type=by_type, k_cache_bytes=k_bytes, v_cache_bytes=v_bytes, n_ctx=n_ctx_pad,
-        n_ctx_seq=n_ctx_seq, kv_cells=n_ctx_seq * n_stream,
+        weights_bytes=weights,
+        kv_cache_bytes=k_bytes + v_bytes,
+        compute_buffer_bytes=compute,
+        output_buffer_bytes=output,
+        total_bytes=weights + k_bytes + v_bytes + compute + output,
+        weights_by_type=by_type,
+        k_cache_bytes=k_bytes,
+        v_cache_bytes=v_bytes,
+        n_ctx=n_ctx_pad,
+        n_ctx_seq=n_ctx_seq,
+        kv_cells=n_ctx_seq * n_stream,
         swa_cells=swa_seq * n_stream if any(shape.swa_layers) else 0,
-        n_ubatch=ubatch, shape=shape, notes=_notes(shape, metadata, n_ctx_seq))
+        n_ubatch=ubatch,
+        shape=shape,
+        notes=_notes(shape, metadata, n_ctx_seq),
+    )
 
 
 def row_bytes(type_name: str, n_values: int) -> int:
@@ -178,8 +218,10 @@ def read_shape(metadata: Mapping[str, Any], tensors: Sequence[TensorInfo]) -> Gg
     """The hyperparameters from GGUF metadata (``{arch}.*`` keys); InputError when missing."""
     arch = str(metadata.get("general.architecture") or "")
     if not arch:
-        raise InputError("the GGUF metadata has no general.architecture",
-                         hint="is this a model GGUF? run `bringup verify` on it")
+        raise InputError(
+            "the GGUF metadata has no general.architecture",
+            hint="is this a model GGUF? run `bringup verify` on it",
+        )
     n_layer = _int(metadata, f"{arch}.block_count")
     n_embd = _int(metadata, f"{arch}.embedding_length")
     n_head = _max_int(metadata, f"{arch}.attention.head_count", None)
@@ -189,33 +231,48 @@ def read_shape(metadata: Mapping[str, Any], tensors: Sequence[TensorInfo]) -> Gg
     head_v = _int(metadata, f"{arch}.attention.value_length", head_k)
     n_swa = _int(metadata, f"{arch}.attention.sliding_window", 0)
     return GgufShape(
-        arch=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
-        head_dim_k=head_k, head_dim_v=head_v,
+        arch=arch,
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        head_dim_k=head_k,
+        head_dim_v=head_v,
         n_ff=_max_int(metadata, f"{arch}.feed_forward_length", 0),
         n_vocab=_vocab_size(metadata, arch, tensors),
         n_ctx_train=_int(metadata, f"{arch}.context_length", 0),
-        n_swa=n_swa, swa_layers=_swa_layers(metadata, arch, n_layer, n_swa))
+        n_swa=n_swa,
+        swa_layers=_swa_layers(metadata, arch, n_layer, n_swa),
+    )
 
 
-def _check_settings(n_ctx: int, n_parallel: int, type_k: str, type_v: str, flash_attn: bool,
-                    shape: GgufShape) -> None:
+def _check_settings(
+    n_ctx: int, n_parallel: int, type_k: str, type_v: str, flash_attn: bool, shape: GgufShape
+) -> None:
     if n_ctx < 0 or (n_ctx == 0 and shape.n_ctx_train <= 0):
         raise InputError(f"bad context size {n_ctx}", hint="give a positive number of tokens")
     if n_parallel < 1:
         raise InputError(f"bad number of parallel sequences {n_parallel}", hint="use 1 or more")
     for flag, name in (("--cache-type-k", type_k), ("--cache-type-v", type_v)):
         if name.lower() not in KV_CACHE_TYPES:
-            raise InputError(f"unknown KV cache type {name!r} for {flag}",
-                             hint=f"use one of {', '.join(KV_CACHE_TYPES)}")
+            raise InputError(
+                f"unknown KV cache type {name!r} for {flag}",
+                hint=f"use one of {', '.join(KV_CACHE_TYPES)}",
+            )
     if _is_quantized(type_v) and not flash_attn:
-        raise InputError(f"a quantized V cache ({type_v}) needs flash attention",
-                         hint="add --flash-attn on (llama-cpp-python: --flash_attn true) "
-                              "or keep --cache-type-v f16")
+        raise InputError(
+            f"a quantized V cache ({type_v}) needs flash attention",
+            hint="add --flash-attn on (llama-cpp-python: --flash_attn true) "
+            "or keep --cache-type-v f16",
+        )
     for name, dim in ((type_k, shape.head_dim_k), (type_v, shape.head_dim_v)):
         block = _BLOCKS[name.upper()][0]
         if flash_attn and dim % block:
-            raise InputError(f"cache type {name} stores blocks of {block} values, which do not "
-                             f"divide the head size {dim}", hint="use f16 for this model")
+            raise InputError(
+                f"cache type {name} stores blocks of {block} values, which do not "
+                f"divide the head size {dim}",
+                hint="use f16 for this model",
+            )
 
 
 def _is_quantized(type_name: str) -> bool:
@@ -235,8 +292,14 @@ def _context(n_ctx: int, n_parallel: int, kv_unified: bool) -> tuple[int, int, i
     return per_seq * n_parallel, per_seq, n_parallel
 
 
-def _swa_cells(shape: GgufShape, n_ctx_seq: int, n_parallel: int, n_ubatch: int,
-               kv_unified: bool, swa_full: bool) -> int:
+def _swa_cells(
+    shape: GgufShape,
+    n_ctx_seq: int,
+    n_parallel: int,
+    n_ubatch: int,
+    kv_unified: bool,
+    swa_full: bool,
+) -> int:
     """Cells per stream of the sliding-window cache (llama_kv_cache_iswa)."""
     if not any(shape.swa_layers) or swa_full:
         return n_ctx_seq
@@ -244,8 +307,9 @@ def _swa_cells(shape: GgufShape, n_ctx_seq: int, n_parallel: int, n_ubatch: int,
     return _pad(min(n_ctx_seq, window), CELL_PAD)
 
 
-def _kv_bytes(shape: GgufShape, base_cells: int, swa_cells: int, n_stream: int,
-              type_k: str, type_v: str) -> tuple[int, int]:
+def _kv_bytes(
+    shape: GgufShape, base_cells: int, swa_cells: int, n_stream: int, type_k: str, type_v: str
+) -> tuple[int, int]:
     k_total = v_total = 0
     for layer in range(shape.n_layer):
         heads = shape.n_head_kv[layer]
@@ -261,8 +325,10 @@ def _int(metadata: Mapping[str, Any], key: str, default: int | None = None) -> i
     value = metadata.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
         if value is None:
-            raise InputError(f"the GGUF metadata has no {key}",
-                             hint="the memory model needs it; is the file complete?")
+            raise InputError(
+                f"the GGUF metadata has no {key}",
+                hint="the memory model needs it; is the file complete?",
+            )
         raise InputError(f"the GGUF metadata key {key} is {value!r}, not a whole number")
     return value
 
@@ -298,7 +364,9 @@ def _vocab_size(metadata: Mapping[str, Any], arch: str, tensors: Sequence[Tensor
     raise InputError("cannot tell the vocabulary size: no vocab_size key and no token_embd tensor")
 
 
-def _swa_layers(metadata: Mapping[str, Any], arch: str, n_layer: int, n_swa: int) -> tuple[bool, ...]:
+def _swa_layers(
+    metadata: Mapping[str, Any], arch: str, n_layer: int, n_swa: int
+) -> tuple[bool, ...]:
     if n_swa <= 0:
         return (False,) * n_layer
     pattern = metadata.get(f"{arch}.attention.sliding_window_pattern")
@@ -315,8 +383,10 @@ def _notes(shape: GgufShape, metadata: Mapping[str, Any], n_ctx_seq: int) -> tup
     notes: list[str] = []
     arch = shape.arch
     if n_ctx_seq > shape.n_ctx_train > 0:
-        notes.append(f"the context per sequence ({n_ctx_seq}) is longer than the model was "
-                     f"trained for ({shape.n_ctx_train}); llama.cpp warns and answers get worse")
+        notes.append(
+            f"the context per sequence ({n_ctx_seq}) is longer than the model was "
+            f"trained for ({shape.n_ctx_train}); llama.cpp warns and answers get worse"
+        )
     if metadata.get(f"{arch}.expert_count"):
         notes.append("mixture of experts: the compute buffer for expert routing is not modelled")
     if metadata.get(f"{arch}.attention.kv_lora_rank"):

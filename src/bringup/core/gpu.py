@@ -31,7 +31,9 @@ class GpuReading:
         return max(0, self.memory_total_bytes - self.memory_used_bytes)
 
 
-def select_visible(readings: list[GpuReading], cuda_visible_devices: str | None) -> list[GpuReading]:
+def select_visible(
+    readings: list[GpuReading], cuda_visible_devices: str | None
+) -> list[GpuReading]:
     """Apply CUDA_VISIBLE_DEVICES (indices or UUID prefixes) the way CUDA does.
 
     The result is in CUDA order: the first listed device becomes CUDA device 0. Parsing stops

@@ -44,15 +44,28 @@ ENFORCE_EAGER = "--enforce-eager"
 DEFAULTS: Mapping[str, str] = {MAX_NUM_SEQS: "1024", UTILIZATION: "0.9"}
 
 # Flags a retry may change on its own: each trades capacity or speed for memory.
-SAFE_FLAGS: frozenset[str] = frozenset({
-    MAX_NUM_SEQS, UTILIZATION, MAX_MODEL_LEN, ENFORCE_EAGER, "--max-num-batched-tokens",
-    "--mem-fraction-static", "--cuda-graph-max-bs", "--chunked-prefill-size",
-    "--max-batch-prefill-tokens", "-c", "--ctx-size", "--n_ctx",
-})
+SAFE_FLAGS: frozenset[str] = frozenset(
+    {
+        MAX_NUM_SEQS,
+        UTILIZATION,
+        MAX_MODEL_LEN,
+        ENFORCE_EAGER,
+        "--max-num-batched-tokens",
+        "--mem-fraction-static",
+        "--cuda-graph-max-bs",
+        "--chunked-prefill-size",
+        "--max-batch-prefill-tokens",
+        "-c",
+        "--ctx-size",
+        "--n_ctx",
+    }
+)
 
 # Facts the log analyzer records, by the flag they describe.
 FACT_OF_FLAG: Mapping[str, str] = {
-    MAX_NUM_SEQS: "max_num_seqs", UTILIZATION: "gpu_memory_utilization", MAX_MODEL_LEN: "max_model_len",
+    MAX_NUM_SEQS: "max_num_seqs",
+    UTILIZATION: "gpu_memory_utilization",
+    MAX_MODEL_LEN: "max_model_len",
 }
 
 
@@ -68,7 +81,11 @@ class Change:
 
     def same_as(self, other: Change) -> bool:
         """Whether ``other`` makes the same change (the reason aside)."""
-        return (self.flag, self.value, self.wait_for_gpus) == (other.flag, other.value, other.wait_for_gpus)
+        return (self.flag, self.value, self.wait_for_gpus) == (
+            other.flag,
+            other.value,
+            other.wait_for_gpus,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +128,9 @@ def decide(
         if change is not None and not any(change.same_as(h) for h in ctx.history):
             return Decision(change, change.reason)
     if ctx.history:
-        return _stop(f"{cls} during {failure.phase} again, and every known change was already tried")
+        return _stop(
+            f"{cls} during {failure.phase} again, and every known change was already tried"
+        )
     return _stop(f"no automatic change is known for {cls} during {failure.phase}")
 
 
@@ -195,35 +214,65 @@ def _graph_oom(ctx: _Ctx) -> list[Change | None]:
     if util is not None and ctx.used(UTILIZATION) < UTILIZATION_STEPS:
         lower = round(util - UTILIZATION_STEP, 2)
         if lower >= UTILIZATION_FLOOR:
-            out.append(Change(UTILIZATION, _fmt_util(lower),
-                              f"lower {UTILIZATION} from {_fmt_util(util)} to {_fmt_util(lower)}: "
-                              "CUDA graphs are captured outside the KV cache budget and did not fit"))
+            out.append(
+                Change(
+                    UTILIZATION,
+                    _fmt_util(lower),
+                    f"lower {UTILIZATION} from {_fmt_util(util)} to {_fmt_util(lower)}: "
+                    "CUDA graphs are captured outside the KV cache budget and did not fit",
+                )
+            )
     if not engine_args.has_flag(ctx.argv, ENFORCE_EAGER):
-        out.append(Change(ENFORCE_EAGER, None,
-                          "add --enforce-eager: graph capture still ran out of memory with a lower "
-                          "utilization; no CUDA graphs (slower decoding)"))
+        out.append(
+            Change(
+                ENFORCE_EAGER,
+                None,
+                "add --enforce-eager: graph capture still ran out of memory with a lower "
+                "utilization; no CUDA graphs (slower decoding)",
+            )
+        )
     return out
 
 
 def _kv_insufficient(ctx: _Ctx) -> list[Change | None]:
     out: list[Change | None] = []
-    for value, where in ((ctx.remedy_value(MAX_MODEL_LEN), "the log's estimate of what the KV cache holds"),
-                         (ctx.plan_value(MAX_MODEL_LEN), "the plan's longest request that fits")):
+    for value, where in (
+        (ctx.remedy_value(MAX_MODEL_LEN), "the log's estimate of what the KV cache holds"),
+        (ctx.plan_value(MAX_MODEL_LEN), "the plan's longest request that fits"),
+    ):
         if value is not None and value.isdigit():
-            out.append(Change(MAX_MODEL_LEN, value,
-                              f"set {MAX_MODEL_LEN} {value}: {where}; one full-length request did not fit"))
+            out.append(
+                Change(
+                    MAX_MODEL_LEN,
+                    value,
+                    f"set {MAX_MODEL_LEN} {value}: {where}; one full-length request did not fit",
+                )
+            )
     return out + _pack_remedies(ctx, skip={MAX_MODEL_LEN})
 
 
 def _memory_taken(ctx: _Ctx, can_wait: bool) -> list[Change | None]:
     out: list[Change | None] = []
     if can_wait:
-        out.append(Change(None, None, "another process held GPU memory at start: wait with the guard "
-                          "until the GPUs are free, then start again unchanged", wait_for_gpus=True))
+        out.append(
+            Change(
+                None,
+                None,
+                "another process held GPU memory at start: wait with the guard "
+                "until the GPUs are free, then start again unchanged",
+                wait_for_gpus=True,
+            )
+        )
     value = ctx.remedy_value(UTILIZATION) or ctx.plan_value(UTILIZATION)
     if value is not None:
-        out.append(Change(UTILIZATION, value, f"set {UTILIZATION} {value}: ask only for the memory "
-                          "that is free while the other process keeps its share"))
+        out.append(
+            Change(
+                UTILIZATION,
+                value,
+                f"set {UTILIZATION} {value}: ask only for the memory "
+                "that is free while the other process keeps its share",
+            )
+        )
     return out
 
 
@@ -237,7 +286,11 @@ def _pack_remedies(ctx: _Ctx, skip: frozenset[str] | set[str] = frozenset()) -> 
         if remedy.value is not None and engine_args.get_flag(ctx.argv, remedy.flag) == remedy.value:
             continue
         value = f" {remedy.value}" if remedy.value is not None else ""
-        out.append(Change(remedy.flag, remedy.value, f"set {remedy.flag}{value}: {_first_clause(remedy.text)}"))
+        out.append(
+            Change(
+                remedy.flag, remedy.value, f"set {remedy.flag}{value}: {_first_clause(remedy.text)}"
+            )
+        )
     return out
 
 

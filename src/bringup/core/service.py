@@ -21,8 +21,18 @@ from bringup.core.systemd_unit import EnvRef, Word
 from bringup.core.vocab import Outcome
 
 SHOW_PROPERTIES = (
-    "LoadState", "ActiveState", "SubState", "MainPID", "NRestarts", "Result", "ExecMainStatus",
-    "ExecMainCode", "InvocationID", "ActiveEnterTimestamp", "ExecStart", "Environment",
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "MainPID",
+    "NRestarts",
+    "Result",
+    "ExecMainStatus",
+    "ExecMainCode",
+    "InvocationID",
+    "ActiveEnterTimestamp",
+    "ExecStart",
+    "Environment",
 )
 
 
@@ -74,8 +84,20 @@ def _int(value: str | None) -> int | None:
 
 # -- ExecStart= -------------------------------------------------------------------------------
 
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v",
-            "\\": "\\", '"': '"', "'": "'", "s": " ", ";": ";"}
+_ESCAPES = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "s": " ",
+    ";": ";",
+}
 _PREFIXES = "@-:+!"
 
 
@@ -143,7 +165,7 @@ def exec_start_from_cat(text: str) -> tuple[Word, ...] | None:
     for line in text.replace("\\\n", " ").splitlines():
         stripped = line.strip()
         if stripped.startswith("ExecStart="):
-            value = stripped[len("ExecStart="):].strip()
+            value = stripped[len("ExecStart=") :].strip()
             current = value or None
     return split_command(current) if current else None
 
@@ -164,7 +186,12 @@ def server_part(words: Sequence[Word]) -> tuple[int, int]:
     """Where the server command is in ``words``: after ``bringup run ... --`` when the unit
     wraps it, else the whole line. Returns the (start, end) slice."""
     texts = [w if isinstance(w, str) else "" for w in words]
-    if len(texts) > 1 and texts[0].rsplit("/", 1)[-1] == "bringup" and texts[1] == "run" and "--" in texts:
+    if (
+        len(texts) > 1
+        and texts[0].rsplit("/", 1)[-1] == "bringup"
+        and texts[1] == "run"
+        and "--" in texts
+    ):
         return texts.index("--") + 1, len(texts)
     return 0, len(texts)
 
@@ -216,8 +243,14 @@ def parse_journal(text: str) -> list[JournalEntry]:
         if isinstance(entry, dict):
             message = _message(entry.get("MESSAGE"))
             if message is not None:
-                out.append(JournalEntry(message, _int(str(entry.get("__REALTIME_TIMESTAMP", ""))),
-                                        str(entry.get("_SYSTEMD_INVOCATION_ID", "")), _int(str(entry.get("_PID", "")))))
+                out.append(
+                    JournalEntry(
+                        message,
+                        _int(str(entry.get("__REALTIME_TIMESTAMP", ""))),
+                        str(entry.get("_SYSTEMD_INVOCATION_ID", "")),
+                        _int(str(entry.get("_PID", ""))),
+                    )
+                )
     return out
 
 
@@ -236,7 +269,9 @@ class Verdict(StrEnum):
     """``bringup status``'s answer, with its exit code."""
 
     READY = "ready"  # active and the model answers: exit 0
-    FAILED = "failed"  # failed, a root cause in the current invocation, or active but not answering: 1
+    FAILED = (
+        "failed"  # failed, a root cause in the current invocation, or active but not answering: 1
+    )
     STARTING = "starting"  # activating (or auto-restarting) and no failure yet: 3
     UNKNOWN = "unknown"  # not loaded, inactive, or no way to ask the model: 3
 
@@ -262,7 +297,11 @@ def derive(look: Look) -> tuple[Verdict, str]:
         return Verdict.UNKNOWN, "the unit is not loaded (no such unit)"
     if s.active_state == "failed":
         return Verdict.FAILED, f"the unit failed ({s.result or 'no result'})"
-    if failure is not None and look.diagnosis is not None and look.diagnosis.outcome is Outcome.FAILED:
+    if (
+        failure is not None
+        and look.diagnosis is not None
+        and look.diagnosis.outcome is Outcome.FAILED
+    ):
         return Verdict.FAILED, f"{failure.failure_class} during {failure.phase} in the current run"
     if s.active_state == "active":
         if look.answers is True:

@@ -205,7 +205,12 @@ class StartupMachine:
         if isinstance(event, ProgressEvent):
             self._last_activity = now
             self.progress = event
-            fields = {"phase": event.phase, "done": event.done, "total": event.total, "unit": event.unit}
+            fields = {
+                "phase": event.phase,
+                "done": event.done,
+                "total": event.total,
+                "unit": event.unit,
+            }
             return [self._live("progress", now, fields)]
         if isinstance(event, FailureEvent):
             return self._on_failure(event.failure, now)
@@ -216,7 +221,11 @@ class StartupMachine:
     def on_gpu(self, readings: Sequence[GpuReading], now: float) -> list[LiveEvent]:
         """A GPU sample arrived; a memory change counts as progress. Reported when it moved."""
         before = {g.index: g.memory_used_bytes for g in self.gpus}
-        moved = [g for g in readings if abs(g.memory_used_bytes - before.get(g.index, -(2**62))) >= GPU_CHANGE_BYTES]
+        moved = [
+            g
+            for g in readings
+            if abs(g.memory_used_bytes - before.get(g.index, -(2**62))) >= GPU_CHANGE_BYTES
+        ]
         first = not self.gpus
         self.gpus = list(readings)
         if not moved:
@@ -224,7 +233,11 @@ class StartupMachine:
         if not first:
             self._last_activity = now
         gpus = [
-            {"index": g.index, "used_bytes": g.memory_used_bytes, "total_bytes": g.memory_total_bytes}
+            {
+                "index": g.index,
+                "used_bytes": g.memory_used_bytes,
+                "total_bytes": g.memory_total_bytes,
+            }
             for g in readings
         ]
         return [self._live("gpu", now, {"gpus": gpus})]
@@ -240,7 +253,9 @@ class StartupMachine:
             return out + self._on_liveness(obs, now)
         return out + self._advance_readiness(obs, now)
 
-    def on_exit(self, exit_code: int | None, failure: Failure | None, now: float) -> list[LiveEvent]:
+    def on_exit(
+        self, exit_code: int | None, failure: Failure | None, now: float
+    ) -> list[LiveEvent]:
         """The server process ended (``exit_code`` None when unknown, e.g. not our child).
 
         ``failure`` is the analyzer's verdict on the whole log (``finish(exit_code)``), if any.
@@ -265,16 +280,25 @@ class StartupMachine:
         """Time passed: settle a wrapper failure, detect a stall or the deadline."""
         if self.is_terminal:
             return []
-        if self._pending is not None and now - self._pending[1] >= self.policy.wrapper_grace_seconds:
+        if (
+            self._pending is not None
+            and now - self._pending[1] >= self.policy.wrapper_grace_seconds
+        ):
             return self._fail(self._pending[0], now, State.FAILED)
         if self.state is State.READY:
             return []
         stall = self.policy.stall_seconds
         if stall is not None and now - self._last_activity >= stall:
-            return self._fail(self._stall_failure(stall, "no new phase, progress line or GPU memory change"), now, State.STALLED)
+            return self._fail(
+                self._stall_failure(stall, "no new phase, progress line or GPU memory change"),
+                now,
+                State.STALLED,
+            )
         deadline = self.policy.deadline_seconds
         if deadline is not None and now - self.start >= deadline:
-            return self._fail(self._stall_failure(deadline, "not ready within the deadline"), now, State.STALLED)
+            return self._fail(
+                self._stall_failure(deadline, "not ready within the deadline"), now, State.STALLED
+            )
         return []
 
     # -- internals -------------------------------------------------------------------------
@@ -306,7 +330,11 @@ class StartupMachine:
         self.state = state
         self.ended_at = now
         self._pending = None
-        fields = {**failure_fields(failure), "line_number": failure.line_number, "summary": failure.summary}
+        fields = {
+            **failure_fields(failure),
+            "line_number": failure.line_number,
+            "summary": failure.summary,
+        }
         return [self._live("failure", now, fields)]
 
     def _advance_readiness(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
@@ -314,7 +342,9 @@ class StartupMachine:
         if obs.kind is ProbeKind.HEALTH:
             # 404: this server has no such health path; let the smoke request decide
             passed = obs.ok or obs.status == 404
-            self._schedule(ProbeKind.MODELS if passed else ProbeKind.HEALTH, now, 0.0 if passed else interval)
+            self._schedule(
+                ProbeKind.MODELS if passed else ProbeKind.HEALTH, now, 0.0 if passed else interval
+            )
         elif obs.kind is ProbeKind.MODELS:
             if obs.ok and obs.model:
                 self.model = obs.model
@@ -326,7 +356,11 @@ class StartupMachine:
                 self.phase = Phase.READY
                 self.spans.append(PhaseSpan(Phase.READY, now - self.start, 0))
             self._schedule(ProbeKind.HEALTH, now, self.policy.liveness_interval_seconds)
-            fields = {"time_to_ready_seconds": round(now - self.start, 3), "model": obs.model, "url": obs.url}
+            fields = {
+                "time_to_ready_seconds": round(now - self.start, 3),
+                "model": obs.model,
+                "url": obs.url,
+            }
             return [self._live("ready", now, fields)]
         else:
             first = ProbeKind.HEALTH if self.policy.has_health else ProbeKind.MODELS
@@ -348,7 +382,11 @@ class StartupMachine:
             line=self.last_line,
             line_number=self.line_count,
             summary=f"the server stopped answering its health check after it was ready ({why}, {self._liveness_failures} times in a row)",
-            remedy=(Remedy("Read the server log above the last line for the error that stopped the engine, then restart it."),),
+            remedy=(
+                Remedy(
+                    "Read the server log above the last line for the error that stopped the engine, then restart it."
+                ),
+            ),
         )
         return self._fail(failure, now, State.FAILED)
 
@@ -380,11 +418,18 @@ class StartupMachine:
             line=self.last_line,
             line_number=self.line_count,
             summary=summary,
-            remedy=(Remedy("Read the last lines of the server log for the error; no root-cause line was recognised."),),
+            remedy=(
+                Remedy(
+                    "Read the last lines of the server log for the error; no root-cause line was recognised."
+                ),
+            ),
         )
 
     def _stall_failure(self, limit_seconds: float, why: str) -> Failure:
-        hint = _STALL_HINTS.get(self.phase, "Check what the engine is waiting for, or raise --stall if this phase is legitimately slow.")
+        hint = _STALL_HINTS.get(
+            self.phase,
+            "Check what the engine is waiting for, or raise --stall if this phase is legitimately slow.",
+        )
         return Failure(
             failure_class=FailureClass.TIMEOUTS,
             phase=self.phase,

@@ -177,11 +177,15 @@ _KILL_MODE_NOTE = (
 
 def render_unit(spec: UnitSpec) -> str:
     """The ``NAME.service`` text for ``spec``."""
-    lines = [f"# {spec.name}.service: written by `bringup unit`. Type=notify: READY=1 is sent",
-             "# only after the model answered a smoke request, not when the process starts."]
+    lines = [
+        f"# {spec.name}.service: written by `bringup unit`. Type=notify: READY=1 is sent",
+        "# only after the model answered a smoke request, not when the process starts.",
+    ]
     lines += [f"# {h}" for h in spec.header]
     if spec.secret_names:
-        lines.append(f"# Secrets ({', '.join(spec.secret_names)}) are read from EnvironmentFile=, never written here.")
+        lines.append(
+            f"# Secrets ({', '.join(spec.secret_names)}) are read from EnvironmentFile=, never written here."
+        )
     lines += ["", "[Unit]", f"Description={spec.description.replace('%', '%%')}"]
     if not spec.user:
         lines += ["Wants=network-online.target", "After=network-online.target"]
@@ -238,7 +242,9 @@ def retry_dropin_path(name: str) -> str:
 
 def render_retry_dropin(exec_start: Sequence[Word], notes: Sequence[str] = ()) -> str:
     """A drop-in that resets ``ExecStart=`` and sets the retried command line."""
-    lines = ["# Written by `bringup up --retry`; delete this file to return to the unit's ExecStart=."]
+    lines = [
+        "# Written by `bringup up --retry`; delete this file to return to the unit's ExecStart=."
+    ]
     lines += [f"# {note}" for note in notes]
     lines += ["", "[Service]", "ExecStart=", f"ExecStart={format_command(exec_start)}"]
     return "\n".join(lines) + "\n"

@@ -42,11 +42,17 @@ class FailureClass(StrEnum):
     """Why a startup failed. Each class has remedies in the knowledge packs."""
 
     CUDA_OOM = "cuda_oom"  # GPU memory exhausted while loading, profiling, capturing or warming up
-    KV_CACHE_INSUFFICIENT = "kv_cache_insufficient"  # not enough KV cache for one max-length request
-    GPU_MEMORY_UTILIZATION = "gpu_memory_utilization"  # free memory at start below the requested share
+    KV_CACHE_INSUFFICIENT = (
+        "kv_cache_insufficient"  # not enough KV cache for one max-length request
+    )
+    GPU_MEMORY_UTILIZATION = (
+        "gpu_memory_utilization"  # free memory at start below the requested share
+    )
     NCCL_ERROR = "nccl_error"  # collective communication failed
     UNSUPPORTED_HARDWARE = "unsupported_hardware"  # GPU too old/new for the build, dtype or kernel
-    MISSING_OR_CORRUPT_WEIGHTS = "missing_or_corrupt_weights"  # files absent, truncated or unreadable
+    MISSING_OR_CORRUPT_WEIGHTS = (
+        "missing_or_corrupt_weights"  # files absent, truncated or unreadable
+    )
     CONFIG_ERROR = "config_error"  # bad flags or model configuration
     PORT_IN_USE = "port_in_use"  # the HTTP port is already taken
     ENGINE_CORE_DIED = "engine_core_died"  # a process died and nothing more specific is in the log

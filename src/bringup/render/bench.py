@@ -44,8 +44,10 @@ def format_summary(report: BenchReport) -> list[str]:
     p = report.prompt
     return [
         f"Benchmark of {report.model} at {report.url} (/v1/{_path(report.endpoint)}, streaming)",
-        (f"Prompts: {report.input_tokens} tokens requested, {p.tokens} used ({p.method}: {p.detail});"
-        f" {report.output_tokens} output tokens per request"),
+        (
+            f"Prompts: {report.input_tokens} tokens requested, {p.tokens} used ({p.method}: {p.detail});"
+            f" {report.output_tokens} output tokens per request"
+        ),
     ]
 
 
@@ -54,19 +56,26 @@ def format_footer(report: BenchReport) -> list[str]:
     single = report.single_stream_decode_tokens_per_second
     lines = [
         "Single-stream decode: "
-        + ("not measured (no successful request at concurrency 1)" if single is None
-           else f"{single:.1f} tok/s (1000 / mean TPOT at concurrency 1)"),
+        + (
+            "not measured (no successful request at concurrency 1)"
+            if single is None
+            else f"{single:.1f} tok/s (1000 / mean TPOT at concurrency 1)"
+        ),
         *format_ceiling(report.ceiling),
     ]
     if report.stop_reason == "errors":
         lines.append("Stopped early: the server kept failing (errors above).")
     elif report.stop_reason == "duration":
-        lines.append("Cut short: the --duration bound ended a level before all its requests were sent.")
+        lines.append(
+            "Cut short: the --duration bound ended a level before all its requests were sent."
+        )
     if report.skipped_concurrency:
         lines.append("Not run: concurrency " + ",".join(map(str, report.skipped_concurrency)))
     for level in report.levels:
-        lines.extend(f"Errors at concurrency {level.concurrency}: {e.count} x {e.message}"
-                     for e in level.errors)
+        lines.extend(
+            f"Errors at concurrency {level.concurrency}: {e.count} x {e.message}"
+            for e in level.errors
+        )
     return lines
 
 
@@ -75,13 +84,18 @@ def format_ceiling(ceiling: CeilingReport) -> list[str]:
     if ceiling.predicted is None:
         return [f"Ceiling: {ceiling.note}"]
     lines = [
-        (f"Predicted decode ceiling: {ceiling.predicted.decode_tokens_per_second:.1f} tok/s"
-        f" ({ceiling.predicted.basis})")
+        (
+            f"Predicted decode ceiling: {ceiling.predicted.decode_tokens_per_second:.1f} tok/s"
+            f" ({ceiling.predicted.basis})"
+        )
     ]
     if ceiling.measured_over_predicted is not None:
         ratio = ceiling.measured_over_predicted
-        lines.append(f"Measured / predicted: {ratio:.2f}" if ratio >= 0.01 else
-                     f"Measured / predicted: {ratio:.2g}")
+        lines.append(
+            f"Measured / predicted: {ratio:.2f}"
+            if ratio >= 0.01
+            else f"Measured / predicted: {ratio:.2g}"
+        )
     elif ceiling.note:
         lines.append(f"Measured / predicted: - ({ceiling.note})")
     return lines
@@ -91,12 +105,16 @@ def format_table(levels: tuple[LevelStats, ...]) -> list[str]:
     """The metric table as plain fixed-width lines (vLLM's labels, one column per level)."""
     label_width = max(len(label) for label, _, _ in ROWS) + 1
     header = ["Concurrency", *(str(lv.concurrency) for lv in levels)]
-    cells = [[f"{label}:", *(format_value(get(lv), spec) for lv in levels)] for label, get, spec in ROWS]
+    cells = [
+        [f"{label}:", *(format_value(get(lv), spec) for lv in levels)] for label, get, spec in ROWS
+    ]
     widths = [max(10, *(len(row[i]) for row in [header, *cells])) for i in range(1, len(header))]
     lines = []
     for row in [header, *cells]:
         left = row[0].ljust(label_width)
-        lines.append(left + "".join(cell.rjust(w + 2) for cell, w in zip(row[1:], widths, strict=True)))
+        lines.append(
+            left + "".join(cell.rjust(w + 2) for cell, w in zip(row[1:], widths, strict=True))
+        )
     return lines
 
 
@@ -149,13 +167,18 @@ def render_svg(report: BenchReport) -> str:
     throughput: Series = [
         ("Output token throughput (tok/s)", [lv.output_throughput for lv in levels], "#2ca02c")
     ]
-    latency: Series = [(name, [getattr(lv, attr) for lv in levels], color)
-               for name, attr, color in _LATENCY_SERIES]
+    latency: Series = [
+        (name, [getattr(lv, attr) for lv in levels], color) for name, attr, color in _LATENCY_SERIES
+    ]
     ceiling = report.ceiling.predicted
-    guide = (ceiling.decode_tokens_per_second, "predicted batch-1 decode ceiling") if ceiling else None
+    guide = (
+        (ceiling.decode_tokens_per_second, "predicted batch-1 decode ceiling") if ceiling else None
+    )
     parts = [
-        (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
-        f'viewBox="0 0 {_W} {_H}" font-family="sans-serif" font-size="12">'),
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
+            f'viewBox="0 0 {_W} {_H}" font-family="sans-serif" font-size="12">'
+        ),
         f'<rect width="{_W}" height="{_H}" fill="white"/>',
         _text(_W / 2, 24, f"bringup bench: {report.model}", anchor="middle", size=15),
         *_panel(_PAD, "Throughput (tok/s)", xs, throughput, guide),
@@ -171,8 +194,13 @@ def _panel(
     top = _PAD
     values = [v for _, ys, _ in series for v in ys if v is not None]
     y_max = _nice_max(max([*values, guide[0] if guide else 0.0, 1e-9]))
-    out = [(f'<g class="panel"><rect x="{left}" y="{top}" width="{_PANEL_W}" height="{_PANEL_H}" '
-           'fill="none" stroke="#888"/>'), _text(left + _PANEL_W / 2, top - 12, title, anchor="middle")]
+    out = [
+        (
+            f'<g class="panel"><rect x="{left}" y="{top}" width="{_PANEL_W}" height="{_PANEL_H}" '
+            'fill="none" stroke="#888"/>'
+        ),
+        _text(left + _PANEL_W / 2, top - 12, title, anchor="middle"),
+    ]
     out += _axes(left, top, xs, y_max)
 
     def point(i: int, v: float) -> tuple[float, float]:
@@ -181,16 +209,22 @@ def _panel(
 
     if guide is not None:
         gy = point(0, guide[0])[1]
-        out.append(f'<line x1="{left}" y1="{gy:.1f}" x2="{left + _PANEL_W}" y2="{gy:.1f}" '
-                   'stroke="#555" stroke-dasharray="6 4"/>')
+        out.append(
+            f'<line x1="{left}" y1="{gy:.1f}" x2="{left + _PANEL_W}" y2="{gy:.1f}" '
+            'stroke="#555" stroke-dasharray="6 4"/>'
+        )
         out.append(_text(left + _PANEL_W - 4, gy - 4, guide[1], anchor="end", size=10))
     for n, (name, ys, color) in enumerate(series):
         pts = [point(i, v) for i, v in enumerate(ys) if v is not None]
         if len(pts) > 1:
             coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
-            out.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"/>')
+            out.append(
+                f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"/>'
+            )
         out += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"/>' for x, y in pts]
-        out.append(f'<rect x="{left + 8}" y="{top + 8 + 16 * n}" width="10" height="10" fill="{color}"/>')
+        out.append(
+            f'<rect x="{left + 8}" y="{top + 8 + 16 * n}" width="10" height="10" fill="{color}"/>'
+        )
         out.append(_text(left + 22, top + 17 + 16 * n, name, size=10))
     out.append("</g>")
     return out
@@ -220,5 +254,7 @@ def _nice_max(value: float) -> float:
 
 
 def _text(x: float, y: float, text: str, *, anchor: str = "start", size: int = 12) -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}">'
-            f"{escape(text)}</text>")
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}">'
+        f"{escape(text)}</text>"
+    )

@@ -17,7 +17,9 @@ def wants_color(stream: TextIO, environ: Mapping[str, str]) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
-def make_console(stream: TextIO, environ: Mapping[str, str], *, width: int | None = None) -> Console:
+def make_console(
+    stream: TextIO, environ: Mapping[str, str], *, width: int | None = None
+) -> Console:
     """A rich Console writing to ``stream`` that respects NO_COLOR and non-terminals."""
     color = wants_color(stream, environ)
     return Console(

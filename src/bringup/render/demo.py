@@ -13,12 +13,20 @@ def format_plan(plan: dict[str, Any]) -> list[str]:
     g = plan["per_gpu"]
     v = plan["verdict"]
     lines = [
-        (f"     per GPU: weights {format_bytes(g['weights_bytes'])}, KV cache {format_bytes(g['kv_cache_bytes'])}, "
-        f"CUDA graphs {format_bytes(g['cuda_graph_bytes'])}, sampler warmup {format_bytes(g['sampler_warmup_bytes'])}, "
-        f"headroom {format_bytes(g['headroom_bytes'])} of {format_bytes(g['total_bytes'])}"),
-        ("     verdict: fits" if v["fits"] else f"     verdict: DOES NOT FIT: {v['failure_class']} at {v['phase']}: {v['reason']}"),
+        (
+            f"     per GPU: weights {format_bytes(g['weights_bytes'])}, KV cache {format_bytes(g['kv_cache_bytes'])}, "
+            f"CUDA graphs {format_bytes(g['cuda_graph_bytes'])}, sampler warmup {format_bytes(g['sampler_warmup_bytes'])}, "
+            f"headroom {format_bytes(g['headroom_bytes'])} of {format_bytes(g['total_bytes'])}"
+        ),
+        (
+            "     verdict: fits"
+            if v["fits"]
+            else f"     verdict: DOES NOT FIT: {v['failure_class']} at {v['phase']}: {v['reason']}"
+        ),
     ]
-    lines += [f"     recommend: {r['flag']} {r['value']}  ({r['why']})" for r in plan["recommendations"]]
+    lines += [
+        f"     recommend: {r['flag']} {r['value']}  ({r['why']})" for r in plan["recommendations"]
+    ]
     return lines
 
 
@@ -30,16 +38,25 @@ def format_attempt(story: Story, n: int) -> list[str]:
         return ["     (not run)"]
     if r.failure is not None:
         f = r.failure
-        alive = (f"while the server process was still running (pid {', '.join(map(str, a.server_alive_at_failure))})"
-                 if a.server_alive_at_failure else "after the server had exited")
-        lines = [(f"     FAILED after {format_seconds(a.failure_t or 0.0)}: {f.failure_class.value} in {f.phase.value}, "
-                 f"caught {alive}"),
-                 f"     root cause (line {f.line_number}): {f.line.strip()[:160]}"]
+        alive = (
+            f"while the server process was still running (pid {', '.join(map(str, a.server_alive_at_failure))})"
+            if a.server_alive_at_failure
+            else "after the server had exited"
+        )
+        lines = [
+            (
+                f"     FAILED after {format_seconds(a.failure_t or 0.0)}: {f.failure_class.value} in {f.phase.value}, "
+                f"caught {alive}"
+            ),
+            f"     root cause (line {f.line_number}): {f.line.strip()[:160]}",
+        ]
         lines += [f"     remedy: {rem.text}" for rem in f.remedy]
         return lines
     if r.time_to_ready_seconds is not None:
         answer = (a.answer or "").strip().replace("\n", " ")[:60]
-        return [f"     READY in {format_seconds(r.time_to_ready_seconds)}: {r.model} answered the smoke request: {answer!r}"]
+        return [
+            f"     READY in {format_seconds(r.time_to_ready_seconds)}: {r.model} answered the smoke request: {answer!r}"
+        ]
     return [f"     ended {r.outcome.value} (exit {r.exit_code})"]
 
 
@@ -48,20 +65,36 @@ def format_summary(story: Story) -> list[str]:
     lines = ["4/4  summary"]
     if story.plan is not None:
         v = story.plan["verdict"]
-        lines.append("     before launch: plan predicted " + (f"{v['failure_class']} at {v['phase']}" if not v["fits"] else "a fit")
-                     + (f" and recommended --max-num-seqs {story.recommended_max_num_seqs}" if story.recommended_max_num_seqs else ""))
+        lines.append(
+            "     before launch: plan predicted "
+            + (f"{v['failure_class']} at {v['phase']}" if not v["fits"] else "a fit")
+            + (
+                f" and recommended --max-num-seqs {story.recommended_max_num_seqs}"
+                if story.recommended_max_num_seqs
+                else ""
+            )
+        )
     for n, a in enumerate(story.attempts, start=1):
         r = a.result
         if r is None:
             continue
-        what = (f"{r.failure.failure_class.value} at {r.failure.phase.value}, caught at {format_seconds(a.failure_t or 0.0)}"
-                if r.failure is not None else f"ready at {format_seconds(r.time_to_ready_seconds or 0.0)}")
+        what = (
+            f"{r.failure.failure_class.value} at {r.failure.phase.value}, caught at {format_seconds(a.failure_t or 0.0)}"
+            if r.failure is not None
+            else f"ready at {format_seconds(r.time_to_ready_seconds or 0.0)}"
+        )
         lines.append(f"     run {n}: {what} (wall {format_seconds(a.wall_seconds)})")
         timeline = r.summary.get("timeline", [])
         if timeline:
-            lines.append("            " + " → ".join(f"{e['phase']} {format_seconds(float(e['t']))}" for e in timeline))
-    lines.append("     the story was told: predicted, caught while alive, remedied, answered" if story.told
-                 else "     the story did NOT go as expected; see above")
+            lines.append(
+                "            "
+                + " → ".join(f"{e['phase']} {format_seconds(float(e['t']))}" for e in timeline)
+            )
+    lines.append(
+        "     the story was told: predicted, caught while alive, remedied, answered"
+        if story.told
+        else "     the story did NOT go as expected; see above"
+    )
     return lines
 
 
@@ -70,10 +103,21 @@ def story_json(story: Story) -> dict[str, Any]:
     runs = []
     for a in story.attempts:
         r = a.result
-        runs.append({
-            "argv": a.argv, "outcome": r.outcome.value if r else None, "summary": r.summary if r else None,
-            "failure_seconds": a.failure_t, "server_pids_alive_at_failure": a.server_alive_at_failure,
-            "answer": a.answer, "wall_seconds": round(a.wall_seconds, 3),
-        })
-    return {"event": "demo", "told": story.told, "plan": story.plan,
-            "recommended_max_num_seqs": story.recommended_max_num_seqs, "runs": runs}
+        runs.append(
+            {
+                "argv": a.argv,
+                "outcome": r.outcome.value if r else None,
+                "summary": r.summary if r else None,
+                "failure_seconds": a.failure_t,
+                "server_pids_alive_at_failure": a.server_alive_at_failure,
+                "answer": a.answer,
+                "wall_seconds": round(a.wall_seconds, 3),
+            }
+        )
+    return {
+        "event": "demo",
+        "told": story.told,
+        "plan": story.plan,
+        "recommended_max_num_seqs": story.recommended_max_num_seqs,
+        "runs": runs,
+    }

@@ -79,19 +79,28 @@ def format_plain(d: Diagnosis, source: str) -> str:
         out.append("  the engine was not recognised; pass --engine vllm|sglang|tgi|llamacpp")
     if d.timeline:
         out.append("timeline:")
-        out += [f"  {t.phase.value:<20} line {t.line_number:<7} {t.timestamp or ''}".rstrip()
-                for t in d.timeline]
+        out += [
+            f"  {t.phase.value:<20} line {t.line_number:<7} {t.timestamp or ''}".rstrip()
+            for t in d.timeline
+        ]
     facts = _facts(d)
     if facts:
         out.append("facts:")
         out += [f"  {label:<20} {value}" for label, value in facts]
     f = d.failure
     if f is None:
-        out.append("diagnosis: ready" if d.outcome.value == "ready" else
-                   "diagnosis: no verdict yet (the log ends mid-startup)")
+        out.append(
+            "diagnosis: ready"
+            if d.outcome.value == "ready"
+            else "diagnosis: no verdict yet (the log ends mid-startup)"
+        )
         return "\n".join(out) + "\n"
-    out += ["diagnosis:", f"  class     {f.failure_class.value} (in {f.phase.value})",
-            f"  line {f.line_number}: {f.line}", f"  summary   {f.summary}"]
+    out += [
+        "diagnosis:",
+        f"  class     {f.failure_class.value} (in {f.phase.value})",
+        f"  line {f.line_number}: {f.line}",
+        f"  summary   {f.summary}",
+    ]
     for i, r in enumerate(f.remedy, start=1):
         out.append(f"  remedy {i}  {r.text}")
     args = next_args(f.remedy)

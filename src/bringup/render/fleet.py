@@ -22,24 +22,44 @@ _STYLE = {"ready": "green", "failed": "red", "starting": "yellow"}
 
 def format_gpus(gpus: Sequence[GpuUse]) -> str:
     """``0: 70.00 GiB/80.00 GiB, 1: ...``, or ``-``."""
-    return ", ".join(f"{g.index}: {format_bytes(g.used_bytes)}/{format_bytes(g.total_bytes)}" for g in gpus) or "-"
+    return (
+        ", ".join(
+            f"{g.index}: {format_bytes(g.used_bytes)}/{format_bytes(g.total_bytes)}" for g in gpus
+        )
+        or "-"
+    )
 
 
 def cells(row: FleetRow) -> tuple[str, ...]:
     """The row's cells, in ``HEADERS`` order; an unreachable host shows its error as the failure."""
     if row.error is not None:
         return (row.host, row.unit, "unreachable", "-", "-", "-", row.error)
-    state = f"{row.verdict} ({row.state})" if row.verdict and row.state else (row.verdict or row.state or "?")
-    return (row.host, row.unit, state, row.phase or "-", row.ready_since or "-", format_gpus(row.gpus),
-            row.last_failure or "-")
+    state = (
+        f"{row.verdict} ({row.state})"
+        if row.verdict and row.state
+        else (row.verdict or row.state or "?")
+    )
+    return (
+        row.host,
+        row.unit,
+        state,
+        row.phase or "-",
+        row.ready_since or "-",
+        format_gpus(row.gpus),
+        row.last_failure or "-",
+    )
 
 
 def format_fleet(rows: Sequence[FleetRow]) -> list[str]:
     """Plain, aligned lines: a header, then one line per service."""
     table = [HEADERS, *(cells(r) for r in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS) - 1)]
-    return ["  ".join([*(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)), line[-1]]).rstrip()
-            for line in table]
+    return [
+        "  ".join(
+            [*(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)), line[-1]]
+        ).rstrip()
+        for line in table
+    ]
 
 
 def print_fleet(rows: Sequence[FleetRow], stream: TextIO, environ: Mapping[str, str]) -> None:

@@ -40,7 +40,9 @@ def format_gpu(state: GpuState) -> list[Text]:
     lines = [head]
     lines.extend(format_holder(h) for h in state.holders)
     if not state.ok and not state.holders:
-        lines.append(Text("  no process listed (another container or a driver without process accounting?)"))
+        lines.append(
+            Text("  no process listed (another container or a driver without process accounting?)")
+        )
     return lines
 
 

@@ -53,7 +53,9 @@ def format_failure(fields: Mapping[str, Any]) -> list[str]:
     if fields.get("line"):
         out.append(f"  root cause: {fields['line']}")
     for r in fields.get("remedy") or []:
-        flag = f" ({r['flag']}{' ' + r['value'] if r.get('value') else ''})" if r.get("flag") else ""
+        flag = (
+            f" ({r['flag']}{' ' + r['value'] if r.get('value') else ''})" if r.get("flag") else ""
+        )
         env = f" ({r['env']})" if r.get("env") else ""
         out.append(f"  remedy:     {r['text']}{flag}{env}")
     return out
@@ -85,13 +87,26 @@ def format_ending(result: StartupResult, machine: StartupMachine) -> list[str]:
     summary = result.summary
     lines: list[str] = []
     if machine.state is State.READY:
-        lines.append(f"ready in {format_seconds(result.time_to_ready_seconds or 0.0)}: {result.model or 'the model'} answered at {result.url}")
+        lines.append(
+            f"ready in {format_seconds(result.time_to_ready_seconds or 0.0)}: {result.model or 'the model'} answered at {result.url}"
+        )
     elif machine.state is State.STOPPED:
-        lines.append(f"stopped on request; it had been ready in {format_seconds(result.time_to_ready_seconds or 0.0)}")
+        lines.append(
+            f"stopped on request; it had been ready in {format_seconds(result.time_to_ready_seconds or 0.0)}"
+        )
     elif machine.state is State.STALLED:
-        lines.append(f"stalled in {machine.phase}: {machine.failure.summary if machine.failure else ''}")
+        lines.append(
+            f"stalled in {machine.phase}: {machine.failure.summary if machine.failure else ''}"
+        )
     elif machine.state is State.FAILED:
-        lines.append(f"failed in {machine.phase}" + (f" (server exit status {result.server_exit_code})" if result.server_exit_code is not None else ""))
+        lines.append(
+            f"failed in {machine.phase}"
+            + (
+                f" (server exit status {result.server_exit_code})"
+                if result.server_exit_code is not None
+                else ""
+            )
+        )
     else:
         lines.append(f"interrupted in {machine.phase} before a verdict")
     lines.append("timeline:")
@@ -123,7 +138,9 @@ class JsonLinesObserver:
 class PlainObserver:
     """Plain lines: bringup's own prefixed ``bringup:``; the engine's lines echoed verbatim."""
 
-    def __init__(self, stream: TextIO, *, echo: bool = True, gpu_every_seconds: float = 5.0) -> None:
+    def __init__(
+        self, stream: TextIO, *, echo: bool = True, gpu_every_seconds: float = 5.0
+    ) -> None:
         self.stream = stream
         self.echo = echo
         self.gpu_every_seconds = gpu_every_seconds
@@ -142,11 +159,17 @@ class PlainObserver:
         elif event.event == "progress":
             if f["done"] == f["total"] or event.t - self._last_progress_t >= 1.0:
                 self._last_progress_t = event.t
-                self._say(event.t, f"{PHASE_WORDS[Phase(f['phase'])]} {f['done']}/{f['total']} {f['unit']}")
+                self._say(
+                    event.t,
+                    f"{PHASE_WORDS[Phase(f['phase'])]} {f['done']}/{f['total']} {f['unit']}",
+                )
         elif event.event == "gpu":
             if event.t - self._last_gpu_t >= self.gpu_every_seconds:
                 self._last_gpu_t = event.t
-                used = ", ".join(f"GPU {g['index']} {format_bytes(g['used_bytes'])}/{format_bytes(g['total_bytes'])}" for g in f["gpus"])
+                used = ", ".join(
+                    f"GPU {g['index']} {format_bytes(g['used_bytes'])}/{format_bytes(g['total_bytes'])}"
+                    for g in f["gpus"]
+                )
                 self._say(event.t, f"memory: {used}")
         elif event.event == "probe":
             self._say(event.t, format_probe(f))
@@ -154,7 +177,10 @@ class PlainObserver:
             for i, line in enumerate(format_failure(f)):
                 self._say(event.t if i == 0 else None, line)
         elif event.event == "ready":
-            self._say(event.t, f"READY: {f.get('model') or 'the model'} answered the smoke request ({f.get('url')})")
+            self._say(
+                event.t,
+                f"READY: {f.get('model') or 'the model'} answered the smoke request ({f.get('url')})",
+            )
 
     def line(self, stream: str, text: str) -> None:
         if self.echo:
@@ -186,11 +212,20 @@ class RichObserver:
     def event(self, event: LiveEvent) -> None:
         if event.event == "failure":
             for line in format_failure(event.fields):
-                self.console.print(Text(line, style="bold red" if line.startswith("FAILED") else ""))
+                self.console.print(
+                    Text(line, style="bold red" if line.startswith("FAILED") else "")
+                )
         elif event.event == "ready":
-            self.console.print(Text(f"READY in {format_seconds(event.t)}: the model answered", style="bold green"))
+            self.console.print(
+                Text(f"READY in {format_seconds(event.t)}: the model answered", style="bold green")
+            )
         elif event.event == "phase":
-            self.console.print(Text(f"[{format_seconds(event.t):>7}] {PHASE_WORDS[Phase(event.fields['phase'])]}", style="cyan"))
+            self.console.print(
+                Text(
+                    f"[{format_seconds(event.t):>7}] {PHASE_WORDS[Phase(event.fields['phase'])]}",
+                    style="cyan",
+                )
+            )
 
     def line(self, stream: str, text: str) -> None:
         if text.strip():
@@ -207,7 +242,10 @@ class RichObserver:
 
     def _panel(self, m: StartupMachine, now: float) -> RenderableType:
         head = Text(f"{self.title}: {status_text(m)}", style="bold")
-        head.append(f"   {format_seconds(m.phase_elapsed(now))} in phase, {format_seconds(m.elapsed(now))} in all", style="dim")
+        head.append(
+            f"   {format_seconds(m.phase_elapsed(now))} in phase, {format_seconds(m.elapsed(now))} in all",
+            style="dim",
+        )
         phases = Table.grid(padding=(0, 2))
         spans = m.spans
         for i, span in enumerate(spans):
@@ -217,11 +255,29 @@ class RichObserver:
         for g in m.gpus:
             share = g.memory_used_bytes / g.memory_total_bytes if g.memory_total_bytes else 0.0
             bar = "█" * int(share * 30) + "·" * (30 - int(share * 30))
-            parts.append(Text(f"GPU {g.index} {bar} {format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}"))
+            parts.append(
+                Text(
+                    f"GPU {g.index} {bar} {format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}"
+                )
+            )
         for kind in ProbeKind:
             obs = m.probes.get(kind)
             if obs is not None:
-                parts.append(Text(format_probe({"probe": kind.value, "ok": obs.ok, "refused": obs.refused, "status": obs.status, "error": obs.error, "latency_seconds": obs.latency_seconds}), style="dim"))
+                parts.append(
+                    Text(
+                        format_probe(
+                            {
+                                "probe": kind.value,
+                                "ok": obs.ok,
+                                "refused": obs.refused,
+                                "status": obs.status,
+                                "error": obs.error,
+                                "latency_seconds": obs.latency_seconds,
+                            }
+                        ),
+                        style="dim",
+                    )
+                )
         if self._last_line:
             parts.append(Text(self._last_line[: self.console.width - 1], style="dim"))
         return Group(*parts)
@@ -265,7 +321,13 @@ def is_terminal(stream: TextIO, environ: Mapping[str, str]) -> bool:
 
 
 def make_observer(
-    stdout: TextIO, stderr: TextIO, environ: Mapping[str, str], *, as_json: bool, quiet: bool, title: str = "bringup"
+    stdout: TextIO,
+    stderr: TextIO,
+    environ: Mapping[str, str],
+    *,
+    as_json: bool,
+    quiet: bool,
+    title: str = "bringup",
 ) -> Observers:
     """JSON Lines on stdout with ``--json`` (human output then on stderr); rich or plain human output."""
     human_stream = stderr if as_json else stdout
@@ -276,4 +338,13 @@ def make_observer(
     return Observers(JsonLinesObserver(stdout), human) if as_json else Observers(human)
 
 
-__all__ = ["PHASE_WORDS", "JsonLinesObserver", "Observers", "PlainObserver", "RichObserver", "make_observer", "status_text", "summary_json"]
+__all__ = [
+    "PHASE_WORDS",
+    "JsonLinesObserver",
+    "Observers",
+    "PlainObserver",
+    "RichObserver",
+    "make_observer",
+    "status_text",
+    "summary_json",
+]

@@ -40,7 +40,9 @@ def format_plan(plan: Plan) -> Group:
     for label, field, what in _ROWS:
         value = getattr(g, field)
         style = "red" if field == "headroom_bytes" and value < 0 else None
-        table.add_row(label, format_bytes(value), f"{100 * value / g.total_bytes:.1f}%", what, style=style)
+        table.add_row(
+            label, format_bytes(value), f"{100 * value / g.total_bytes:.1f}%", what, style=style
+        )
     kv = plan.kv_cache
     kv_line = Text(
         f"KV cache: {kv.bytes_per_token:,} bytes per token, {kv.tokens:,} tokens, "
@@ -53,7 +55,9 @@ def _verdict(plan: Plan) -> Text:
     v = plan.verdict
     if v.fits:
         return Text(f"verdict: FITS - {v.reason}", style="green")
-    return Text(f"verdict: DOES NOT FIT - {v.failure_class} at {v.phase}: {v.reason}", style="bold red")
+    return Text(
+        f"verdict: DOES NOT FIT - {v.failure_class} at {v.phase}: {v.reason}", style="bold red"
+    )
 
 
 def _recommendations(plan: Plan) -> list[Text]:

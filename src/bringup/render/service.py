@@ -69,14 +69,18 @@ def format_status(report: Mapping[str, Any]) -> list[str]:
     pid = f", main pid {s['main_pid']}" if s.get("main_pid") else ""
     restarts = f", {s['n_restarts']} restart(s)" if s.get("n_restarts") else ""
     status = f", exit status {s['exec_main_status']}" if s.get("exec_main_status") else ""
-    lines.append(f"  unit:    {s['active_state']}/{s['sub_state']} (result {s['result'] or '-'}{pid}{restarts}{status})")
+    lines.append(
+        f"  unit:    {s['active_state']}/{s['sub_state']} (result {s['result'] or '-'}{pid}{restarts}{status})"
+    )
     lines.append(f"  phase:   {report['phase'] or 'no log in this run'}")
     if report.get("ready_since"):
         lines.append(f"  ready since {report['ready_since']}")
     if report.get("failure"):
         lines += ["  " + line for line in format_failure(report["failure"])]
     for g in report.get("gpus") or []:
-        lines.append(f"  GPU {g['index']}: {format_bytes(g['used_bytes'])} / {format_bytes(g['total_bytes'])} used")
+        lines.append(
+            f"  GPU {g['index']}: {format_bytes(g['used_bytes'])} / {format_bytes(g['total_bytes'])} used"
+        )
     if report.get("gpu_note"):
         lines.append(f"  GPUs:    {report['gpu_note']}")
     probe = report.get("probe")

@@ -39,8 +39,10 @@ def format_summary(report: VerifyReport, root: str) -> list[str]:
     noun = "file" if report.files == 1 else "files"
     return [
         f"checkpoint {escape(root)}",
-        (f"  {report.format}: {report.files} {noun}, {report.tensors} tensors, "
-        f"{format_count(report.parameters)} parameters, {format_size(total)} of tensor data"),
+        (
+            f"  {report.format}: {report.files} {noun}, {report.tensors} tensors, "
+            f"{format_count(report.parameters)} parameters, {format_size(total)} of tensor data"
+        ),
         f"  by dtype: {escape(dtypes)}",
     ]
 
@@ -48,30 +50,39 @@ def format_summary(report: VerifyReport, root: str) -> list[str]:
 def format_hash_line(stats: HashStats) -> str:
     """One line about ``--hash``: files, bytes, time, throughput, how many were compared."""
     rate = stats.n_bytes / stats.seconds if stats.seconds > 0 else 0.0
-    return (f"  sha256 of {stats.files} files ({format_size(stats.n_bytes)}) in "
-            f"{format_seconds(stats.seconds)}, {format_size(int(rate))}/s; "
-            f"{stats.compared} compared with a published digest")
+    return (
+        f"  sha256 of {stats.files} files ({format_size(stats.n_bytes)}) in "
+        f"{format_seconds(stats.seconds)}, {format_size(int(rate))}/s; "
+        f"{stats.compared} compared with a published digest"
+    )
 
 
-def print_report(console: Console, report: VerifyReport, root: str, stats: HashStats | None) -> None:
+def print_report(
+    console: Console, report: VerifyReport, root: str, stats: HashStats | None
+) -> None:
     """Print the summary, then each problem with its fix, then the verdict."""
     for line in format_summary(report, root):
         console.print(line)
     if stats is not None:
         console.print(format_hash_line(stats))
     if report.ok:
-        console.print("[green]OK[/green]: every check passed; the checkpoint is complete and intact")
+        console.print(
+            "[green]OK[/green]: every check passed; the checkpoint is complete and intact"
+        )
         return
     noun = "problem" if len(report.problems) == 1 else "problems"
     console.print(f"[red]FAILED[/red]: {len(report.problems)} {noun}")
     for p in report.problems:
-        console.print(f"  [red]{p.kind}[/red] {escape(p.file or '(checkpoint)')}: {escape(p.detail)}")
+        console.print(
+            f"  [red]{p.kind}[/red] {escape(p.file or '(checkpoint)')}: {escape(p.detail)}"
+        )
         console.print(f"    fix: {escape(p.fix)}")
 
 
 @contextlib.contextmanager
-def hash_progress(console: Console, total_bytes: int, *,
-                  enabled: bool = True) -> Iterator[Callable[[int], None] | None]:
+def hash_progress(
+    console: Console, total_bytes: int, *, enabled: bool = True
+) -> Iterator[Callable[[int], None] | None]:
     """A transient progress bar over all bytes to hash; yields its advance callback (None off a terminal)."""
     if not (enabled and console.is_terminal):
         yield None
@@ -85,7 +96,13 @@ def hash_progress(console: Console, total_bytes: int, *,
         TransferSpeedColumn,
     )
 
-    columns = (TextColumn("sha256"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+    columns = (
+        TextColumn("sha256"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("sha256", total=total_bytes)
         yield lambda n_bytes: bar.advance(task, n_bytes)

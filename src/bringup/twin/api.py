@@ -38,8 +38,12 @@ from bringup.twin.procs import (
 from bringup.twin.readings import Ledger, visible
 
 _ARG_NAMES = {
-    "host": "host", "port": "port", "tp": "tensor_parallel_size", "max_num_seqs": "max_num_seqs",
-    "gpu_memory_utilization": "gpu_memory_utilization", "max_model_len": "max_model_len",
+    "host": "host",
+    "port": "port",
+    "tp": "tensor_parallel_size",
+    "max_num_seqs": "max_num_seqs",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "max_model_len": "max_model_len",
 }
 
 
@@ -52,7 +56,9 @@ class ApiServer:
         self._tmpdir: str | None = None
         if cfg.gpus_file is None:
             self._tmpdir = tempfile.mkdtemp(prefix="bringup-twin-")
-            cfg = TwinConfig(**{**cfg.__dict__, "gpus_file": os.path.join(self._tmpdir, "gpus.json")})
+            cfg = TwinConfig(
+                **{**cfg.__dict__, "gpus_file": os.path.join(self._tmpdir, "gpus.json")}
+            )
         self.cfg = cfg
         self.ledger = Ledger(cfg.gpus_file)
         self.engine: subprocess.Popen[bytes] | None = None
@@ -87,11 +93,16 @@ class ApiServer:
             return 1
         self.log.info("model.py:547", "Resolved architecture: MiniMaxM2ForCausalLM")
         self.log.info("model.py:1712", f"Using max model len {cfg.max_model_len}")
-        self.log.info("scheduler.py:228", f"Chunked prefill is enabled with max_num_batched_tokens={cfg.max_num_batched_tokens}.")
+        self.log.info(
+            "scheduler.py:228",
+            f"Chunked prefill is enabled with max_num_batched_tokens={cfg.max_num_batched_tokens}.",
+        )
         if len(gpus) < cfg.tp:
-            self.log.stderr(texts.api_config_failed(
-                f"World size ({cfg.tp}) is larger than the number of available GPUs ({len(gpus)}) in this node."
-            ))
+            self.log.stderr(
+                texts.api_config_failed(
+                    f"World size ({cfg.tp}) is larger than the number of available GPUs ({len(gpus)}) in this node."
+                )
+            )
             return 1
         self._pace(timeline.CONFIG_SECONDS)
         self.engine, self.channel = spawn("engine", "VLLM::EngineCore")
@@ -130,12 +141,27 @@ class ApiServer:
         key = os.path.realpath(cfg.gpus_file) if self._tmpdir is None else f"port:{cfg.port}"
         if not holder.should_start(key, time.time()):
             return
-        proc = holder.start(key, cfg.port, cfg.tp, cfg.model, cfg.gpus_file, [int(g["index"]) for g in gpus],
-                            cfg.linger_seconds(timeline.HOLDER_SECONDS))
+        proc = holder.start(
+            key,
+            cfg.port,
+            cfg.tp,
+            cfg.model,
+            cfg.gpus_file,
+            [int(g["index"]) for g in gpus],
+            cfg.linger_seconds(timeline.HOLDER_SECONDS),
+        )
         for gpu in gpus:
-            plan = MemoryPlan(int(gpu["memory_total_bytes"]), cfg.tp, cfg.gpu_memory_utilization,
-                              cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.max_model_len)
-            self.ledger.set_usage(proc.pid, holder.TITLE[:15], int(gpu["index"]), plan.serving_bytes())
+            plan = MemoryPlan(
+                int(gpu["memory_total_bytes"]),
+                cfg.tp,
+                cfg.gpu_memory_utilization,
+                cfg.max_num_seqs,
+                cfg.max_num_batched_tokens,
+                cfg.max_model_len,
+            )
+            self.ledger.set_usage(
+                proc.pid, holder.TITLE[:15], int(gpu["index"]), plan.serving_bytes()
+            )
 
     def _wait_engine_ready(self) -> dict[str, Any] | None:
         assert self.channel is not None
@@ -166,15 +192,24 @@ class ApiServer:
         self.log.info("launcher.py:54", "Available routes are:")
         for path, methods in ROUTES:
             self.log.info("launcher.py:62", f"Route: {path}, Methods: {methods}")
-        state = ServerState(cfg.model, cfg.max_model_len, cfg.token_rate, cfg.api_key, cfg.gpu_memory_utilization,
-                            num_gpu_blocks=int(info.get("kv_tokens", 0)) // 16)
+        state = ServerState(
+            cfg.model,
+            cfg.max_model_len,
+            cfg.token_rate,
+            cfg.api_key,
+            cfg.gpu_memory_utilization,
+            num_gpu_blocks=int(info.get("kv_tokens", 0)) // 16,
+        )
         self.http = EarlyBoundServer(sock, state, self.log)
         self.log.uvicorn(f"Started server process [{self.pid}]")
         self.log.uvicorn("Waiting for application startup.")
         self.log.uvicorn("Application startup complete.")
         self.http.start()
         self._watch_engine()
-        self.log.error("core_client.py:627", "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup")
+        self.log.error(
+            "core_client.py:627",
+            "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup",
+        )
         state.engine_dead = True
         assert self.engine is not None
         self.engine.wait()

@@ -68,15 +68,22 @@ class EngineCore:
         gpus = visible(Ledger(cfg.gpus_file).gpus(), cfg.cuda_visible_devices)[: cfg.tp]
         self.gpus = gpus
         self.plan = MemoryPlan(
-            int(gpus[0]["memory_total_bytes"]), cfg.tp, cfg.gpu_memory_utilization,
-            cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.max_model_len,
+            int(gpus[0]["memory_total_bytes"]),
+            cfg.tp,
+            cfg.gpu_memory_utilization,
+            cfg.max_num_seqs,
+            cfg.max_num_batched_tokens,
+            cfg.max_model_len,
         )
 
     # -- startup ------------------------------------------------------------------------
     def start(self) -> dict[str, Any]:
         started = time.monotonic()
         time.sleep(self.cfg.seconds(timeline.ENGINE_IMPORTS_SECONDS))
-        self.log.info("core.py:139", f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: {texts.engine_config(self.cfg)}")
+        self.log.info(
+            "core.py:139",
+            f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: {texts.engine_config(self.cfg)}",
+        )
         self._start_workers()
         self.call("init_device")
         self.call("load_model")
@@ -86,7 +93,10 @@ class EngineCore:
         self.call("initialize_kv_cache")
         self.call("compile_or_warm_up_model")
         took = time.monotonic() - started
-        self.log.info("core.py:273", f"init engine (profile, create kv cache, warmup model) took {took:.2f} s (compilation: {compile_seconds:.2f} s)")
+        self.log.info(
+            "core.py:273",
+            f"init engine (profile, create kv cache, warmup model) took {took:.2f} s (compilation: {compile_seconds:.2f} s)",
+        )
         return {"kv_tokens": self.plan.kv_tokens, "max_concurrency": self.plan.max_concurrency}
 
     def _start_workers(self) -> None:
@@ -106,7 +116,11 @@ class EngineCore:
             try:
                 result = getattr(self.local, method)()
             except WorkerError as exc:
-                raise StartupFailure(exc.traceback_text.rstrip("\n").rsplit("\n", 1)[-1], "inline", exc.traceback_text) from exc
+                raise StartupFailure(
+                    exc.traceback_text.rstrip("\n").rsplit("\n", 1)[-1],
+                    "inline",
+                    exc.traceback_text,
+                ) from exc
             self._last = [{"ok": result, "compile_seconds": self.local.compile_seconds}]
             return self._last
         for channel in self.channels:
@@ -176,7 +190,9 @@ class EngineCore:
         """Idle until the API server goes away; in die_after_ready, die."""
         deadline = None
         if self.cfg.scenario == "die_after_ready":
-            deadline = time.monotonic() + self.cfg.seconds(timeline.ENGINE_DEATH_AFTER_READY_SECONDS)
+            deadline = time.monotonic() + self.cfg.seconds(
+                timeline.ENGINE_DEATH_AFTER_READY_SECONDS
+            )
         while True:
             timeout = 1.0 if deadline is None else max(0.0, deadline - time.monotonic())
             ready, _, _ = select.select([self.api, *self.channels], [], [], timeout)
@@ -194,7 +210,10 @@ class EngineCore:
         except EOFError:
             rank = self.channels.index(channel)
             code = self.procs[rank].wait()
-            self.log.error("multiproc_executor.py:301", f"Worker proc VllmWorker-{rank} died unexpectedly (exit code: {code}), shutting down executor.")
+            self.log.error(
+                "multiproc_executor.py:301",
+                f"Worker proc VllmWorker-{rank} died unexpectedly (exit code: {code}), shutting down executor.",
+            )
             self.log.error("core.py:986", "EngineCore encountered a fatal error.")
             raise SystemExit(1) from None
 

@@ -41,15 +41,36 @@ def should_start(key: str, now: float) -> bool:
         return True
 
 
-def start(key: str, port: int, tp: int, model: str, gpus_file: str, gpus: list[int], hold_seconds: float) -> subprocess.Popen[bytes]:
+def start(
+    key: str, port: int, tp: int, model: str, gpus_file: str, gpus: list[int], hold_seconds: float
+) -> subprocess.Popen[bytes]:
     """Start the holder in its own session and remember that it was played for ``key``."""
     argv = [
-        sys.executable, "-m", "bringup.twin.holder", "twin", "vllm", "--port", str(port), "--tp", str(tp),
-        "--model", model, "--gpus-file", gpus_file, "--gpus", ",".join(map(str, gpus)),
-        "--hold-seconds", f"{hold_seconds:.3f}",
+        sys.executable,
+        "-m",
+        "bringup.twin.holder",
+        "twin",
+        "vllm",
+        "--port",
+        str(port),
+        "--tp",
+        str(tp),
+        "--model",
+        model,
+        "--gpus-file",
+        gpus_file,
+        "--gpus",
+        ",".join(map(str, gpus)),
+        "--hold-seconds",
+        f"{hold_seconds:.3f}",
     ]
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     with contextlib.suppress(OSError):
         _marker(key).write_text(json.dumps({"pid": proc.pid, "started": time.time()}))
     return proc

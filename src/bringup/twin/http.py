@@ -20,10 +20,20 @@ from bringup.twin.logfmt import LogWriter
 from bringup.twin.openai import ApiError, ServerState, accept
 
 ROUTES: list[tuple[str, str]] = [
-    ("/openapi.json", "GET, HEAD"), ("/docs", "GET, HEAD"), ("/redoc", "GET, HEAD"),
-    ("/health", "GET"), ("/load", "GET"), ("/ping", "GET"), ("/ping", "POST"),
-    ("/tokenize", "POST"), ("/detokenize", "POST"), ("/v1/models", "GET"), ("/version", "GET"),
-    ("/v1/chat/completions", "POST"), ("/v1/completions", "POST"), ("/metrics", "GET"),
+    ("/openapi.json", "GET, HEAD"),
+    ("/docs", "GET, HEAD"),
+    ("/redoc", "GET, HEAD"),
+    ("/health", "GET"),
+    ("/load", "GET"),
+    ("/ping", "GET"),
+    ("/ping", "POST"),
+    ("/tokenize", "POST"),
+    ("/detokenize", "POST"),
+    ("/v1/models", "GET"),
+    ("/version", "GET"),
+    ("/v1/chat/completions", "POST"),
+    ("/v1/completions", "POST"),
+    ("/metrics", "GET"),
 ]
 
 
@@ -80,7 +90,9 @@ class Handler(BaseHTTPRequestHandler):
     def _access(self, status: int) -> None:
         host, port = self.client_address[:2]
         path = self.path
-        self.server.log.access(f"{host}:{port}", self.command, path, status, HTTPStatus(status).phrase)
+        self.server.log.access(
+            f"{host}:{port}", self.command, path, status, HTTPStatus(status).phrase
+        )
 
     def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
         self.send_response(status)
@@ -129,7 +141,9 @@ class Handler(BaseHTTPRequestHandler):
             ("GET", "/v1/models"): lambda: self._json(200, state.models()),
             ("GET", "/version"): lambda: self._json(200, state.version()),
             ("GET", "/load"): lambda: self._json(200, {"server_load": state.running}),
-            ("GET", "/metrics"): lambda: self._send(200, state.metrics().encode(), "text/plain; version=0.0.4; charset=utf-8"),
+            ("GET", "/metrics"): lambda: self._send(
+                200, state.metrics().encode(), "text/plain; version=0.0.4; charset=utf-8"
+            ),
         }
         if (method, path) in simple:
             simple[(method, path)]()

@@ -103,5 +103,7 @@ def graphs_bar(desc: str, done: int, total: int, elapsed_seconds: float) -> str:
         timing = f"{format_clock(elapsed_seconds)}<?, ?it/s"
     else:
         rate = done / elapsed_seconds
-        timing = f"{format_clock(elapsed_seconds)}<{format_clock((total - done) / rate)}, {rate:.2f}it/s"
+        timing = (
+            f"{format_clock(elapsed_seconds)}<{format_clock((total - done) / rate)}, {rate:.2f}it/s"
+        )
     return f"\r{desc}: {100 * frac:3.0f}%|{bar}| {done}/{total} [{timing}]"

@@ -87,8 +87,13 @@ class MemoryPlan:
     @property
     def kv_bytes(self) -> int:
         """KV pool bytes (may be <= 0 when the weights leave nothing)."""
-        return (self.requested_bytes - self.weights_bytes - NON_TORCH_BYTES - self.activation_bytes
-                - self.graph_pool_bytes)
+        return (
+            self.requested_bytes
+            - self.weights_bytes
+            - NON_TORCH_BYTES
+            - self.activation_bytes
+            - self.graph_pool_bytes
+        )
 
     @property
     def bytes_per_token(self) -> int:

@@ -41,7 +41,9 @@ class ApiError(Exception):
         self.kind = kind
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": str(self), "type": self.kind, "param": None, "code": self.status}}
+        return {
+            "error": {"message": str(self), "type": self.kind, "param": None, "code": self.status}
+        }
 
 
 def split_tokens(text: str) -> list[str]:
@@ -89,21 +91,38 @@ class ServerState:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def authorized(self, path: str, header: str | None) -> bool:
-        return self.api_key is None or not path.startswith("/v1") or header == f"Bearer {self.api_key}"
+        return (
+            self.api_key is None or not path.startswith("/v1") or header == f"Bearer {self.api_key}"
+        )
 
     def models(self) -> dict[str, Any]:
         return {
             "object": "list",
             "data": [
                 {
-                    "id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm",
-                    "root": self.model, "parent": None, "max_model_len": self.max_model_len,
-                    "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
-                                    "created": int(time.time()), "allow_create_engine": False,
-                                    "allow_sampling": True, "allow_logprobs": True,
-                                    "allow_search_indices": False, "allow_view": True,
-                                    "allow_fine_tuning": False, "organization": "*", "group": None,
-                                    "is_blocking": False}],
+                    "id": self.model,
+                    "object": "model",
+                    "created": int(time.time()),
+                    "owned_by": "vllm",
+                    "root": self.model,
+                    "parent": None,
+                    "max_model_len": self.max_model_len,
+                    "permission": [
+                        {
+                            "id": f"modelperm-{uuid.uuid4().hex}",
+                            "object": "model_permission",
+                            "created": int(time.time()),
+                            "allow_create_engine": False,
+                            "allow_sampling": True,
+                            "allow_logprobs": True,
+                            "allow_search_indices": False,
+                            "allow_view": True,
+                            "allow_fine_tuning": False,
+                            "organization": "*",
+                            "group": None,
+                            "is_blocking": False,
+                        }
+                    ],
                 }
             ],
         }
@@ -119,7 +138,12 @@ class ServerState:
         else:
             raise ApiError(400, "BadRequestError", "'prompt' (a string) or 'messages' is required")
         ids = token_ids(text)
-        return {"count": len(ids), "max_model_len": self.max_model_len, "tokens": ids, "token_strs": None}
+        return {
+            "count": len(ids),
+            "max_model_len": self.max_model_len,
+            "tokens": ids,
+            "token_strs": None,
+        }
 
     def metrics(self) -> str:
         label = f'engine="0",model_name="{self.model}"'
@@ -141,7 +165,10 @@ class ServerState:
             f"vllm:generation_tokens_total{{{label}}} {float(self.generation_tokens_total)}",
             "# HELP vllm:request_success_total Count of successfully processed requests.",
             "# TYPE vllm:request_success_total counter",
-            *(f'vllm:request_success_total{{{label},finished_reason="{r}"}} {float(n)}' for r, n in sorted(self.success_total.items())),
+            *(
+                f'vllm:request_success_total{{{label},finished_reason="{r}"}} {float(n)}'
+                for r, n in sorted(self.success_total.items())
+            ),
             "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
             "# TYPE vllm:cache_config_info gauge",
             (
@@ -178,12 +205,18 @@ class Generation:
                 if delay > 0:
                     time.sleep(delay)
                 if self.state.engine_dead:
-                    raise ApiError(500, "InternalServerError", "The server had an error while processing your request.")
+                    raise ApiError(
+                        500,
+                        "InternalServerError",
+                        "The server had an error while processing your request.",
+                    )
                 with self.state.lock:
                     self.state.generation_tokens_total += 1
                 yield piece
             with self.state.lock:
-                self.state.success_total[self.finish_reason] = self.state.success_total.get(self.finish_reason, 0) + 1
+                self.state.success_total[self.finish_reason] = (
+                    self.state.success_total.get(self.finish_reason, 0) + 1
+                )
         finally:
             with self.state.lock:
                 self.state.running -= 1
@@ -193,20 +226,53 @@ class Generation:
         return self.state.model
 
     def usage(self) -> dict[str, Any]:
-        return {"prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens + self.n_tokens,
-                "completion_tokens": self.n_tokens, "prompt_tokens_details": None}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "total_tokens": self.prompt_tokens + self.n_tokens,
+            "completion_tokens": self.n_tokens,
+            "prompt_tokens_details": None,
+        }
 
     def response(self) -> dict[str, Any]:
         text = "".join(self.tokens())
         if self.chat:
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": []},
-                                      "logprobs": None, "finish_reason": self.finish_reason, "stop_reason": None}
-            return {"id": f"chatcmpl-{self.ident}", "object": "chat.completion", "created": self.created,
-                    "model": self.model, "choices": [choice], "usage": self.usage(), "prompt_logprobs": None}
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self.finish_reason,
-                  "stop_reason": None, "prompt_logprobs": None}
-        return {"id": f"cmpl-{self.ident}", "object": "text_completion", "created": self.created,
-                "model": self.model, "choices": [choice], "usage": self.usage()}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": text,
+                    "reasoning_content": None,
+                    "tool_calls": [],
+                },
+                "logprobs": None,
+                "finish_reason": self.finish_reason,
+                "stop_reason": None,
+            }
+            return {
+                "id": f"chatcmpl-{self.ident}",
+                "object": "chat.completion",
+                "created": self.created,
+                "model": self.model,
+                "choices": [choice],
+                "usage": self.usage(),
+                "prompt_logprobs": None,
+            }
+        choice = {
+            "index": 0,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": self.finish_reason,
+            "stop_reason": None,
+            "prompt_logprobs": None,
+        }
+        return {
+            "id": f"cmpl-{self.ident}",
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": self.usage(),
+        }
 
     def chunks(self) -> Iterator[dict[str, Any]]:
         """The SSE payloads (without ``data: [DONE]``)."""
@@ -214,13 +280,34 @@ class Generation:
         ident = f"chatcmpl-{self.ident}" if self.chat else f"cmpl-{self.ident}"
         head = {"id": ident, "object": kind, "created": self.created, "model": self.model}
         if self.chat:
-            yield {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]}
+            yield {
+                **head,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "logprobs": None,
+                        "finish_reason": None,
+                    }
+                ],
+            }
         for i, piece in enumerate(self.tokens()):
             finish = self.finish_reason if i == self.n_tokens - 1 else None
             if self.chat:
-                choice: dict[str, Any] = {"index": 0, "delta": {"content": piece}, "logprobs": None, "finish_reason": finish}
+                choice: dict[str, Any] = {
+                    "index": 0,
+                    "delta": {"content": piece},
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
             else:
-                choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+                choice = {
+                    "index": 0,
+                    "text": piece,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "stop_reason": None,
+                }
             yield {**head, "choices": [choice]}
         if self.include_usage:
             yield {**head, "choices": [], "usage": self.usage()}
@@ -229,7 +316,9 @@ class Generation:
 def accept(state: ServerState, body: dict[str, Any], chat: bool) -> Generation:
     """Validate a completion request and return its generation (raises ApiError)."""
     if state.engine_dead:
-        raise ApiError(500, "InternalServerError", "The server had an error while processing your request.")
+        raise ApiError(
+            500, "InternalServerError", "The server had an error while processing your request."
+        )
     model = body.get("model")
     if model is not None and model != state.model:
         raise ApiError(404, "NotFoundError", f"The model `{model}` does not exist.")
@@ -253,11 +342,19 @@ def accept(state: ServerState, body: dict[str, Any], chat: bool) -> Generation:
         n_tokens, finish = limit, "length"
     if prompt_tokens + n_tokens > state.max_model_len:
         raise ApiError(
-            400, "BadRequestError",
+            400,
+            "BadRequestError",
             f"This model's maximum context length is {state.max_model_len} tokens. However, you requested "
             f"{prompt_tokens + n_tokens} tokens ({prompt_tokens} in the messages, {n_tokens} in the completion). "
             "Please reduce the length of the messages or completion.",
         )
     options = body.get("stream_options") or {}
-    return Generation(state, chat, prompt_tokens, n_tokens, finish, bool(body.get("stream")),
-                      bool(isinstance(options, dict) and options.get("include_usage")))
+    return Generation(
+        state,
+        chat,
+        prompt_tokens,
+        n_tokens,
+        finish,
+        bool(body.get("stream")),
+        bool(isinstance(options, dict) and options.get("include_usage")),
+    )

@@ -49,7 +49,11 @@ def visible(gpus: list[dict[str, Any]], cuda_visible_devices: str | None) -> lis
     chosen: list[dict[str, Any]] = []
     for token in (t.strip() for t in cuda_visible_devices.split(",")):
         match = next(
-            (g for g in gpus if token and (token == str(g["index"]) or str(g.get("uuid", "")).startswith(token))),
+            (
+                g
+                for g in gpus
+                if token and (token == str(g["index"]) or str(g.get("uuid", "")).startswith(token))
+            ),
             None,
         )
         if match is None or match in chosen:

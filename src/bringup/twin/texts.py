@@ -47,10 +47,19 @@ def engine_config(cfg: TwinConfig) -> str:
 
 
 def _frames(*frames: tuple[str, int, str, str]) -> str:
-    return "".join(f'  File "{path}", line {line}, in {fn}\n    {code}\n' for path, line, fn, code in frames)
+    return "".join(
+        f'  File "{path}", line {line}, in {fn}\n    {code}\n' for path, line, fn, code in frames
+    )
 
 
-def torch_oom(gpu: int, tried_gib: float, total_gib: float, free_gib: float, in_use_gib: float, graphs_gib: float) -> str:
+def torch_oom(
+    gpu: int,
+    tried_gib: float,
+    total_gib: float,
+    free_gib: float,
+    in_use_gib: float,
+    graphs_gib: float,
+) -> str:
     return (
         f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {tried_gib:.2f} GiB. "
         f"GPU {gpu} has a total capacity of {total_gib:.2f} GiB of which {free_gib:.2f} GiB is free. "
@@ -66,29 +75,62 @@ def torch_oom(gpu: int, tried_gib: float, total_gib: float, free_gib: float, in_
 def sampler_traceback(oom_line: str, n: int, in_worker: bool) -> str:
     """Root cause of oom_warmup: the torch OOM inside the sampler, re-raised by vLLM."""
     outer = (
-        [(f"{VLLM}/v1/executor/multiproc_executor.py", 866, "worker_busy_loop", "output = func(*args, **kwargs)")]
+        [
+            (
+                f"{VLLM}/v1/executor/multiproc_executor.py",
+                866,
+                "worker_busy_loop",
+                "output = func(*args, **kwargs)",
+            )
+        ]
         if in_worker
         else []
     )
     return (
         "Traceback (most recent call last):\n"
         + _frames(
-            (f"{VLLM}/v1/worker/gpu_model_runner.py", 4871, "_dummy_sampler_run",
-             "sampler_output = self.sampler(logits=logits, sampling_metadata=dummy_metadata)"),
-            (f"{SITE}/torch/nn/modules/module.py", 1775, "_wrapped_call_impl", "return self._call_impl(*args, **kwargs)"),
-            (f"{VLLM}/v1/sample/sampler.py", 96, "forward",
-             "sampled, processed_logprobs = self.sample(logits, sampling_metadata)"),
-            (f"{VLLM}/v1/sample/ops/topk_topp_sampler.py", 240, "apply_top_k_top_p_pytorch",
-             "logits_sort, logits_idx = logits.sort(dim=-1, descending=False)"),
+            (
+                f"{VLLM}/v1/worker/gpu_model_runner.py",
+                4871,
+                "_dummy_sampler_run",
+                "sampler_output = self.sampler(logits=logits, sampling_metadata=dummy_metadata)",
+            ),
+            (
+                f"{SITE}/torch/nn/modules/module.py",
+                1775,
+                "_wrapped_call_impl",
+                "return self._call_impl(*args, **kwargs)",
+            ),
+            (
+                f"{VLLM}/v1/sample/sampler.py",
+                96,
+                "forward",
+                "sampled, processed_logprobs = self.sample(logits, sampling_metadata)",
+            ),
+            (
+                f"{VLLM}/v1/sample/ops/topk_topp_sampler.py",
+                240,
+                "apply_top_k_top_p_pytorch",
+                "logits_sort, logits_idx = logits.sort(dim=-1, descending=False)",
+            ),
         )
         + oom_line
         + "\n\nThe above exception was the direct cause of the following exception:\n\n"
         + "Traceback (most recent call last):\n"
         + _frames(
             *outer,
-            (f"{VLLM}/v1/worker/gpu_worker.py", 540, "compile_or_warm_up_model",
-             "self.model_runner._dummy_sampler_run(hidden_states=last_hidden_states)"),
-            (f"{VLLM}/v1/worker/gpu_model_runner.py", 4878, "_dummy_sampler_run", "raise RuntimeError("),
+            (
+                f"{VLLM}/v1/worker/gpu_worker.py",
+                540,
+                "compile_or_warm_up_model",
+                "self.model_runner._dummy_sampler_run(hidden_states=last_hidden_states)",
+            ),
+            (
+                f"{VLLM}/v1/worker/gpu_model_runner.py",
+                4878,
+                "_dummy_sampler_run",
+                "raise RuntimeError(",
+            ),
         )
         + f"RuntimeError: {SAMPLER_OOM.format(n=n)}\n"
     )
@@ -97,8 +139,20 @@ def sampler_traceback(oom_line: str, n: int, in_worker: bool) -> str:
 def load_oom_traceback(oom_line: str, in_worker: bool) -> str:
     """The weights overflow the GPU while loading."""
     outer = (
-        [(f"{VLLM}/v1/executor/multiproc_executor.py", 712, "worker_main", "worker = WorkerProc(*args, **kwargs)"),
-         (f"{VLLM}/v1/executor/multiproc_executor.py", 552, "__init__", "self.worker.load_model()")]
+        [
+            (
+                f"{VLLM}/v1/executor/multiproc_executor.py",
+                712,
+                "worker_main",
+                "worker = WorkerProc(*args, **kwargs)",
+            ),
+            (
+                f"{VLLM}/v1/executor/multiproc_executor.py",
+                552,
+                "__init__",
+                "self.worker.load_model()",
+            ),
+        ]
         if in_worker
         else []
     )
@@ -106,10 +160,30 @@ def load_oom_traceback(oom_line: str, in_worker: bool) -> str:
         "Traceback (most recent call last):\n"
         + _frames(
             *outer,
-            (f"{VLLM}/v1/worker/gpu_worker.py", 301, "load_model", "self.model_runner.load_model(eep_scale_up=eep_scale_up)"),
-            (f"{VLLM}/v1/worker/gpu_model_runner.py", 4340, "load_model", "self.model = model_loader.load_model("),
-            (f"{VLLM}/model_executor/model_loader/default_loader.py", 310, "load_weights", "loaded_weights = model.load_weights(self.get_all_weights(model_config, model))"),
-            (f"{SITE}/torch/utils/_device.py", 104, "__torch_function__", "return func(*args, **kwargs)"),
+            (
+                f"{VLLM}/v1/worker/gpu_worker.py",
+                301,
+                "load_model",
+                "self.model_runner.load_model(eep_scale_up=eep_scale_up)",
+            ),
+            (
+                f"{VLLM}/v1/worker/gpu_model_runner.py",
+                4340,
+                "load_model",
+                "self.model = model_loader.load_model(",
+            ),
+            (
+                f"{VLLM}/model_executor/model_loader/default_loader.py",
+                310,
+                "load_weights",
+                "loaded_weights = model.load_weights(self.get_all_weights(model_config, model))",
+            ),
+            (
+                f"{SITE}/torch/utils/_device.py",
+                104,
+                "__torch_function__",
+                "return func(*args, **kwargs)",
+            ),
         )
         + oom_line
         + "\n"
@@ -118,8 +192,20 @@ def load_oom_traceback(oom_line: str, in_worker: bool) -> str:
 
 def free_memory_traceback(message: str, in_worker: bool) -> str:
     outer = (
-        [(f"{VLLM}/v1/executor/multiproc_executor.py", 712, "worker_main", "worker = WorkerProc(*args, **kwargs)"),
-         (f"{VLLM}/v1/executor/multiproc_executor.py", 540, "__init__", "self.worker.init_device()")]
+        [
+            (
+                f"{VLLM}/v1/executor/multiproc_executor.py",
+                712,
+                "worker_main",
+                "worker = WorkerProc(*args, **kwargs)",
+            ),
+            (
+                f"{VLLM}/v1/executor/multiproc_executor.py",
+                540,
+                "__init__",
+                "self.worker.init_device()",
+            ),
+        ]
         if in_worker
         else []
     )
@@ -127,8 +213,18 @@ def free_memory_traceback(message: str, in_worker: bool) -> str:
         "Traceback (most recent call last):\n"
         + _frames(
             *outer,
-            (f"{VLLM}/v1/worker/worker_base.py", 326, "init_device", "self.worker.init_device()  # type: ignore"),
-            (f"{VLLM}/v1/worker/gpu_worker.py", 268, "init_device", "self.requested_memory = request_memory(init_snapshot, self.cache_config)"),
+            (
+                f"{VLLM}/v1/worker/worker_base.py",
+                326,
+                "init_device",
+                "self.worker.init_device()  # type: ignore",
+            ),
+            (
+                f"{VLLM}/v1/worker/gpu_worker.py",
+                268,
+                "init_device",
+                "self.requested_memory = request_memory(init_snapshot, self.cache_config)",
+            ),
             (f"{VLLM}/v1/worker/utils.py", 412, "request_memory", "raise ValueError("),
         )
         + f"ValueError: {message}\n"
@@ -136,7 +232,12 @@ def free_memory_traceback(message: str, in_worker: bool) -> str:
 
 
 _ENGINE_FRAMES = (
-    (f"{VLLM}/v1/engine/core.py", 1071, "run_engine_core", "engine_core = EngineCoreProc(*args, engine_index=dp_rank, **kwargs)"),
+    (
+        f"{VLLM}/v1/engine/core.py",
+        1071,
+        "run_engine_core",
+        "engine_core = EngineCoreProc(*args, engine_index=dp_rank, **kwargs)",
+    ),
     (f"{VLLM}/v1/engine/core.py", 812, "__init__", "super().__init__("),
 )
 
@@ -145,39 +246,126 @@ def engine_wrapper(final_line: str, stage: str) -> str:
     """EngineCore's own traceback around a failure in ``stage`` (executor, kv, warmup)."""
     tail = {
         "executor": [
-            (f"{VLLM}/v1/engine/core.py", 104, "__init__", "self.model_executor = executor_class(vllm_config)"),
+            (
+                f"{VLLM}/v1/engine/core.py",
+                104,
+                "__init__",
+                "self.model_executor = executor_class(vllm_config)",
+            ),
             (f"{VLLM}/v1/executor/abstract.py", 103, "__init__", "self._init_executor()"),
-            (f"{VLLM}/v1/executor/multiproc_executor.py", 174, "_init_executor", "self.workers = WorkerProc.wait_for_ready(unready_workers)"),
-            (f"{VLLM}/v1/executor/multiproc_executor.py", 660, "wait_for_ready", "raise e from None"),
+            (
+                f"{VLLM}/v1/executor/multiproc_executor.py",
+                174,
+                "_init_executor",
+                "self.workers = WorkerProc.wait_for_ready(unready_workers)",
+            ),
+            (
+                f"{VLLM}/v1/executor/multiproc_executor.py",
+                660,
+                "wait_for_ready",
+                "raise e from None",
+            ),
         ],
         "kv": [
-            (f"{VLLM}/v1/engine/core.py", 118, "__init__", "num_gpu_blocks, num_cpu_blocks, kv_cache_config = self._initialize_kv_caches("),
-            (f"{VLLM}/v1/engine/core.py", 245, "_initialize_kv_caches", "kv_cache_configs = get_kv_cache_configs("),
-            (f"{VLLM}/v1/core/kv_cache_planning.py", 1412, "get_kv_cache_configs", "_check_enough_kv_cache_memory("),
-            (f"{VLLM}/v1/core/kv_cache_planning.py", 688, "_check_enough_kv_cache_memory", "raise ValueError("),
+            (
+                f"{VLLM}/v1/engine/core.py",
+                118,
+                "__init__",
+                "num_gpu_blocks, num_cpu_blocks, kv_cache_config = self._initialize_kv_caches(",
+            ),
+            (
+                f"{VLLM}/v1/engine/core.py",
+                245,
+                "_initialize_kv_caches",
+                "kv_cache_configs = get_kv_cache_configs(",
+            ),
+            (
+                f"{VLLM}/v1/core/kv_cache_planning.py",
+                1412,
+                "get_kv_cache_configs",
+                "_check_enough_kv_cache_memory(",
+            ),
+            (
+                f"{VLLM}/v1/core/kv_cache_planning.py",
+                688,
+                "_check_enough_kv_cache_memory",
+                "raise ValueError(",
+            ),
         ],
         "warmup": [
-            (f"{VLLM}/v1/engine/core.py", 118, "__init__", "num_gpu_blocks, num_cpu_blocks, kv_cache_config = self._initialize_kv_caches("),
-            (f"{VLLM}/v1/engine/core.py", 265, "_initialize_kv_caches", "self.model_executor.initialize_from_config(kv_cache_configs)"),
-            (f"{VLLM}/v1/executor/abstract.py", 116, "initialize_from_config", 'self.collective_rpc("compile_or_warm_up_model")'),
-            (f"{VLLM}/v1/executor/multiproc_executor.py", 397, "collective_rpc", "return aggregate(get_response())"),
-            (f"{VLLM}/v1/executor/multiproc_executor.py", 380, "get_response", "raise RuntimeError("),
+            (
+                f"{VLLM}/v1/engine/core.py",
+                118,
+                "__init__",
+                "num_gpu_blocks, num_cpu_blocks, kv_cache_config = self._initialize_kv_caches(",
+            ),
+            (
+                f"{VLLM}/v1/engine/core.py",
+                265,
+                "_initialize_kv_caches",
+                "self.model_executor.initialize_from_config(kv_cache_configs)",
+            ),
+            (
+                f"{VLLM}/v1/executor/abstract.py",
+                116,
+                "initialize_from_config",
+                'self.collective_rpc("compile_or_warm_up_model")',
+            ),
+            (
+                f"{VLLM}/v1/executor/multiproc_executor.py",
+                397,
+                "collective_rpc",
+                "return aggregate(get_response())",
+            ),
+            (
+                f"{VLLM}/v1/executor/multiproc_executor.py",
+                380,
+                "get_response",
+                "raise RuntimeError(",
+            ),
         ],
         "inline": [
-            (f"{VLLM}/v1/engine/core.py", 118, "__init__", "num_gpu_blocks, num_cpu_blocks, kv_cache_config = self._initialize_kv_caches("),
-            (f"{VLLM}/v1/engine/core.py", 265, "_initialize_kv_caches", "self.model_executor.initialize_from_config(kv_cache_configs)"),
-            (f"{VLLM}/v1/executor/abstract.py", 116, "initialize_from_config", 'self.collective_rpc("compile_or_warm_up_model")'),
-            (f"{VLLM}/v1/executor/uniproc_executor.py", 78, "collective_rpc", "result = run_method(self.driver_worker, method, args, kwargs)"),
+            (
+                f"{VLLM}/v1/engine/core.py",
+                118,
+                "__init__",
+                "num_gpu_blocks, num_cpu_blocks, kv_cache_config = self._initialize_kv_caches(",
+            ),
+            (
+                f"{VLLM}/v1/engine/core.py",
+                265,
+                "_initialize_kv_caches",
+                "self.model_executor.initialize_from_config(kv_cache_configs)",
+            ),
+            (
+                f"{VLLM}/v1/executor/abstract.py",
+                116,
+                "initialize_from_config",
+                'self.collective_rpc("compile_or_warm_up_model")',
+            ),
+            (
+                f"{VLLM}/v1/executor/uniproc_executor.py",
+                78,
+                "collective_rpc",
+                "result = run_method(self.driver_worker, method, args, kwargs)",
+            ),
         ],
     }[stage]
-    return "Traceback (most recent call last):\n" + _frames(*_ENGINE_FRAMES, *tail) + final_line + "\n"
+    return (
+        "Traceback (most recent call last):\n" + _frames(*_ENGINE_FRAMES, *tail) + final_line + "\n"
+    )
 
 
 def process_banner(name: str, wrapper: str) -> str:
     """What multiprocessing prints on stderr when the EngineCore target raises."""
     head = _frames(
         (f"{LIB}/multiprocessing/process.py", 314, "_bootstrap", "self.run()"),
-        (f"{LIB}/multiprocessing/process.py", 108, "run", "self._target(*self._args, **self._kwargs)"),
+        (
+            f"{LIB}/multiprocessing/process.py",
+            108,
+            "run",
+            "self._target(*self._args, **self._kwargs)",
+        ),
         (f"{VLLM}/v1/engine/core.py", 1084, "run_engine_core", "raise e"),
     )
     body = wrapper.split("\n", 1)[1]
@@ -203,35 +391,104 @@ def _cli(*frames: tuple[str, int, str, str]) -> str:
 
 def api_engine_failed(failed: str) -> str:
     """The API server's uncaught traceback after EngineCore died during startup."""
-    return _cli(
-        (f"{VLLM}/entrypoints/launchers/api_server/entry.py", 201, "run_server", "await run_server_worker(listen_address, sock, args, **uvicorn_kwargs)"),
-        (f"{VLLM}/entrypoints/launchers/api_server/entry.py", 221, "run_server_worker", "async with build_async_engine_client("),
-        (f"{LIB}/contextlib.py", 210, "__aenter__", "return await anext(self.gen)"),
-        (f"{VLLM}/entrypoints/common/engine_client.py", 148, "build_async_engine_client_from_engine_args", "async_llm = AsyncLLM.from_vllm_config("),
-        (f"{VLLM}/v1/engine/async_llm.py", 222, "from_vllm_config", "return cls("),
-        (f"{VLLM}/v1/engine/async_llm.py", 134, "__init__", "self.engine_core = EngineCoreClient.make_async_mp_client("),
-        (f"{VLLM}/v1/engine/core_client.py", 102, "make_async_mp_client", "return AsyncMPClient(*client_args)"),
-        (f"{VLLM}/v1/engine/core_client.py", 770, "__init__", "super().__init__("),
-        (f"{VLLM}/v1/engine/core_client.py", 448, "__init__", "with launch_core_engines(vllm_config, executor_class, log_stats) as ("),
-        (f"{LIB}/contextlib.py", 144, "__exit__", "next(self.gen)"),
-        (f"{VLLM}/v1/engine/utils.py", 947, "launch_core_engines", "wait_for_engine_startup("),
-        (f"{VLLM}/v1/engine/utils.py", 1096, "wait_for_engine_startup", "raise RuntimeError("),
-    ) + f"RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {failed}\n"
+    return (
+        _cli(
+            (
+                f"{VLLM}/entrypoints/launchers/api_server/entry.py",
+                201,
+                "run_server",
+                "await run_server_worker(listen_address, sock, args, **uvicorn_kwargs)",
+            ),
+            (
+                f"{VLLM}/entrypoints/launchers/api_server/entry.py",
+                221,
+                "run_server_worker",
+                "async with build_async_engine_client(",
+            ),
+            (f"{LIB}/contextlib.py", 210, "__aenter__", "return await anext(self.gen)"),
+            (
+                f"{VLLM}/entrypoints/common/engine_client.py",
+                148,
+                "build_async_engine_client_from_engine_args",
+                "async_llm = AsyncLLM.from_vllm_config(",
+            ),
+            (f"{VLLM}/v1/engine/async_llm.py", 222, "from_vllm_config", "return cls("),
+            (
+                f"{VLLM}/v1/engine/async_llm.py",
+                134,
+                "__init__",
+                "self.engine_core = EngineCoreClient.make_async_mp_client(",
+            ),
+            (
+                f"{VLLM}/v1/engine/core_client.py",
+                102,
+                "make_async_mp_client",
+                "return AsyncMPClient(*client_args)",
+            ),
+            (f"{VLLM}/v1/engine/core_client.py", 770, "__init__", "super().__init__("),
+            (
+                f"{VLLM}/v1/engine/core_client.py",
+                448,
+                "__init__",
+                "with launch_core_engines(vllm_config, executor_class, log_stats) as (",
+            ),
+            (f"{LIB}/contextlib.py", 144, "__exit__", "next(self.gen)"),
+            (f"{VLLM}/v1/engine/utils.py", 947, "launch_core_engines", "wait_for_engine_startup("),
+            (f"{VLLM}/v1/engine/utils.py", 1096, "wait_for_engine_startup", "raise RuntimeError("),
+        )
+        + f"RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {failed}\n"
+    )
 
 
 def api_bind_failed(exc_text: str) -> str:
     """The API server's uncaught traceback when the port cannot be bound."""
-    return _cli(
-        (f"{VLLM}/entrypoints/launchers/api_server/entry.py", 196, "run_server", "listen_address, sock = setup_server(args)"),
-        (f"{VLLM}/entrypoints/launchers/launcher.py", 112, "setup_server", "sock = create_server_socket(sock_addr)"),
-        (f"{VLLM}/entrypoints/launchers/launcher.py", 68, "create_server_socket", "sock.bind(addr)"),
-    ) + f"OSError: {exc_text}\n"
+    return (
+        _cli(
+            (
+                f"{VLLM}/entrypoints/launchers/api_server/entry.py",
+                196,
+                "run_server",
+                "listen_address, sock = setup_server(args)",
+            ),
+            (
+                f"{VLLM}/entrypoints/launchers/launcher.py",
+                112,
+                "setup_server",
+                "sock = create_server_socket(sock_addr)",
+            ),
+            (
+                f"{VLLM}/entrypoints/launchers/launcher.py",
+                68,
+                "create_server_socket",
+                "sock.bind(addr)",
+            ),
+        )
+        + f"OSError: {exc_text}\n"
+    )
 
 
 def api_config_failed(message: str) -> str:
     """The API server's traceback for a config error (phase 3)."""
-    return _cli(
-        (f"{VLLM}/entrypoints/launchers/api_server/entry.py", 221, "run_server_worker", "async with build_async_engine_client("),
-        (f"{VLLM}/engine/arg_utils.py", 1610, "create_engine_config", "parallel_config = ParallelConfig("),
-        (f"{SITE}/pydantic/_internal/_dataclasses.py", 121, "__init__", "s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)"),
-    ) + f"pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n  Value error, {message} [type=value_error]\n"
+    return (
+        _cli(
+            (
+                f"{VLLM}/entrypoints/launchers/api_server/entry.py",
+                221,
+                "run_server_worker",
+                "async with build_async_engine_client(",
+            ),
+            (
+                f"{VLLM}/engine/arg_utils.py",
+                1610,
+                "create_engine_config",
+                "parallel_config = ParallelConfig(",
+            ),
+            (
+                f"{SITE}/pydantic/_internal/_dataclasses.py",
+                121,
+                "__init__",
+                "s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)",
+            ),
+        )
+        + f"pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n  Value error, {message} [type=value_error]\n"
+    )

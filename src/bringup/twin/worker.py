@@ -49,7 +49,15 @@ class WorkerError(Exception):
 class Worker:
     """One rank's startup steps, with their log lines and their GPU memory."""
 
-    def __init__(self, cfg: TwinConfig, rank: int, gpu: dict[str, object], log: LogWriter, title: str, in_worker: bool) -> None:
+    def __init__(
+        self,
+        cfg: TwinConfig,
+        rank: int,
+        gpu: dict[str, object],
+        log: LogWriter,
+        title: str,
+        in_worker: bool,
+    ) -> None:
         self.cfg = cfg
         self.rank = rank
         self.gpu_index = int(str(gpu["index"]))
@@ -86,7 +94,11 @@ class Worker:
     def _others_bytes(self) -> int:
         for gpu in self.ledger.gpus():
             if int(gpu["index"]) == self.gpu_index:
-                mine = sum(int(p.get("used_bytes") or 0) for p in gpu.get("processes", []) if int(p["pid"]) == os.getpid())
+                mine = sum(
+                    int(p.get("used_bytes") or 0)
+                    for p in gpu.get("processes", [])
+                    if int(p["pid"]) == os.getpid()
+                )
                 return int(gpu.get("memory_used_bytes", 0)) - mine
         return 0
 
@@ -131,19 +143,32 @@ class Worker:
             "Using FLASH_ATTN attention backend out of potential backends: "
             "['FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION'].",
         )
-        per_shard = timeline.SLOW_SHARD_SECONDS if self.cfg.scenario == "slow_load" else timeline.SHARD_SECONDS
+        per_shard = (
+            timeline.SLOW_SHARD_SECONDS
+            if self.cfg.scenario == "slow_load"
+            else timeline.SHARD_SECONDS
+        )
         total = timeline.NUM_SHARDS
         load_started = time.monotonic()
         if self.rank == 0:
             self.log.stderr_raw(shards_bar(0, total, 0.0))
         for done in range(1, total + 1):
             self._pace(per_shard)
-            if self.plan.context_bytes + self.plan.weights_bytes * done // total > self.plan.total_bytes:
+            if (
+                self.plan.context_bytes + self.plan.weights_bytes * done // total
+                > self.plan.total_bytes
+            ):
                 raise self._load_oom(done)
-            self._hold(self.plan.context_bytes + self.plan.weights_bytes * done // total, force=done == total)
+            self._hold(
+                self.plan.context_bytes + self.plan.weights_bytes * done // total,
+                force=done == total,
+            )
             if self.rank == 0:
                 self.log.stderr_raw(shards_bar(done, total, time.monotonic() - load_started))
-        self.log.info("default_loader.py:320", f"Loading weights took {time.monotonic() - load_started:.2f} seconds")
+        self.log.info(
+            "default_loader.py:320",
+            f"Loading weights took {time.monotonic() - load_started:.2f} seconds",
+        )
         self.log.info(
             "gpu_model_runner.py:5088",
             f"Model loading took {round(gib(self.plan.weights_bytes), 2)} GiB memory and {time.monotonic() - started:.6f} seconds",
@@ -158,7 +183,9 @@ class Worker:
         )
         self.log.info("backends.py:776", "Starting torch.compile")
         self._pace(timeline.COMPILE_SECONDS * 0.2)
-        self.log.info("backends.py:790", f"Dynamo bytecode transform time: {time.monotonic() - started:.2f} s")
+        self.log.info(
+            "backends.py:790", f"Dynamo bytecode transform time: {time.monotonic() - started:.2f} s"
+        )
         compile_started = time.monotonic()
         self._pace(timeline.COMPILE_SECONDS * 0.8)
         self.log.info(
@@ -169,9 +196,20 @@ class Worker:
         self.log.info("monitor.py:41", f"torch.compile took {self.compile_seconds:.2f} s in total")
         profile_started = time.monotonic()
         self._pace(timeline.PROFILE_SECONDS)
-        self._hold(self.plan.context_bytes + self.plan.weights_bytes + NON_TORCH_BYTES + self.plan.activation_bytes)
-        self.log.info("gpu_worker.py:451", f"Initial profiling/warmup run took {time.monotonic() - profile_started:.2f} s")
-        self.log.info("gpu_worker.py:772", f"Available KV cache memory: {round(gib(max(0, self.plan.kv_bytes)), 2)} GiB")
+        self._hold(
+            self.plan.context_bytes
+            + self.plan.weights_bytes
+            + NON_TORCH_BYTES
+            + self.plan.activation_bytes
+        )
+        self.log.info(
+            "gpu_worker.py:451",
+            f"Initial profiling/warmup run took {time.monotonic() - profile_started:.2f} s",
+        )
+        self.log.info(
+            "gpu_worker.py:772",
+            f"Available KV cache memory: {round(gib(max(0, self.plan.kv_bytes)), 2)} GiB",
+        )
         return self.plan.kv_bytes
 
     def initialize_kv_cache(self) -> None:
@@ -182,11 +220,18 @@ class Worker:
         """CUDA-graph capture, then the sampler warmup (where oom_warmup dies)."""
         started = time.monotonic()
         base = self.plan.context_bytes + self.plan.requested_bytes
-        sizes = [("mixed prefill-decode, PIECEWISE", len(self.plan.capture_sizes)), ("decode, FULL", len(self.plan.full_capture_sizes))]
+        sizes = [
+            ("mixed prefill-decode, PIECEWISE", len(self.plan.capture_sizes)),
+            ("decode, FULL", len(self.plan.full_capture_sizes)),
+        ]
         total_graphs = sum(n for _, n in sizes)
         captured = 0
         for desc, count in sizes:
-            self._capture(f"Capturing CUDA graphs ({desc})", count, timeline.CAPTURE_SECONDS * count / total_graphs)
+            self._capture(
+                f"Capturing CUDA graphs ({desc})",
+                count,
+                timeline.CAPTURE_SECONDS * count / total_graphs,
+            )
             captured += count
             self._hold(base + self.plan.graph_pool_bytes * captured // total_graphs)
         self.log.info(
@@ -205,7 +250,9 @@ class Worker:
         for step in range(1, steps + 1):
             self._pace(real_seconds / steps)
             if self.rank == 0:
-                self.log.stderr_raw(graphs_bar(desc, count * step // steps, count, time.monotonic() - started))
+                self.log.stderr_raw(
+                    graphs_bar(desc, count * step // steps, count, time.monotonic() - started)
+                )
         if self.rank == 0:
             self.log.stderr_raw("\n")
 
@@ -219,8 +266,12 @@ class Worker:
         shard_bytes = self.plan.weights_bytes // timeline.NUM_SHARDS
         held = self.plan.context_bytes + self.plan.weights_bytes * (done - 1) // timeline.NUM_SHARDS
         oom = texts.torch_oom(
-            gpu=self.rank, tried_gib=gib(shard_bytes), total_gib=gib(self.plan.total_bytes),
-            free_gib=gib(max(0, self.plan.total_bytes - held)), in_use_gib=gib(held), graphs_gib=0.0,
+            gpu=self.rank,
+            tried_gib=gib(shard_bytes),
+            total_gib=gib(self.plan.total_bytes),
+            free_gib=gib(max(0, self.plan.total_bytes - held)),
+            in_use_gib=gib(held),
+            graphs_gib=0.0,
         )
         return WorkerError(oom.split(": ", 1)[1], texts.load_oom_traceback(oom, self.in_worker))
 
@@ -237,7 +288,9 @@ class Worker:
             in_use_gib=gib(self.plan.serving_bytes() + before_sort),
             graphs_gib=gib(self.plan.graph_pool_bytes),
         )
-        return WorkerError(texts.SAMPLER_OOM.format(n=n), texts.sampler_traceback(oom, n, self.in_worker))
+        return WorkerError(
+            texts.SAMPLER_OOM.format(n=n), texts.sampler_traceback(oom, n, self.in_worker)
+        )
 
 
 def main(argv: list[str]) -> int:
@@ -279,9 +332,13 @@ def _serve(channel: Channel, worker: Worker) -> None:
             result = getattr(worker, method)()
         except WorkerError as exc:
             if method in _STARTUP_METHODS:
-                worker.log.exception("multiproc_executor.py:745", "WorkerProc failed to start.", exc.traceback_text)
+                worker.log.exception(
+                    "multiproc_executor.py:745", "WorkerProc failed to start.", exc.traceback_text
+                )
             else:
-                worker.log.exception("multiproc_executor.py:871", "WorkerProc hit an exception.", exc.traceback_text)
+                worker.log.exception(
+                    "multiproc_executor.py:871", "WorkerProc hit an exception.", exc.traceback_text
+                )
             channel.send({"error": str(exc), "traceback": exc.traceback_text})
             continue
         channel.send({"ok": result, "compile_seconds": worker.compile_seconds})

@@ -27,25 +27,44 @@ API_KEY_VARIABLES = ("OPENAI_API_KEY", "VLLM_API_KEY")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", metavar="URL", help="the server, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--model", help="served model name (default: the first /v1/models lists);"
-                        " a local checkpoint folder or config.json also feeds the ceiling")
+    parser.add_argument(
+        "--model",
+        help="served model name (default: the first /v1/models lists);"
+        " a local checkpoint folder or config.json also feeds the ceiling",
+    )
     parser.add_argument("--input-tokens", type=int, default=512, help="prompt length (512)")
     parser.add_argument("--output-tokens", type=int, default=128, help="tokens per answer (128)")
     parser.add_argument("--concurrency", default="1,2,4,8,16", help="levels, e.g. 1,2,4,8,16")
-    parser.add_argument("--requests", type=int, help="requests per level (default 4 x concurrency, at least 8)")
+    parser.add_argument(
+        "--requests", type=int, help="requests per level (default 4 x concurrency, at least 8)"
+    )
     parser.add_argument("--duration", default="60s", help="bound on the whole run (60s)")
     parser.add_argument("--api-key", help="bearer token (default $OPENAI_API_KEY or $VLLM_API_KEY)")
-    parser.add_argument("--endpoint", choices=("completions", "chat"), default="completions",
-                        help="/v1/completions (default) or /v1/chat/completions")
+    parser.add_argument(
+        "--endpoint",
+        choices=("completions", "chat"),
+        default="completions",
+        help="/v1/completions (default) or /v1/chat/completions",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--plot", metavar="FILE", help="write throughput and latency against concurrency (SVG)")
+    parser.add_argument(
+        "--plot", metavar="FILE", help="write throughput and latency against concurrency (SVG)"
+    )
     ceiling = parser.add_argument_group("predicted ceiling")
     ceiling.add_argument("--gpu", help="GPU model, e.g. H100, L40S, 'RTX PRO 6000'")
     ceiling.add_argument("--gpus", type=int, help="number of GPUs the server uses (default: -tp)")
-    ceiling.add_argument("-tp", "--tensor-parallel-size", dest="tp", type=int,
-                         help="tensor parallel size (default: --gpus, else 1)")
-    ceiling.add_argument("--checkpoint", metavar="PATH",
-                         help="model folder, GGUF file or config.json for the ceiling")
+    ceiling.add_argument(
+        "-tp",
+        "--tensor-parallel-size",
+        dest="tp",
+        type=int,
+        help="tensor parallel size (default: --gpus, else 1)",
+    )
+    ceiling.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        help="model folder, GGUF file or config.json for the ceiling",
+    )
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -80,7 +99,8 @@ def build_config(args: argparse.Namespace, ctx: Context) -> BenchConfig:
         concurrency=parse_concurrency(args.concurrency),
         requests=args.requests,
         duration_seconds=parse_duration(args.duration),
-        api_key=args.api_key or next((ctx.environ[v] for v in API_KEY_VARIABLES if ctx.environ.get(v)), None),
+        api_key=args.api_key
+        or next((ctx.environ[v] for v in API_KEY_VARIABLES if ctx.environ.get(v)), None),
         endpoint=args.endpoint,
         predicted=predicted,
         no_ceiling_reason=reason,
@@ -94,8 +114,10 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     except ValueError:
         levels = ()
     if not levels or min(levels) < 1:
-        raise UsageError(f"--concurrency {text!r} is not a list of positive integers",
-                         hint="use e.g. --concurrency 1,2,4,8")
+        raise UsageError(
+            f"--concurrency {text!r} is not a list of positive integers",
+            hint="use e.g. --concurrency 1,2,4,8",
+        )
     return levels
 
 
@@ -133,7 +155,9 @@ def _model_shape(path: str) -> tuple[ceiling_core.ModelShape | str, str]:
 
     target = Path(path)
     if not target.exists():
-        raise InputError(f"no such checkpoint: {path}", hint="give a model folder, GGUF file or config.json")
+        raise InputError(
+            f"no such checkpoint: {path}", hint="give a model folder, GGUF file or config.json"
+        )
     if target.name == "config.json":
         return _shape_from_config(target), "weights estimated from config.json"
     try:
@@ -142,7 +166,9 @@ def _model_shape(path: str) -> tuple[ceiling_core.ModelShape | str, str]:
         if not (target / "config.json").is_file():
             raise
         return _shape_from_config(target / "config.json"), "weights estimated from config.json"
-    shape = ceiling_core.model_shape(checkpoint.tensors, checkpoint.config, checkpoint.gguf_metadata)
+    shape = ceiling_core.model_shape(
+        checkpoint.tensors, checkpoint.config, checkpoint.gguf_metadata
+    )
     return shape, f"weights from the {checkpoint.format} headers"
 
 
@@ -180,7 +206,11 @@ def run_after_ready(url: str, ctx: Context, *, api_key: str | None, as_json: boo
     ``--json`` on the caller, its human report goes to stderr so stdout stays JSON Lines."""
     from bringup.cli.main import main
 
-    human = Context(stdout=ctx.stderr if as_json else ctx.stdout, stderr=ctx.stderr, stdin=ctx.stdin,
-                    environ=ctx.environ)
+    human = Context(
+        stdout=ctx.stderr if as_json else ctx.stdout,
+        stderr=ctx.stderr,
+        stdin=ctx.stdin,
+        environ=ctx.environ,
+    )
     extra = ["--api-key", api_key] if api_key else []
     return main(["bench", url, "--duration", "30s", "--concurrency", "1,4", *extra], human)

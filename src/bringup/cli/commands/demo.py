@@ -17,10 +17,20 @@ from bringup.render.live import make_observer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--time-scale", type=float, default=0.05,
-                        help="the twin's pace: 0.05 replays a ~5-minute vLLM startup in ~15 s (default)")
-    parser.add_argument("--json", action="store_true", help="JSON Lines of the runs' events, then one summary object")
-    parser.add_argument("--verbose", action="store_true", help="also echo the engine's own log lines")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=0.05,
+        help="the twin's pace: 0.05 replays a ~5-minute vLLM startup in ~15 s (default)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON Lines of the runs' events, then one summary object",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="also echo the engine's own log lines"
+    )
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -35,8 +45,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         human.flush()
 
     def observer_for(_n: int) -> object:
-        return make_observer(ctx.stdout, ctx.stderr, ctx.environ, as_json=args.json, quiet=not args.verbose,
-                             title="bringup run (engine twin)")
+        return make_observer(
+            ctx.stdout,
+            ctx.stderr,
+            ctx.environ,
+            as_json=args.json,
+            quiet=not args.verbose,
+            title="bringup run (engine twin)",
+        )
 
     environ = dict(ctx.environ)
     story = tell(say=say, observer_for=observer_for, environ=environ, time_scale=args.time_scale)

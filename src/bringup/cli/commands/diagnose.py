@@ -18,14 +18,23 @@ from bringup.render.json_out import print_json
 if TYPE_CHECKING:
     from bringup.cli.main import Context
 
-EXIT_CODES = {Outcome.READY: 0, Outcome.FAILED: 1, Outcome.HUNG: 1, Outcome.STALLED: 1,
-              Outcome.INCOMPLETE: 3}
+EXIT_CODES = {
+    Outcome.READY: 0,
+    Outcome.FAILED: 1,
+    Outcome.HUNG: 1,
+    Outcome.STALLED: 1,
+    Outcome.INCOMPLETE: 3,
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--engine, --json and the log file (or - for stdin)."""
-    parser.add_argument("--engine", choices=["auto", *(e.value for e in Engine)], default="auto",
-                        help="the engine that wrote the log (default: recognise it)")
+    parser.add_argument(
+        "--engine",
+        choices=["auto", *(e.value for e in Engine)],
+        default="auto",
+        help="the engine that wrote the log (default: recognise it)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("file", metavar="FILE|-", help="the startup log; - reads stdin")
 

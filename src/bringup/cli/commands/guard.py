@@ -45,17 +45,52 @@ class Options:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = "%(prog)s [options] [-- SERVICE COMMAND ...]"
-    parser.add_argument("--gpus", metavar="LIST", help="CUDA indices (within CUDA_VISIBLE_DEVICES when set) or UUIDs, comma-separated; default: all visible")
+    parser.add_argument(
+        "--gpus",
+        metavar="LIST",
+        help="CUDA indices (within CUDA_VISIBLE_DEVICES when set) or UUIDs, comma-separated; default: all visible",
+    )
     limit = parser.add_mutually_exclusive_group()
-    limit.add_argument("--max-used", metavar="SIZE", help=f"free means at most SIZE used (default {DEFAULT_MAX_USED})")
+    limit.add_argument(
+        "--max-used",
+        metavar="SIZE",
+        help=f"free means at most SIZE used (default {DEFAULT_MAX_USED})",
+    )
     limit.add_argument("--need", metavar="SIZE", help="free means at least SIZE free")
-    parser.add_argument("--timeout", default="300s", metavar="DURATION", help="give up after this long, exit 5 (default 300s)")
-    parser.add_argument("--interval", default="1s", metavar="DURATION", help="time between readings (default 1s)")
-    parser.add_argument("--report-every", default="5s", metavar="DURATION", help="how often to name the holders while waiting (default 5s)")
-    parser.add_argument("--kill-stale", action="store_true", help="end holders that are provably earlier instances of this service (same unit or container as the guard, or the command line after --)")
-    parser.add_argument("--kill-grace", default="10s", metavar="DURATION", help="wait this long after SIGTERM before SIGKILL (default 10s)")
-    parser.add_argument("--gpus-from", metavar="FILE", help="read GPUs from a readings file (re-read each interval) instead of NVML")
-    parser.add_argument("--json", action="store_true", help="print the final state as one JSON object")
+    parser.add_argument(
+        "--timeout",
+        default="300s",
+        metavar="DURATION",
+        help="give up after this long, exit 5 (default 300s)",
+    )
+    parser.add_argument(
+        "--interval", default="1s", metavar="DURATION", help="time between readings (default 1s)"
+    )
+    parser.add_argument(
+        "--report-every",
+        default="5s",
+        metavar="DURATION",
+        help="how often to name the holders while waiting (default 5s)",
+    )
+    parser.add_argument(
+        "--kill-stale",
+        action="store_true",
+        help="end holders that are provably earlier instances of this service (same unit or container as the guard, or the command line after --)",
+    )
+    parser.add_argument(
+        "--kill-grace",
+        default="10s",
+        metavar="DURATION",
+        help="wait this long after SIGTERM before SIGKILL (default 10s)",
+    )
+    parser.add_argument(
+        "--gpus-from",
+        metavar="FILE",
+        help="read GPUs from a readings file (re-read each interval) instead of NVML",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the final state as one JSON object"
+    )
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -65,7 +100,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if opts.kill_stale:
         own = procinfo.inspect(os.getpid())
         _warn_if_nothing_provable(progress, own, opts.service_cmdline)
-    result = wait(opts, open_source(args.gpus_from), ctx.environ.get("CUDA_VISIBLE_DEVICES"), progress, own)
+    result = wait(
+        opts, open_source(args.gpus_from), ctx.environ.get("CUDA_VISIBLE_DEVICES"), progress, own
+    )
     if args.json:
         print_json(result, ctx.stdout)
     else:
@@ -78,7 +115,10 @@ def parse_options(args: argparse.Namespace) -> Options:
     """Check the flags and turn human units into bytes and seconds."""
     service = tuple(args.passthrough or ())
     if service and not args.kill_stale:
-        raise UsageError("a service command after -- is only used with --kill-stale", hint="add --kill-stale or drop the command")
+        raise UsageError(
+            "a service command after -- is only used with --kill-stale",
+            hint="add --kill-stale or drop the command",
+        )
     threshold = (
         guard.Threshold(need_bytes=parse_size(args.need))
         if args.need is not None
@@ -122,7 +162,10 @@ def wait(
         if now - start >= opts.timeout_seconds:
             break
         if now >= next_report:
-            render.print_lines(progress, render.format_waiting(states, opts.threshold, now - start, opts.timeout_seconds))
+            render.print_lines(
+                progress,
+                render.format_waiting(states, opts.threshold, now - start, opts.timeout_seconds),
+            )
             next_report = now + opts.report_seconds
         time.sleep(max(0.01, min(opts.interval_seconds, start + opts.timeout_seconds - now)))
     return guard.GuardResult(
@@ -152,7 +195,11 @@ def _end_stale(
     progress: Console,
 ) -> bool:
     """End stale holders not tried before; True when one was tried."""
-    fresh = [s for s in guard.find_stale(infos.values(), own, opts.service_cmdline) if s.pid not in killed]
+    fresh = [
+        s
+        for s in guard.find_stale(infos.values(), own, opts.service_cmdline)
+        if s.pid not in killed
+    ]
     for stale in fresh:
         outcome = procinfo.terminate(stale.pid, stale.started_at, opts.kill_grace_seconds)
         ended = guard.Ended(stale.pid, stale.name, stale.reason, outcome)
@@ -172,5 +219,6 @@ def _warn_if_nothing_provable(
         progress.print(
             "--kill-stale: not running in a service unit or container and no service command "
             "after --, so no holder can be proved stale; holders are only reported",
-            markup=False, highlight=False,
+            markup=False,
+            highlight=False,
         )

@@ -41,22 +41,44 @@ _VLLM_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bringup plan``."""
-    parser.add_argument("model", nargs="?", help="model folder, HF cache snapshot, config.json, or a bundled "
-                        "model name (e.g. MiniMax-M2.5); optional when the server command after -- names it")
+    parser.add_argument(
+        "model",
+        nargs="?",
+        help="model folder, HF cache snapshot, config.json, or a bundled "
+        "model name (e.g. MiniMax-M2.5); optional when the server command after -- names it",
+    )
     gpu = parser.add_argument_group("GPUs (detected through NVML when none is given)")
-    gpu.add_argument("--gpu", metavar="NAME", help="a GPU from the catalog, e.g. H100, H200, 'RTX PRO 6000'")
-    gpu.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU as CUDA reports it, e.g. 79.19GiB")
+    gpu.add_argument(
+        "--gpu", metavar="NAME", help="a GPU from the catalog, e.g. H100, H200, 'RTX PRO 6000'"
+    )
+    gpu.add_argument(
+        "--gpu-memory", metavar="SIZE", help="memory per GPU as CUDA reports it, e.g. 79.19GiB"
+    )
     gpu.add_argument("--gpus", type=int, metavar="N", help="GPUs available (default: tp x pp)")
-    gpu.add_argument("--gpus-from", metavar="FILE", help="read GPUs from a readings file instead of NVML")
-    eng = parser.add_argument_group("engine settings (vLLM's names; also read from the command after --)")
+    gpu.add_argument(
+        "--gpus-from", metavar="FILE", help="read GPUs from a readings file instead of NVML"
+    )
+    eng = parser.add_argument_group(
+        "engine settings (vLLM's names; also read from the command after --)"
+    )
     for names, dest, kind in _VLLM_FLAGS:
         eng.add_argument(*names, dest=dest, type=kind, default=None)
     eng.add_argument("--enable-expert-parallel", action="store_true", default=None)
     eng.add_argument("--enforce-eager", action="store_true", default=None)
-    eng.add_argument("--engine-version", metavar="V", help="vLLM version the defaults follow (default 0.33)")
-    gg = parser.add_argument_group("GGUF (llama.cpp): -c/-np/-ctk/-ctv/-fa are read from the llama.cpp command after --")
-    gg.add_argument("--n-ctx", metavar="N", help="context length for a GGUF plan (default: the model's training context)")
-    parser.add_argument("--calibrate", metavar="LOG", help="a successful startup log of this model and GPUs")
+    eng.add_argument(
+        "--engine-version", metavar="V", help="vLLM version the defaults follow (default 0.33)"
+    )
+    gg = parser.add_argument_group(
+        "GGUF (llama.cpp): -c/-np/-ctk/-ctv/-fa are read from the llama.cpp command after --"
+    )
+    gg.add_argument(
+        "--n-ctx",
+        metavar="N",
+        help="context length for a GGUF plan (default: the model's training context)",
+    )
+    parser.add_argument(
+        "--calibrate", metavar="LOG", help="a successful startup log of this model and GPUs"
+    )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
@@ -66,7 +88,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     req = _requested(args, command.flags if command else ())
     model_arg = args.model or (command.model if command else None)
     if not model_arg:
-        raise UsageError("no model given", hint="bringup plan MODEL, or a server command after -- that names one")
+        raise UsageError(
+            "no model given", hint="bringup plan MODEL, or a server command after -- that names one"
+        )
     gguf = _gguf_checkpoint(model_arg)
     if gguf is not None:
         from bringup.cli.commands import plan_gguf
@@ -77,8 +101,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     arch = parse_architecture(config)
     world = (req.tensor_parallel_size or 1) * (req.pipeline_parallel_size or 1)
     gpus = _gpus(args, ctx, world)
-    settings = resolve(req, memory_bytes=gpus.total_bytes, treats_as_a100=gpus.treats_as_a100,
-                       max_position_embeddings=arch.max_position_embeddings, default_quantization=None)
+    settings = resolve(
+        req,
+        memory_bytes=gpus.total_bytes,
+        treats_as_a100=gpus.treats_as_a100,
+        max_position_embeddings=arch.max_position_embeddings,
+        default_quantization=None,
+    )
     if tensors is None:
         tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))
     planner = Planner(arch, tensors, gpus)
@@ -101,10 +130,14 @@ def _requested(args: argparse.Namespace, flags: Sequence[str]) -> Requested:
             values[dest] = _convert(names[0], str(text), kind)
     max_len = values.pop("max_model_len", None)
     if max_len is not None:
-        values["max_model_len"] = -1 if str(max_len) in ("auto", "-1") else _convert("--max-model-len", max_len, int)
+        values["max_model_len"] = (
+            -1 if str(max_len) in ("auto", "-1") else _convert("--max-model-len", max_len, int)
+        )
     return Requested(
         **values,
-        enable_expert_parallel=bool(args.enable_expert_parallel or engine_args.has_flag(flags, "--enable-expert-parallel")),
+        enable_expert_parallel=bool(
+            args.enable_expert_parallel or engine_args.has_flag(flags, "--enable-expert-parallel")
+        ),
         enforce_eager=bool(args.enforce_eager or engine_args.has_flag(flags, "--enforce-eager")),
         engine_version=args.engine_version,
     )
@@ -129,14 +162,20 @@ def _load_model(name: str) -> tuple[dict[str, Any], list[TensorInfo] | None]:
 
         ckpt = scan_checkpoint(path)
         if ckpt.format != "safetensors":
-            raise UsageError(f"{name}: the planner reads safetensors checkpoints; GGUF planning is separate")
+            raise UsageError(
+                f"{name}: the planner reads safetensors checkpoints; GGUF planning is separate"
+            )
         if ckpt.config is None:
-            raise InputError(f"{name}: no readable config.json", hint="the planner needs the architecture")
+            raise InputError(
+                f"{name}: no readable config.json", hint="the planner needs the architecture"
+            )
         return dict(ckpt.config), list(ckpt.tensors) or None
     bundled = _bundled(name)
     if bundled is None:
-        raise InputError(f"no such model: {name}",
-                         hint=f"give a folder or config.json, or a bundled model: {', '.join(_bundled_names())}")
+        raise InputError(
+            f"no such model: {name}",
+            hint=f"give a folder or config.json, or a bundled model: {', '.join(_bundled_names())}",
+        )
     return bundled, None
 
 
@@ -170,7 +209,12 @@ def _bundled(name: str) -> dict[str, Any] | None:
     wanted = name.rstrip("/").rsplit("/", 1)[-1].lower()
     for known in _bundled_names():
         if known.lower() == wanted:
-            text = resources.files("bringup.data").joinpath("models").joinpath(f"{known}.json").read_text(encoding="utf-8")
+            text = (
+                resources.files("bringup.data")
+                .joinpath("models")
+                .joinpath(f"{known}.json")
+                .read_text(encoding="utf-8")
+            )
             data: dict[str, Any] = json.loads(text)
             return data
     return None
@@ -181,10 +225,18 @@ def _gpus(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
     if args.gpu_memory:
         size = parse_size(args.gpu_memory)
         model = gpu_catalog.lookup(args.gpu) if args.gpu else None
-        return GpuSet(model.name if model else "GPU", count, size, size, bool(model and model.vllm_treats_as_a100))
+        return GpuSet(
+            model.name if model else "GPU",
+            count,
+            size,
+            size,
+            bool(model and model.vllm_treats_as_a100),
+        )
     if args.gpu:
         model = gpu_catalog.lookup(args.gpu)
-        return GpuSet(model.name, count, model.memory_bytes, model.memory_bytes, model.vllm_treats_as_a100)
+        return GpuSet(
+            model.name, count, model.memory_bytes, model.memory_bytes, model.vllm_treats_as_a100
+        )
     return _detected(args, ctx, world)
 
 
@@ -194,8 +246,10 @@ def _detected(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
     try:
         readings = open_source(args.gpus_from).read()
     except AdapterError as exc:
-        raise UsageError(f"no GPU detected ({exc.message})",
-                         hint="give --gpu NAME (e.g. --gpu H100) or --gpu-memory SIZE, and --gpus N") from exc
+        raise UsageError(
+            f"no GPU detected ({exc.message})",
+            hint="give --gpu NAME (e.g. --gpu H100) or --gpu-memory SIZE, and --gpus N",
+        ) from exc
     visible = select_visible(readings, ctx.environ.get("CUDA_VISIBLE_DEVICES"))
     if not visible:
         raise UsageError("no visible GPU", hint="check CUDA_VISIBLE_DEVICES, or give --gpu NAME")
@@ -214,14 +268,18 @@ def _facts(path: str) -> dict[str, float | int | str]:
     try:
         from bringup.core.analyzer import diagnose_bytes  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
-        raise UsageError("--calibrate needs `bringup diagnose`, which is not available in this build") from exc
+        raise UsageError(
+            "--calibrate needs `bringup diagnose`, which is not available in this build"
+        ) from exc
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from exc
     diagnosis = diagnose_bytes(data)
     if diagnosis.failure is not None:
-        raise InputError(f"{path}: not a successful startup ({diagnosis.failure.summary})",
-                         hint="calibrate with the log of a startup that reached ready")
+        raise InputError(
+            f"{path}: not a successful startup ({diagnosis.failure.summary})",
+            hint="calibrate with the log of a startup that reached ready",
+        )
     facts: dict[str, float | int | str] = dict(diagnosis.facts)
     return facts

@@ -56,9 +56,15 @@ def run_gguf(ckpt: Checkpoint, args: Any, passthrough: Sequence[str], ctx: Conte
 
 def _plan(ckpt: Checkpoint, settings: dict[str, Any], **override: Any) -> GgufPlan:
     values = {**settings, **override}
-    return plan_gguf(ckpt.gguf_metadata or {}, ckpt.tensors, n_ctx=values["n_ctx"],
-                     n_parallel=values["n_parallel"], cache_type_k=values["cache_type_k"],
-                     cache_type_v=values["cache_type_v"], flash_attn=values["flash_attn"])
+    return plan_gguf(
+        ckpt.gguf_metadata or {},
+        ckpt.tensors,
+        n_ctx=values["n_ctx"],
+        n_parallel=values["n_parallel"],
+        cache_type_k=values["cache_type_k"],
+        cache_type_v=values["cache_type_v"],
+        flash_attn=values["flash_attn"],
+    )
 
 
 def _train_ctx(metadata: dict[str, Any]) -> int:
@@ -75,28 +81,42 @@ def _memory(args: Any) -> tuple[int, str]:
     return int(psutil.virtual_memory().available), "host RAM"
 
 
-def _result(ckpt: Checkpoint, settings: dict[str, Any], plan: GgufPlan, memory_bytes: int,
-            where: str) -> dict[str, Any]:
+def _result(
+    ckpt: Checkpoint, settings: dict[str, Any], plan: GgufPlan, memory_bytes: int, where: str
+) -> dict[str, Any]:
     fits = plan.total_bytes <= memory_bytes
-    reason = (f"{format_bytes(plan.total_bytes)} needed, {format_bytes(memory_bytes)} of {where}" if fits else
-              f"llama.cpp needs {format_bytes(plan.total_bytes)} (KV cache {format_bytes(plan.kv_cache_bytes)} at "
-              f"n_ctx {plan.n_ctx}) but {format_bytes(memory_bytes)} of {where} is available")
+    reason = (
+        f"{format_bytes(plan.total_bytes)} needed, {format_bytes(memory_bytes)} of {where}"
+        if fits
+        else f"llama.cpp needs {format_bytes(plan.total_bytes)} (KV cache {format_bytes(plan.kv_cache_bytes)} at "
+        f"n_ctx {plan.n_ctx}) but {format_bytes(memory_bytes)} of {where} is available"
+    )
     weights_alone = plan.weights_bytes > memory_bytes  # the context's buffers aside
     too_big = "cuda_oom" if where == "GPU" else "host_oom"
-    verdict = {"fits": fits,
-               "failure_class": None if fits else (too_big if weights_alone else "kv_cache_insufficient"),
-               "phase": None if fits else ("weights_loading" if weights_alone else "kv_cache_alloc"),
-               "reason": reason}
+    verdict = {
+        "fits": fits,
+        "failure_class": None if fits else (too_big if weights_alone else "kv_cache_insufficient"),
+        "phase": None if fits else ("weights_loading" if weights_alone else "kv_cache_alloc"),
+        "reason": reason,
+    }
     per_token = plan.kv_cache_bytes / max(1, plan.kv_cells + plan.swa_cells)
     return {
-        "model": {"architecture": (ckpt.gguf_metadata or {}).get("general.architecture"),
-                  "parameters": sum(math.prod(t.shape) for t in ckpt.tensors),
-                  "weights_bytes_total": plan.weights_bytes},
+        "model": {
+            "architecture": (ckpt.gguf_metadata or {}).get("general.architecture"),
+            "parameters": sum(math.prod(t.shape) for t in ckpt.tensors),
+            "weights_bytes_total": plan.weights_bytes,
+        },
         "settings": {**settings, "n_ctx_padded": plan.n_ctx, "engine": "llamacpp"},
-        "memory": {"total_bytes": memory_bytes, "where": where, "weights_bytes": plan.weights_bytes,
-                   "kv_cache_bytes": plan.kv_cache_bytes, "compute_buffer_bytes": plan.compute_buffer_bytes,
-                   "output_buffer_bytes": plan.output_buffer_bytes, "needed_bytes": plan.total_bytes,
-                   "headroom_bytes": memory_bytes - plan.total_bytes},
+        "memory": {
+            "total_bytes": memory_bytes,
+            "where": where,
+            "weights_bytes": plan.weights_bytes,
+            "kv_cache_bytes": plan.kv_cache_bytes,
+            "compute_buffer_bytes": plan.compute_buffer_bytes,
+            "output_buffer_bytes": plan.output_buffer_bytes,
+            "needed_bytes": plan.total_bytes,
+            "headroom_bytes": memory_bytes - plan.total_bytes,
+        },
         "kv_cache": {"bytes_per_token": round(per_token), "tokens": plan.kv_cells},
         "verdict": verdict,
         "recommendations": [] if fits else _recommend(ckpt, settings, memory_bytes),
@@ -104,7 +124,9 @@ def _result(ckpt: Checkpoint, settings: dict[str, Any], plan: GgufPlan, memory_b
     }
 
 
-def _recommend(ckpt: Checkpoint, settings: dict[str, Any], memory_bytes: int) -> list[dict[str, str]]:
+def _recommend(
+    ckpt: Checkpoint, settings: dict[str, Any], memory_bytes: int
+) -> list[dict[str, str]]:
     out = []
     low, high = 0, settings["n_ctx"]
     while high - low > 256:  # the largest context (to 256 tokens) whose buffers fit
@@ -114,27 +136,44 @@ def _recommend(ckpt: Checkpoint, settings: dict[str, Any], memory_bytes: int) ->
         else:
             high = mid
     if low >= 256:
-        out.append({"flag": "-c", "value": str(low // 256 * 256),
-                    "why": "the largest context whose KV cache and buffers fit (--n_ctx for llama-cpp-python)"})
+        out.append(
+            {
+                "flag": "-c",
+                "value": str(low // 256 * 256),
+                "why": "the largest context whose KV cache and buffers fit (--n_ctx for llama-cpp-python)",
+            }
+        )
     if settings["cache_type_k"] == "f16":
         q8 = _plan(ckpt, settings, cache_type_k="q8_0")
         if q8.total_bytes <= memory_bytes:
-            out.append({"flag": "-ctk", "value": "q8_0", "why": "a q8_0 K cache halves its bytes and fits"})
+            out.append(
+                {"flag": "-ctk", "value": "q8_0", "why": "a q8_0 K cache halves its bytes and fits"}
+            )
     return out
 
 
 def _print(result: dict[str, Any], ctx: Context) -> None:
     console = make_console(ctx.stdout, ctx.environ)
     m, s, v = result["memory"], result["settings"], result["verdict"]
-    console.print(f"{result['model']['architecture']}: {result['model']['parameters']:,} parameters, "
-                  f"{format_bytes(m['weights_bytes'])} of weights; llama.cpp, n_ctx {s['n_ctx_padded']}, "
-                  f"{s['n_parallel']} slot(s), KV {s['cache_type_k']}/{s['cache_type_v']}")
-    for label, key in (("weights", "weights_bytes"), ("KV cache", "kv_cache_bytes"),
-                       ("compute buffer", "compute_buffer_bytes"), ("output buffer", "output_buffer_bytes"),
-                       ("needed", "needed_bytes"), (f"available ({m['where']})", "total_bytes")):
+    console.print(
+        f"{result['model']['architecture']}: {result['model']['parameters']:,} parameters, "
+        f"{format_bytes(m['weights_bytes'])} of weights; llama.cpp, n_ctx {s['n_ctx_padded']}, "
+        f"{s['n_parallel']} slot(s), KV {s['cache_type_k']}/{s['cache_type_v']}"
+    )
+    for label, key in (
+        ("weights", "weights_bytes"),
+        ("KV cache", "kv_cache_bytes"),
+        ("compute buffer", "compute_buffer_bytes"),
+        ("output buffer", "output_buffer_bytes"),
+        ("needed", "needed_bytes"),
+        (f"available ({m['where']})", "total_bytes"),
+    ):
         console.print(f"  {label:<22} {format_bytes(m[key]):>12}")
-    console.print("verdict: FITS" if v["fits"] else f"verdict: DOES NOT FIT - {v['failure_class']} at {v['phase']}: "
-                  f"{v['reason']}")
+    console.print(
+        "verdict: FITS"
+        if v["fits"]
+        else f"verdict: DOES NOT FIT - {v['failure_class']} at {v['phase']}: {v['reason']}"
+    )
     for r in result["recommendations"]:
         console.print(f"  append {r['flag']} {r['value']}   # {r['why']}")
 
@@ -142,5 +181,7 @@ def _print(result: dict[str, Any], ctx: Context) -> None:
 def check_not_mixed(args: Any) -> None:
     """vLLM-only flags make no sense for a GGUF plan."""
     if getattr(args, "tensor_parallel_size", None) not in (None, 1):
-        raise UsageError("-tp is a vLLM setting; llama.cpp splits layers with --tensor-split",
-                         hint="drop -tp for a GGUF plan")
+        raise UsageError(
+            "-tp is a vLLM setting; llama.cpp splits layers with --tensor-split",
+            hint="drop -tp for a GGUF plan",
+        )

@@ -28,24 +28,76 @@ ENGINES = ("auto", *(e.value for e in Engine))
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     """Flags shared by ``run`` and ``watch``."""
-    parser.add_argument("--engine", choices=ENGINES, default="auto", help="engine knowledge pack (default: from the command or log)")
-    parser.add_argument("--url", help="server base URL (default: the command's --host/--port, else the engine's default port)")
-    parser.add_argument("--stall", default="300s", help="no phase, progress or GPU memory change for this long = stalled (default 300s; 0 = never)")
-    parser.add_argument("--deadline", default="2h", help="the whole startup must be ready within this (default 2h; 0 = none)")
-    parser.add_argument("--json", action="store_true", help="JSON Lines events on stdout; human output on stderr")
-    parser.add_argument("--api-key", help="API key for the probes (default: OPENAI_API_KEY or VLLM_API_KEY)")
-    parser.add_argument("--gpus-from", metavar="FILE", help="read GPU memory from a readings file instead of NVML")
-    parser.add_argument("--quiet", action="store_true", help="do not echo the server's own log lines (plain output only)")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="engine knowledge pack (default: from the command or log)",
+    )
+    parser.add_argument(
+        "--url",
+        help="server base URL (default: the command's --host/--port, else the engine's default port)",
+    )
+    parser.add_argument(
+        "--stall",
+        default="300s",
+        help="no phase, progress or GPU memory change for this long = stalled (default 300s; 0 = never)",
+    )
+    parser.add_argument(
+        "--deadline",
+        default="2h",
+        help="the whole startup must be ready within this (default 2h; 0 = none)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="JSON Lines events on stdout; human output on stderr"
+    )
+    parser.add_argument(
+        "--api-key", help="API key for the probes (default: OPENAI_API_KEY or VLLM_API_KEY)"
+    )
+    parser.add_argument(
+        "--gpus-from", metavar="FILE", help="read GPU memory from a readings file instead of NVML"
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="do not echo the server's own log lines (plain output only)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
-    parser.add_argument("--keep", action="store_true", help="leave the server running on failure (and, with --exit-when-ready, when ready)")
-    parser.add_argument("--exit-when-ready", action="store_true", help="exit 0 at ready; the server is stopped unless --keep")
-    parser.add_argument("--notify", action="store_true", help="speak sd_notify (STATUS, EXTEND_TIMEOUT_USEC, READY=1 after the smoke request, WATCHDOG)")
-    parser.add_argument("--grace", default="10s", help="SIGTERM to SIGKILL grace when stopping the server (default 10s)")
-    parser.add_argument("--retry", type=int, default=0, metavar="N", help="on a failure with a known remedy, change the flag and start again, at most N times")
-    parser.add_argument("--bench", action="store_true", help="when ready, run `bringup bench` against the server (30 s, concurrency 1 and 4), then go on as without it")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the server running on failure (and, with --exit-when-ready, when ready)",
+    )
+    parser.add_argument(
+        "--exit-when-ready",
+        action="store_true",
+        help="exit 0 at ready; the server is stopped unless --keep",
+    )
+    parser.add_argument(
+        "--notify",
+        action="store_true",
+        help="speak sd_notify (STATUS, EXTEND_TIMEOUT_USEC, READY=1 after the smoke request, WATCHDOG)",
+    )
+    parser.add_argument(
+        "--grace",
+        default="10s",
+        help="SIGTERM to SIGKILL grace when stopping the server (default 10s)",
+    )
+    parser.add_argument(
+        "--retry",
+        type=int,
+        default=0,
+        metavar="N",
+        help="on a failure with a known remedy, change the flag and start again, at most N times",
+    )
+    parser.add_argument(
+        "--bench",
+        action="store_true",
+        help="when ready, run `bringup bench` against the server (30 s, concurrency 1 and 4), then go on as without it",
+    )
     parser.epilog = "the server command goes after `--`, e.g. bringup run -- vllm serve Qwen/Qwen3-8B --port 8000"
 
 
@@ -71,13 +123,23 @@ def config_from(args: argparse.Namespace, ctx: Context, argv: tuple[str, ...]) -
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     if not args.passthrough:
-        raise UsageError("no server command given", hint="put it after `--`, e.g. `bringup run -- vllm serve MODEL`")
+        raise UsageError(
+            "no server command given",
+            hint="put it after `--`, e.g. `bringup run -- vllm serve MODEL`",
+        )
     config = config_from(args, ctx, tuple(args.passthrough))
     if args.retry:
         from bringup.cli.commands.up import retry_run
 
         return retry_run(args, ctx, config)
-    observer = make_observer(ctx.stdout, ctx.stderr, ctx.environ, as_json=args.json, quiet=args.quiet, title="bringup run")
+    observer = make_observer(
+        ctx.stdout,
+        ctx.stderr,
+        ctx.environ,
+        as_json=args.json,
+        quiet=args.quiet,
+        title="bringup run",
+    )
     if args.bench:
         # the server must stay up for the benchmark: supervise on, and stop it afterwards
         # (as --exit-when-ready would have) through the same path as a SIGTERM after ready
@@ -102,7 +164,8 @@ def _bench_at_ready(args: argparse.Namespace, ctx: Context) -> Callable[[LiveEve
         if event.event == "ready" and not started.is_set():
             started.set()
             parts = urllib.parse.urlsplit(str(event.fields.get("url") or args.url or ""))
-            threading.Thread(target=bench, args=(f"{parts.scheme}://{parts.netloc}",), daemon=True,
-                             name="bench").start()
+            threading.Thread(
+                target=bench, args=(f"{parts.scheme}://{parts.netloc}",), daemon=True, name="bench"
+            ).start()
 
     return hook

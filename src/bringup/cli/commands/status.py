@@ -39,14 +39,29 @@ from bringup.supervisor import resolve_url
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", metavar="NAME", nargs="?", help="the systemd unit (NAME or NAME.service)")
+    parser.add_argument(
+        "name", metavar="NAME", nargs="?", help="the systemd unit (NAME or NAME.service)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     remote.add_host_arguments(parser)
-    parser.add_argument("--hosts", metavar="FILE", help="the fleet: every unit of every [[host]] in the TOML FILE, one row each, hosts asked in parallel")
-    parser.add_argument("--user", action="store_true", help="a unit of the user's manager (systemctl --user)")
-    parser.add_argument("--url", help="server base URL (default: the ExecStart's --host/--port, else the engine's default)")
-    parser.add_argument("--api-key", help="API key for the probe (default: OPENAI_API_KEY or VLLM_API_KEY)")
-    parser.add_argument("--gpus-from", metavar="FILE", help="read GPU memory from a readings file instead of NVML")
+    parser.add_argument(
+        "--hosts",
+        metavar="FILE",
+        help="the fleet: every unit of every [[host]] in the TOML FILE, one row each, hosts asked in parallel",
+    )
+    parser.add_argument(
+        "--user", action="store_true", help="a unit of the user's manager (systemctl --user)"
+    )
+    parser.add_argument(
+        "--url",
+        help="server base URL (default: the ExecStart's --host/--port, else the engine's default)",
+    )
+    parser.add_argument(
+        "--api-key", help="API key for the probe (default: OPENAI_API_KEY or VLLM_API_KEY)"
+    )
+    parser.add_argument(
+        "--gpus-from", metavar="FILE", help="read GPU memory from a readings file instead of NVML"
+    )
 
 
 def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) -> int:
@@ -68,14 +83,36 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
 def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> dict[str, Any]:
     """Gather the facts and derive the verdict: the ``--json`` object."""
     user = ["--user"] if args.user else []
-    props = service.parse_show(check(runner.run(["systemctl", *user, "show", unit, "--property=" + ",".join(service.SHOW_PROPERTIES)])).stdout)
+    props = service.parse_show(
+        check(
+            runner.run(
+                [
+                    "systemctl",
+                    *user,
+                    "show",
+                    unit,
+                    "--property=" + ",".join(service.SHOW_PROPERTIES),
+                ]
+            )
+        ).stdout
+    )
     state = service.UnitState.from_show(props)
     argv = _server_argv(runner, user, unit, props)
     diagnosis, ready_us = _journal(runner, user, unit, state)
     engine = engine_args.parse_server_command(argv).engine if argv else None
-    url = remote.probe_url(_url(args.url, argv, engine), runner) if not args.url else _url(args.url, argv, engine)
-    probe = _probe(url, args, ctx) if (args.url or state.active_state == "active") and state.load_state != "not-found" else None
-    verdict, why = service.derive(service.Look(state, diagnosis, probe.ok if probe is not None else None))
+    url = (
+        remote.probe_url(_url(args.url, argv, engine), runner)
+        if not args.url
+        else _url(args.url, argv, engine)
+    )
+    probe = (
+        _probe(url, args, ctx)
+        if (args.url or state.active_state == "active") and state.load_state != "not-found"
+        else None
+    )
+    verdict, why = service.derive(
+        service.Look(state, diagnosis, probe.ok if probe is not None else None)
+    )
     failure = diagnosis.failure if diagnosis is not None else None
     if isinstance(runner, SshRunner) and not args.gpus_from:
         gpus, gpu_note = remote.remote_gpus(runner)
@@ -86,13 +123,23 @@ def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> d
         "verdict": verdict.value,
         "why": why,
         "state": {
-            "active_state": state.active_state, "sub_state": state.sub_state, "main_pid": state.main_pid,
-            "n_restarts": state.n_restarts, "result": state.result, "exec_main_status": state.exec_main_status,
+            "active_state": state.active_state,
+            "sub_state": state.sub_state,
+            "main_pid": state.main_pid,
+            "n_restarts": state.n_restarts,
+            "result": state.result,
+            "exec_main_status": state.exec_main_status,
         },
         "phase": diagnosis.phase.value if diagnosis is not None and diagnosis.timeline else None,
-        "failure": {**failure_fields(failure), "summary": failure.summary} if failure is not None else None,
-        "ready_since": _iso(ready_us) if ready_us is not None and verdict is service.Verdict.READY else None,
-        "engine": engine.value if engine is not None else (diagnosis.engine if diagnosis is not None else None),
+        "failure": {**failure_fields(failure), "summary": failure.summary}
+        if failure is not None
+        else None,
+        "ready_since": _iso(ready_us)
+        if ready_us is not None and verdict is service.Verdict.READY
+        else None,
+        "engine": engine.value
+        if engine is not None
+        else (diagnosis.engine if diagnosis is not None else None),
         "url": url,
         "probe": probe_fields(probe) if probe is not None else None,
         "gpus": gpus,
@@ -107,12 +154,23 @@ def _server_argv(runner: Runner, user: list[str], unit: str, props: dict[str, st
     return service.server_argv(words) if words else []
 
 
-def _journal(runner: Runner, user: list[str], unit: str, state: service.UnitState) -> tuple[Diagnosis | None, int | None]:
+def _journal(
+    runner: Runner, user: list[str], unit: str, state: service.UnitState
+) -> tuple[Diagnosis | None, int | None]:
     """The current invocation's journal, analysed; and when it reached ready (µs since the epoch)."""
     if not state.invocation_id:
         return None, None
     which = ["--user-unit", unit] if user else ["-u", unit]
-    result = runner.run(["journalctl", *which, f"_SYSTEMD_INVOCATION_ID={state.invocation_id}", "-o", "json", "--no-pager"])
+    result = runner.run(
+        [
+            "journalctl",
+            *which,
+            f"_SYSTEMD_INVOCATION_ID={state.invocation_id}",
+            "-o",
+            "json",
+            "--no-pager",
+        ]
+    )
     if result.returncode != 0:
         return None, None
     analyzer = LogAnalyzer(None)
@@ -120,7 +178,9 @@ def _journal(runner: Runner, user: list[str], unit: str, state: service.UnitStat
     for entry in service.parse_journal(result.stdout):
         for line in entry.message.split("\n"):
             events = analyzer.feed(line)
-            reached = any(isinstance(e, PhaseEvent) and e.entry.phase is Phase.READY for e in events)
+            reached = any(
+                isinstance(e, PhaseEvent) and e.entry.phase is Phase.READY for e in events
+            )
             if ready_us is None and (reached or "READY: " in line):
                 ready_us = entry.realtime_us
     running = state.active_state in ("active", "activating", "reloading", "deactivating")
@@ -137,7 +197,9 @@ def _url(url: str | None, argv: list[str], engine: Any) -> str:
 
 def _probe(url: str, args: argparse.Namespace, ctx: Context) -> ProbeObservation:
     """health, then /v1/models, then a 1-token completion; the first that fails is the answer."""
-    prober = HttpProber(url, api_key=api_key_from(args.api_key, ctx.environ), smoke_timeout_seconds=30.0)
+    prober = HttpProber(
+        url, api_key=api_key_from(args.api_key, ctx.environ), smoke_timeout_seconds=30.0
+    )
     try:
         obs = prober.probe(ProbeKind.HEALTH)
         if not (obs.ok or obs.status == 404):
@@ -149,12 +211,23 @@ def _probe(url: str, args: argparse.Namespace, ctx: Context) -> ProbeObservation
 
 
 def _gpus(gpus_from: str | None, environment: str) -> tuple[list[dict[str, Any]], str | None]:
-    visible = next((w.split("=", 1)[1] for w in environment.split() if w.startswith("CUDA_VISIBLE_DEVICES=")), None)
+    visible = next(
+        (w.split("=", 1)[1] for w in environment.split() if w.startswith("CUDA_VISIBLE_DEVICES=")),
+        None,
+    )
     try:
         readings = select_visible(gpu_adapter.open_source(gpus_from).read(), visible)
     except BringupError as exc:
         return [], f"not read: {exc}"
-    return [{"index": g.index, "name": g.name, "used_bytes": g.memory_used_bytes, "total_bytes": g.memory_total_bytes} for g in readings], None
+    return [
+        {
+            "index": g.index,
+            "name": g.name,
+            "used_bytes": g.memory_used_bytes,
+            "total_bytes": g.memory_total_bytes,
+        }
+        for g in readings
+    ], None
 
 
 def _iso(realtime_us: int) -> str:
@@ -182,10 +255,16 @@ def _host_rows(host: Any, args: argparse.Namespace, ctx: Context) -> list[Any]:
     from bringup.core import fleet
 
     try:
-        runner = SshRunner(target_from(host.address, accept_new_host_key=host.accept_new_host_key, environ=ctx.environ))
+        runner = SshRunner(
+            target_from(
+                host.address, accept_new_host_key=host.accept_new_host_key, environ=ctx.environ
+            )
+        )
         runner.check(["true"])
     except BringupError as exc:
-        return fleet.rows_for_error(host.address, [unit_name(u) + ".service" for u in host.units], str(exc))
+        return fleet.rows_for_error(
+            host.address, [unit_name(u) + ".service" for u in host.units], str(exc)
+        )
     look_args = argparse.Namespace(user=args.user, url=None, api_key=args.api_key, gpus_from=None)
     rows = []
     for name in host.units:
@@ -202,6 +281,8 @@ def _read_toml(path: str) -> dict[str, Any]:
         with open(path, "rb") as f:
             return tomllib.load(f)
     except FileNotFoundError as exc:
-        raise UsageError(f"inventory not found: {path}", hint="give a TOML file of [[host]] tables") from exc
+        raise UsageError(
+            f"inventory not found: {path}", hint="give a TOML file of [[host]] tables"
+        ) from exc
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from exc

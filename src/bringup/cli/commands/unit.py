@@ -39,25 +39,85 @@ class Written:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = "%(prog)s NAME [options] -- CMD ARGS..."
     parser.add_argument("name", metavar="NAME", help="unit name (NAME.service)")
-    parser.add_argument("--user", action="store_true", help="a user unit (systemctl --user, ~/.config/systemd/user)")
-    parser.add_argument("--gpus", metavar="LIST", help="GPU indices or UUIDs: sets CUDA_VISIBLE_DEVICES for the guard and the server")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME[=VALUE]", help="set a variable (VALUE from the current environment when omitted); secrets go to the env file")
-    parser.add_argument("--env-file", metavar="FILE", help="write secrets to FILE (mode 0600) for EnvironmentFile=")
+    parser.add_argument(
+        "--user", action="store_true", help="a user unit (systemctl --user, ~/.config/systemd/user)"
+    )
+    parser.add_argument(
+        "--gpus",
+        metavar="LIST",
+        help="GPU indices or UUIDs: sets CUDA_VISIBLE_DEVICES for the guard and the server",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="set a variable (VALUE from the current environment when omitted); secrets go to the env file",
+    )
+    parser.add_argument(
+        "--env-file", metavar="FILE", help="write secrets to FILE (mode 0600) for EnvironmentFile="
+    )
     parser.add_argument("--output", metavar="FILE", help="write the unit to FILE instead of stdout")
-    parser.add_argument("--install", action="store_true", help="write under /etc/systemd/system (or ~/.config/systemd/user) and run systemctl daemon-reload")
-    parser.add_argument("--root", metavar="DIR", help="with --install: treat DIR as the file-system root (packaging, tests)")
+    parser.add_argument(
+        "--install",
+        action="store_true",
+        help="write under /etc/systemd/system (or ~/.config/systemd/user) and run systemctl daemon-reload",
+    )
+    parser.add_argument(
+        "--root",
+        metavar="DIR",
+        help="with --install: treat DIR as the file-system root (packaging, tests)",
+    )
     parser.add_argument("--description", metavar="TEXT", help="Description= (default: the command)")
-    parser.add_argument("--restart-sec", default="30s", metavar="DURATION", help="RestartSec= (default 30s)")
-    parser.add_argument("--timeout-start", default="20m", metavar="DURATION", help="TimeoutStartSec= (default 20m; bringup run extends it while loading progresses)")
-    parser.add_argument("--timeout-stop", default="60s", metavar="DURATION", help="TimeoutStopSec= (default 60s)")
-    parser.add_argument("--watchdog-sec", metavar="DURATION", help="WatchdogSec= (bringup run sends WATCHDOG=1 while healthy)")
-    parser.add_argument("--start-limit-burst", type=int, default=5, metavar="N", help="StartLimitBurst= (default 5)")
-    parser.add_argument("--start-limit-interval", default="30m", metavar="DURATION", help="StartLimitIntervalSec= (default 30m)")
-    parser.add_argument("--max-used", default="1000MiB", metavar="SIZE", help="the guard's limit per GPU (default 1000MiB)")
-    parser.add_argument("--guard-timeout", default="300s", metavar="DURATION", help="how long the guard waits for free GPUs (default 300s)")
-    parser.add_argument("--kill-stale", action="store_true", help="let the guard end earlier instances running this command line")
-    parser.add_argument("--bringup", metavar="PATH", help="the bringup executable the unit runs (default: this one)")
-    parser.add_argument("--json", action="store_true", help="print what was written as one JSON object")
+    parser.add_argument(
+        "--restart-sec", default="30s", metavar="DURATION", help="RestartSec= (default 30s)"
+    )
+    parser.add_argument(
+        "--timeout-start",
+        default="20m",
+        metavar="DURATION",
+        help="TimeoutStartSec= (default 20m; bringup run extends it while loading progresses)",
+    )
+    parser.add_argument(
+        "--timeout-stop", default="60s", metavar="DURATION", help="TimeoutStopSec= (default 60s)"
+    )
+    parser.add_argument(
+        "--watchdog-sec",
+        metavar="DURATION",
+        help="WatchdogSec= (bringup run sends WATCHDOG=1 while healthy)",
+    )
+    parser.add_argument(
+        "--start-limit-burst", type=int, default=5, metavar="N", help="StartLimitBurst= (default 5)"
+    )
+    parser.add_argument(
+        "--start-limit-interval",
+        default="30m",
+        metavar="DURATION",
+        help="StartLimitIntervalSec= (default 30m)",
+    )
+    parser.add_argument(
+        "--max-used",
+        default="1000MiB",
+        metavar="SIZE",
+        help="the guard's limit per GPU (default 1000MiB)",
+    )
+    parser.add_argument(
+        "--guard-timeout",
+        default="300s",
+        metavar="DURATION",
+        help="how long the guard waits for free GPUs (default 300s)",
+    )
+    parser.add_argument(
+        "--kill-stale",
+        action="store_true",
+        help="let the guard end earlier instances running this command line",
+    )
+    parser.add_argument(
+        "--bringup", metavar="PATH", help="the bringup executable the unit runs (default: this one)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print what was written as one JSON object"
+    )
 
 
 def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) -> int:
@@ -66,7 +126,10 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
     env_pairs = _leading_assignments(command) + _env_options(args.env, ctx)
     argv = command[len(_leading_assignments(command)) :]
     if not argv:
-        raise UsageError("no server command after the assignments", hint="bringup unit NAME -- vllm serve MODEL ...")
+        raise UsageError(
+            "no server command after the assignments",
+            hint="bringup unit NAME -- vllm serve MODEL ...",
+        )
     argv[0] = _resolve_executable(argv[0], ctx)
     secrets = su.split_secrets(argv, env_pairs)
     unit_dir = _install_dir(args, ctx) if args.install else None
@@ -85,7 +148,9 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
 
 def _command(args: argparse.Namespace, ctx: Context) -> list[str]:
     if not args.passthrough:
-        raise UsageError("no server command", hint="bringup unit NAME [options] -- vllm serve MODEL ...")
+        raise UsageError(
+            "no server command", hint="bringup unit NAME [options] -- vllm serve MODEL ..."
+        )
     if args.root and not args.install:
         raise UsageError("--root only applies with --install")
     if args.install and args.output:
@@ -110,7 +175,10 @@ def _env_options(items: list[str], ctx: Context) -> list[tuple[str, str]]:
         key, sep, value = item.partition("=")
         if not sep:
             if key not in ctx.environ:
-                raise UsageError(f"--env {key}: not set in the current environment", hint=f"use --env {key}=VALUE")
+                raise UsageError(
+                    f"--env {key}: not set in the current environment",
+                    hint=f"use --env {key}=VALUE",
+                )
             value = ctx.environ[key]
         pairs.append((key, value))
     return list(su.environment_pairs(dict(pairs)))
@@ -125,7 +193,9 @@ def _resolve_executable(word: str, ctx: Context) -> str:
         return path
     found = shutil.which(word, path=ctx.environ.get("PATH", os.defpath))
     if found is None:
-        raise UsageError(f"cannot find {word!r} on PATH", hint="give its absolute path, e.g. /opt/venv/bin/vllm")
+        raise UsageError(
+            f"cannot find {word!r} on PATH", hint="give its absolute path, e.g. /opt/venv/bin/vllm"
+        )
     return os.path.abspath(found)
 
 
@@ -146,7 +216,9 @@ def _install_dir(args: argparse.Namespace, ctx: Context) -> Path:
     root = Path(args.root or "/")
     if not args.user:
         return root / "etc/systemd/system"
-    config = ctx.environ.get("XDG_CONFIG_HOME") or os.path.join(ctx.environ.get("HOME", ""), ".config")
+    config = ctx.environ.get("XDG_CONFIG_HOME") or os.path.join(
+        ctx.environ.get("HOME", ""), ".config"
+    )
     if not os.path.isabs(config):
         raise UsageError("--user needs HOME (or XDG_CONFIG_HOME) set to an absolute path")
     return root / config.lstrip("/") / "systemd/user"
@@ -180,7 +252,9 @@ def _spec(
     timeout_start = parse_duration(args.timeout_start)
     guard_timeout = parse_duration(args.guard_timeout)
     if guard_timeout >= timeout_start:
-        raise UsageError("--guard-timeout must be shorter than --timeout-start (the guard runs inside it)")
+        raise UsageError(
+            "--guard-timeout must be shorter than --timeout-start (the guard runs inside it)"
+        )
     parse_size(args.max_used)
     if args.start_limit_burst < 1:
         raise UsageError("--start-limit-burst must be at least 1")
@@ -189,8 +263,11 @@ def _spec(
         description=args.description or _describe(secrets.argv),
         exec_start=su.run_command(bringup, secrets.argv),
         exec_start_pre=su.guard_command(
-            bringup, max_used=args.max_used, timeout=args.guard_timeout,
-            kill_stale=args.kill_stale, command=secrets.argv,
+            bringup,
+            max_used=args.max_used,
+            timeout=args.guard_timeout,
+            kill_stale=args.kill_stale,
+            command=secrets.argv,
         ),
         environment=su.gpu_environment(args.gpus) + secrets.environment,
         environment_file=env_file,
@@ -227,11 +304,17 @@ def _write(
 ) -> Written:
     if env_file is not None:
         write_private(env_file[0], su.render_env_file(name, secrets.secret_environment))
-    target = unit_dir / f"{name}.service" if unit_dir else (Path(args.output) if args.output else None)
+    target = (
+        unit_dir / f"{name}.service" if unit_dir else (Path(args.output) if args.output else None)
+    )
     if target is not None:
         _write_text(target, text)
     if unit_dir is not None:
-        reload = ["systemctl", "--user", "daemon-reload"] if args.user else ["systemctl", "daemon-reload"]
+        reload = (
+            ["systemctl", "--user", "daemon-reload"]
+            if args.user
+            else ["systemctl", "daemon-reload"]
+        )
         check((runner or LocalRunner(ctx.environ)).run(reload))
     return Written(
         name=name,

@@ -36,17 +36,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", help="the systemd unit (NAME or NAME.service)")
     add_retry(parser)
     add_common(parser)
-    parser.add_argument("--user", action="store_true", help="a unit of the user's manager (systemctl --user)")
-    parser.add_argument("--root", metavar="DIR", help="treat DIR as the file-system root for the retry drop-in (packaging, tests)")
-    parser.add_argument("--start-timeout", default="60s", help="how long the unit may take to begin a new run after start/restart (default 60s)")
-    parser.add_argument("--bench", action="store_true", help="when ready, run `bringup bench` against the server (its report on the human stream)")
+    parser.add_argument(
+        "--user", action="store_true", help="a unit of the user's manager (systemctl --user)"
+    )
+    parser.add_argument(
+        "--root",
+        metavar="DIR",
+        help="treat DIR as the file-system root for the retry drop-in (packaging, tests)",
+    )
+    parser.add_argument(
+        "--start-timeout",
+        default="60s",
+        help="how long the unit may take to begin a new run after start/restart (default 60s)",
+    )
+    parser.add_argument(
+        "--bench",
+        action="store_true",
+        help="when ready, run `bringup bench` against the server (its report on the human stream)",
+    )
     remote.add_host_arguments(parser)
 
 
 def add_retry(parser: argparse.ArgumentParser) -> None:
     """``--retry N``, shared with ``bringup run``."""
-    parser.add_argument("--retry", type=int, default=0, metavar="N",
-                        help="on a failure with a known remedy, change the setting and start again, at most N times")
+    parser.add_argument(
+        "--retry",
+        type=int,
+        default=0,
+        metavar="N",
+        help="on a failure with a known remedy, change the setting and start again, at most N times",
+    )
 
 
 def unit_dir(user: bool, root: str | None, environ: dict[str, str] | None) -> Path:
@@ -64,12 +83,22 @@ def unit_dir(user: bool, root: str | None, environ: dict[str, str] | None) -> Pa
 def _observers(args: argparse.Namespace, ctx: Context, title: str) -> Callable[[int], Observer]:
     def make(number: int) -> Observer:
         suffix = f" (attempt {number})" if number > 1 else ""
-        return make_observer(ctx.stdout, ctx.stderr, ctx.environ, as_json=args.json, quiet=args.quiet, title=title + suffix)
+        return make_observer(
+            ctx.stdout,
+            ctx.stderr,
+            ctx.environ,
+            as_json=args.json,
+            quiet=args.quiet,
+            title=title + suffix,
+        )
+
     return make
 
 
 def _reporter(args: argparse.Namespace, ctx: Context) -> RetryReporter:
-    return RetryReporter(ctx.stdout, ctx.stderr if args.json else ctx.stdout, as_json=args.json, retries=args.retry)
+    return RetryReporter(
+        ctx.stdout, ctx.stderr if args.json else ctx.stdout, as_json=args.json, retries=args.retry
+    )
 
 
 def retry_run(args: argparse.Namespace, ctx: Context, config: StartupConfig) -> int:
@@ -78,30 +107,45 @@ def retry_run(args: argparse.Namespace, ctx: Context, config: StartupConfig) -> 
         raise UsageError(f"--retry {args.retry}: give a count of 0 or more")
     reporter = _reporter(args, ctx)
     attempts = ChildAttempts(config, _observers(args, ctx, "bringup run"))
-    outcome = run_with_retry(attempts, config.argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop)
+    outcome = run_with_retry(
+        attempts, config.argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop
+    )
     return outcome.exit_code
 
 
 def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) -> int:
     if args.passthrough:
-        raise UsageError("up takes no server command", hint="the unit's ExecStart= is the command; write it with `bringup unit`")
+        raise UsageError(
+            "up takes no server command",
+            hint="the unit's ExecStart= is the command; write it with `bringup unit`",
+        )
     if args.retry < 0:
         raise UsageError(f"--retry {args.retry}: give a count of 0 or more")
     name = unit_name(args.name) + ".service"
     if args.host and args.retry:
-        raise UsageError("--retry with --host is not supported yet (the drop-in would be written on this machine)", hint="run `bringup up --retry N` on the host itself")
+        raise UsageError(
+            "--retry with --host is not supported yet (the drop-in would be written on this machine)",
+            hint="run `bringup up --retry N` on the host itself",
+        )
     runner = runner or remote.ssh_runner(args, ctx.environ)
     config = config_from(args, ctx, ())
     reporter = _reporter(args, ctx)
     attempts = UnitAttempts(
-        name, runner or LocalRunner(ctx.environ), config, _observers(args, ctx, f"bringup up {name}"),
-        unit_dir=unit_dir(args.user, args.root, dict(ctx.environ)), user=args.user,
-        start_timeout_seconds=parse_duration(args.start_timeout), on_note=reporter.note,
+        name,
+        runner or LocalRunner(ctx.environ),
+        config,
+        _observers(args, ctx, f"bringup up {name}"),
+        unit_dir=unit_dir(args.user, args.root, dict(ctx.environ)),
+        user=args.user,
+        start_timeout_seconds=parse_duration(args.start_timeout),
+        on_note=reporter.note,
     )
     argv = attempts.server_argv()
     if isinstance(runner, SshRunner) and not args.url:
         attempts.config = dataclasses.replace(attempts.config, url=remote.server_url(argv, runner))
-    outcome = run_with_retry(attempts, argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop)
+    outcome = run_with_retry(
+        attempts, argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop
+    )
     if args.bench and outcome.exit_code == 0:
         from bringup.cli.commands.bench import run_after_ready
 

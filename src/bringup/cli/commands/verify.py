@@ -28,16 +28,29 @@ from bringup.render.json_out import print_json
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bringup verify``."""
-    parser.add_argument("path", metavar="PATH",
-                        help="model folder, HF cache folder (models--org--name) or snapshot, "
-                             ".safetensors file, or .gguf file (part 1 of a split one)")
-    parser.add_argument("--hash", action="store_true",
-                        help="also sha256 every file (streaming, in parallel) and compare with the "
-                             "HF cache blob names or --manifest")
-    parser.add_argument("--manifest", metavar="FILE", help="sha256sum-format file to compare with (implies --hash)")
-    parser.add_argument("--write-manifest", metavar="FILE", help="write the sha256 of every file, sha256sum format "
-                                                                 "(implies --hash)")
-    parser.add_argument("--jobs", type=int, metavar="N", help="files hashed at once (default: one per CPU)")
+    parser.add_argument(
+        "path",
+        metavar="PATH",
+        help="model folder, HF cache folder (models--org--name) or snapshot, "
+        ".safetensors file, or .gguf file (part 1 of a split one)",
+    )
+    parser.add_argument(
+        "--hash",
+        action="store_true",
+        help="also sha256 every file (streaming, in parallel) and compare with the "
+        "HF cache blob names or --manifest",
+    )
+    parser.add_argument(
+        "--manifest", metavar="FILE", help="sha256sum-format file to compare with (implies --hash)"
+    )
+    parser.add_argument(
+        "--write-manifest",
+        metavar="FILE",
+        help="write the sha256 of every file, sha256sum format (implies --hash)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, metavar="N", help="files hashed at once (default: one per CPU)"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -59,8 +72,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return 0 if report.ok else 1
 
 
-def _hash(checkpoint: Checkpoint, manifest: dict[str, Expected] | None, args: argparse.Namespace,
-          ctx: Context) -> tuple[list[Problem], render.HashStats]:
+def _hash(
+    checkpoint: Checkpoint,
+    manifest: dict[str, Expected] | None,
+    args: argparse.Namespace,
+    ctx: Context,
+) -> tuple[list[Problem], render.HashStats]:
     paths = _targets(checkpoint)
     expected = hashing.cache_expectations(_folder(checkpoint), paths)
     expected.update(manifest or {})
@@ -73,7 +90,9 @@ def _hash(checkpoint: Checkpoint, manifest: dict[str, Expected] | None, args: ar
     seconds = time.monotonic() - started
     if args.write_manifest:
         hashing.write_manifest(Path(args.write_manifest), digests)
-    stats = render.HashStats(len(digests), _bytes(digests), seconds, len(expected.keys() & digests.keys()))
+    stats = render.HashStats(
+        len(digests), _bytes(digests), seconds, len(expected.keys() & digests.keys())
+    )
     return check_hashes(expected, digests), stats
 
 

@@ -21,12 +21,20 @@ from bringup.supervisor import run_startup
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--unit", help="a systemd unit (systemctl show + journalctl -u NAME -o json -f)")
+    what.add_argument(
+        "--unit", help="a systemd unit (systemctl show + journalctl -u NAME -o json -f)"
+    )
     what.add_argument("--container", help="a docker container (docker inspect + docker logs -f)")
-    what.add_argument("--log", metavar="FILE", help="a log file, followed like tail -F (renames, truncation)")
+    what.add_argument(
+        "--log", metavar="FILE", help="a log file, followed like tail -F (renames, truncation)"
+    )
     what.add_argument("--pid", type=int, help="a process id: liveness only, no log")
     add_common(parser)
-    parser.add_argument("--follow", action="store_true", help="keep watching after ready until the server dies (exit 1) or Ctrl-C (exit 0)")
+    parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep watching after ready until the server dies (exit 1) or Ctrl-C (exit 0)",
+    )
     remote.add_host_arguments(parser)
 
 
@@ -40,15 +48,27 @@ def make_source(args: argparse.Namespace, ctx: Context) -> Source:
     if args.log:
         return FileSource(args.log) if runner is None else remote.RemoteFileSource(args.log, runner)
     if runner is not None:
-        raise UsageError("--pid cannot be watched on a remote host", hint="use --unit, --container or --log with --host")
+        raise UsageError(
+            "--pid cannot be watched on a remote host",
+            hint="use --unit, --container or --log with --host",
+        )
     return PidSource(args.pid)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.passthrough:
-        raise UsageError("watch takes no server command", hint="use `bringup run -- CMD` to start one")
+        raise UsageError(
+            "watch takes no server command", hint="use `bringup run -- CMD` to start one"
+        )
     config = config_from(args, ctx, ())
     source = make_source(args, ctx)
-    observer = make_observer(ctx.stdout, ctx.stderr, ctx.environ, as_json=args.json, quiet=args.quiet, title=f"bringup watch {source.description}")
+    observer = make_observer(
+        ctx.stdout,
+        ctx.stderr,
+        ctx.environ,
+        as_json=args.json,
+        quiet=args.quiet,
+        title=f"bringup watch {source.description}",
+    )
     result = run_startup(config, source=source, observer=observer, follow=args.follow)
     return result.exit_code

@@ -36,10 +36,20 @@ P = Phase
 # then. It has no /health (404): readiness is GET /v1/models, then a smoke completion.
 # uvicorn prints "Application startup complete." BEFORE it binds, so only "Uvicorn running on"
 # is its ready line (a bind error can follow "Application startup complete.").
-LLAMA_CPP_PYTHON_HTTP = HttpSpec(default_port=8000, health_path="/v1/models", refuses_until_ready=True, health_503_while_loading=False)
+LLAMA_CPP_PYTHON_HTTP = HttpSpec(
+    default_port=8000,
+    health_path="/v1/models",
+    refuses_until_ready=True,
+    health_503_while_loading=False,
+)
 
 # Native llama-server: the port is open while loading, /health is 503 until the model is loaded.
-LLAMA_SERVER_HTTP = HttpSpec(default_port=8080, health_path="/health", refuses_until_ready=False, health_503_while_loading=True)
+LLAMA_SERVER_HTTP = HttpSpec(
+    default_port=8080,
+    health_path="/health",
+    refuses_until_ready=False,
+    health_503_while_loading=True,
+)
 
 _MIB = 1024 * 1024
 _MIN_CTX = 512
@@ -81,11 +91,16 @@ def _smaller_context(ctx: RemedyContext, flags: _Flags, memory: str) -> Remedy:
     attempted = r.number(ctx, "attempted_mib")
     if attempted and n_ctx:
         per_token = attempted * _MIB / n_ctx
-        cost = (f" n_ctx {int(n_ctx)} asked for {attempted:,.2f} MiB of {memory} ({per_token:,.0f} "
-                f"bytes per token); {value} needs about {value * per_token / _MIB:,.2f} MiB.")
+        cost = (
+            f" n_ctx {int(n_ctx)} asked for {attempted:,.2f} MiB of {memory} ({per_token:,.0f} "
+            f"bytes per token); {value} needs about {value * per_token / _MIB:,.2f} MiB."
+        )
     other = "--n_ctx on llama-cpp-python" if flags is _NATIVE else "-c on llama-server"
-    return Remedy(f"Use a smaller context: {flags.ctx} {value} ({why}).{cost} ({other})",
-                  flags.ctx, str(value))
+    return Remedy(
+        f"Use a smaller context: {flags.ctx} {value} ({why}).{cost} ({other})",
+        flags.ctx,
+        str(value),
+    )
 
 
 def _fewer_slots(ctx: RemedyContext, flags: _Flags) -> tuple[Remedy, ...]:
@@ -93,23 +108,33 @@ def _fewer_slots(ctx: RemedyContext, flags: _Flags) -> tuple[Remedy, ...]:
     if flags.parallel is None or not slots or slots <= 1:
         return ()
     value = str(max(1, int(slots) // 2))
-    return (Remedy(f"Serve fewer parallel slots: {flags.parallel} {value} (from {int(slots)}).",
-                   flags.parallel, value),)
+    return (
+        Remedy(
+            f"Serve fewer parallel slots: {flags.parallel} {value} (from {int(slots)}).",
+            flags.parallel,
+            value,
+        ),
+    )
 
 
 def _quantized_kv(flags: _Flags) -> Remedy:
     note = "" if flags.cache_k_q8 == "q8_0" else " (GGML type 8 is q8_0)"
-    return Remedy(f"Quantize the KV cache to halve its K part: {flags.cache_k} {flags.cache_k_q8}{note}.",
-                  flags.cache_k, flags.cache_k_q8)
+    return Remedy(
+        f"Quantize the KV cache to halve its K part: {flags.cache_k} {flags.cache_k_q8}{note}.",
+        flags.cache_k,
+        flags.cache_k_q8,
+    )
 
 
 def host_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """Host RAM ran out (a CPU buffer, ggml_aligned_malloc, std::bad_alloc): no GPU advice."""
     flags = _flags(ctx)
-    return (_smaller_context(ctx, flags, "host RAM"),
-            _quantized_kv(flags),
-            *_fewer_slots(ctx, flags),
-            Remedy("Or give the machine (or container) more RAM; check `free -g`."))
+    return (
+        _smaller_context(ctx, flags, "host RAM"),
+        _quantized_kv(flags),
+        *_fewer_slots(ctx, flags),
+        Remedy("Or give the machine (or container) more RAM; check `free -g`."),
+    )
 
 
 def gpu_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
@@ -119,8 +144,14 @@ def gpu_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
     layers = r.number(ctx, "layers_offloaded")
     if layers and layers > 1:
         value = str(int(layers) - max(1, int(layers) // 4))
-        out.append(Remedy(f"Offload fewer layers: {flags.ngl} {value} (from {int(layers)}); the rest "
-                          "run from host RAM, slower.", flags.ngl, value))
+        out.append(
+            Remedy(
+                f"Offload fewer layers: {flags.ngl} {value} (from {int(layers)}); the rest "
+                "run from host RAM, slower.",
+                flags.ngl,
+                value,
+            )
+        )
     else:
         out.append(Remedy(f"Offload fewer layers (lower {flags.ngl}); the rest run from host RAM."))
     out.append(_quantized_kv(flags))
@@ -138,8 +169,10 @@ def memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
 def missing_path(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """The model path does not exist."""
     path = ctx.groups.get("path", "the model path")
-    return (Remedy(f"Check the model path (--model; -m on llama-server): {path} does not exist."),
-            *r.redownload(ctx))
+    return (
+        Remedy(f"Check the model path (--model; -m on llama-server): {path} does not exist."),
+        *r.redownload(ctx),
+    )
 
 
 _KV = "The KV cache or compute buffer for this context size"
@@ -147,71 +180,225 @@ _NATIVE_MARK = r"^build: (?P<llama_server_build>\d+) \("
 
 PACK = Pack(
     engine=Engine.LLAMACPP,
-    detect=("llama_model_loader", "llama_model_load", "llama_context", "llama_new_context", "main: loading model",
-            "llama-server", "llama_cpp", "ggml_cuda_init", "system info: n_threads", "load_backend: loaded",
-            "gguf_init_from_"),
-    version=(rx(r"^build: (?P<version>\d+ \(\w+\))"), rx(r"llama_cpp(?:_python)?[ =]+v?(?P<version>\d+\.\d+\.\d+)")),
+    detect=(
+        "llama_model_loader",
+        "llama_model_load",
+        "llama_context",
+        "llama_new_context",
+        "main: loading model",
+        "llama-server",
+        "llama_cpp",
+        "ggml_cuda_init",
+        "system info: n_threads",
+        "load_backend: loaded",
+        "gguf_init_from_",
+    ),
+    version=(
+        rx(r"^build: (?P<version>\d+ \(\w+\))"),
+        rx(r"llama_cpp(?:_python)?[ =]+v?(?P<version>\d+\.\d+\.\d+)"),
+    ),
     phases=(
-        PhaseMarker(rx(r"^build: \d+|system info: n_threads|binding port with default address family"), P.CONFIG),
+        PhaseMarker(
+            rx(r"^build: \d+|system info: n_threads|binding port with default address family"),
+            P.CONFIG,
+        ),
         PhaseMarker(rx(r"ggml_cuda_init: found \d+"), P.DISTRIBUTED_INIT),
-        PhaseMarker(rx(r"main: loading model|load_model: loading model|llama_model_loader: loaded meta data"), P.WEIGHTS_LOADING),
+        PhaseMarker(
+            rx(
+                r"main: loading model|load_model: loading model|llama_model_loader: loaded meta data"
+            ),
+            P.WEIGHTS_LOADING,
+        ),
         PhaseMarker(rx(r"(?:llm_)?load_tensors: .*model buffer size"), P.WEIGHTS_LOADED),
-        PhaseMarker(rx(r"(?:llama_kv_cache\w*|llama_new_context_with_model|llama_context): +\S+ KV buffer size|llama_context: constructing llama_context|llama_new_context_with_model: n_ctx"), P.KV_CACHE_ALLOC),
+        PhaseMarker(
+            rx(
+                r"(?:llama_kv_cache\w*|llama_new_context_with_model|llama_context): +\S+ KV buffer size|llama_context: constructing llama_context|llama_new_context_with_model: n_ctx"
+            ),
+            P.KV_CACHE_ALLOC,
+        ),
         PhaseMarker(rx(r"warming up the model|initializing slots, n_slots"), P.WARMUP),
         # uvicorn (llama-cpp-python): printed before the bind, so not ready yet
-        PhaseMarker(rx(r"^INFO:\s+Application startup complete|Application startup complete\."), P.API_SERVER_STARTING, requires=P.WEIGHTS_LOADING),
-        PhaseMarker(rx(r"main: model loaded|server is listening on|Uvicorn running on"), P.READY, requires=P.WEIGHTS_LOADING),
+        PhaseMarker(
+            rx(r"^INFO:\s+Application startup complete|Application startup complete\."),
+            P.API_SERVER_STARTING,
+            requires=P.WEIGHTS_LOADING,
+        ),
+        PhaseMarker(
+            rx(r"main: model loaded|server is listening on|Uvicorn running on"),
+            P.READY,
+            requires=P.WEIGHTS_LOADING,
+        ),
     ),
     progress=(
-        ProgressRule(rx(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU"), P.WEIGHTS_LOADING, "layers", "layers_offloaded", "layers_total"),
+        ProgressRule(
+            rx(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU"),
+            P.WEIGHTS_LOADING,
+            "layers",
+            "layers_offloaded",
+            "layers_total",
+        ),
     ),
     facts=(
         FactRule(rx(_NATIVE_MARK), {"llama_server_build": to_int}),
-        FactRule(rx(r"loading model '(?P<model>[^']+)'|loaded meta data with .* from (?P<model__2>\S+)")),
-        FactRule(rx(r"load_tensors: +CUDA0 model buffer size = +(?P<weights_gib_per_gpu>[\d.]+) MiB"), {"weights_gib_per_gpu": mib_to_gib}),
-        FactRule(rx(r"CUDA0 KV buffer size = +(?P<available_kv_gib>[\d.]+) MiB"), {"available_kv_gib": mib_to_gib}),
+        FactRule(
+            rx(r"loading model '(?P<model>[^']+)'|loaded meta data with .* from (?P<model__2>\S+)")
+        ),
+        FactRule(
+            rx(r"load_tensors: +CUDA0 model buffer size = +(?P<weights_gib_per_gpu>[\d.]+) MiB"),
+            {"weights_gib_per_gpu": mib_to_gib},
+        ),
+        FactRule(
+            rx(r"CUDA0 KV buffer size = +(?P<available_kv_gib>[\d.]+) MiB"),
+            {"available_kv_gib": mib_to_gib},
+        ),
         FactRule(rx(r"\bn_ctx\s+= (?P<max_model_len>\d+)"), {"max_model_len": to_int}),
-        FactRule(rx(r"\bn_ctx_train\s+= (?P<n_ctx_train>\d+)|n_ctx_train \((?P<n_ctx_train__2>\d+)\)"), {"n_ctx_train": to_int}),
+        FactRule(
+            rx(r"\bn_ctx_train\s+= (?P<n_ctx_train>\d+)|n_ctx_train \((?P<n_ctx_train__2>\d+)\)"),
+            {"n_ctx_train": to_int},
+        ),
         FactRule(rx(r"\bn_ctx_(?:seq|per_seq)\s+= (?P<n_ctx_seq>\d+)"), {"n_ctx_seq": to_int}),
-        FactRule(rx(r"n_slots = (?P<max_num_seqs>\d+)|\bn_seq_max\s+= (?P<max_num_seqs__2>\d+)"), {"max_num_seqs": to_int}),
+        FactRule(
+            rx(r"n_slots = (?P<max_num_seqs>\d+)|\bn_seq_max\s+= (?P<max_num_seqs__2>\d+)"),
+            {"max_num_seqs": to_int},
+        ),
         FactRule(rx(r"llama_kv_cache\w*: +layer +\d+: dev = (?P<kv_device>\S+)")),
     ),
     signatures=(
-        Signature("bind", rx(r"couldn't bind HTTP server socket, hostname: (?P<host>\S+), port: (?P<port>\d+)|\[Errno 98\] (?:error while attempting to bind on address \('?(?P<host__2>[^',]*)'?, (?P<port__2>\d+)\): )?[Aa]ddress already in use"),
-                  F.PORT_IN_USE, "Port {port} is already in use.", r.port_in_use, P.API_SERVER_STARTING),
+        Signature(
+            "bind",
+            rx(
+                r"couldn't bind HTTP server socket, hostname: (?P<host>\S+), port: (?P<port>\d+)|\[Errno 98\] (?:error while attempting to bind on address \('?(?P<host__2>[^',]*)'?, (?P<port__2>\d+)\): )?[Aa]ddress already in use"
+            ),
+            F.PORT_IN_USE,
+            "Port {port} is already in use.",
+            r.port_in_use,
+            P.API_SERVER_STARTING,
+        ),
         # host RAM (CPU runs): the first refused allocation is the cause; the lines after wrap it
-        Signature("host_malloc", rx(r"ggml_aligned_malloc: insufficient memory \(attempted to allocate (?P<attempted_mib>[\d.]+) MB\)"),
-                  F.KV_CACHE_INSUFFICIENT, "Host RAM refused {attempted_mib} MiB for context n_ctx {max_model_len}: " + _KV[0].lower() + _KV[1:] + " does not fit.",
-                  host_memory, priority=2),
-        Signature("host_bad_alloc", rx(r"failed to initialize the context: std::bad_alloc"), F.KV_CACHE_INSUFFICIENT,
-                  "Host memory ran out (std::bad_alloc) setting up the context for n_ctx {max_model_len}.", host_memory, priority=2),
-        Signature("cpu_buffer", rx(r"failed to allocate (?P<device>CPU) buffer of size (?P<bytes>\d+)"), F.KV_CACHE_INSUFFICIENT,
-                  "Host RAM refused a {bytes}-byte CPU buffer for context n_ctx {max_model_len}.", host_memory, priority=2),
-        Signature("kv_oom", rx(r"failed to allocate buffer for kv cache|failed to initialize the context: failed to allocate"), F.CUDA_OOM,
-                  f"{_KV} does not fit in GPU memory.", memory, P.KV_CACHE_ALLOC, priority=2),
-        Signature("vram", rx(r"(?:allocating (?P<attempted_mib>[\d.]+) MiB on device \d+: )?cudaMalloc failed: out of memory|failed to allocate (?P<device>CUDA\d*) buffer|CUDA error: out of memory|ErrorOutOfDeviceMemory"), F.CUDA_OOM,
-                  "GPU memory ran out while allocating model or context buffers.", gpu_memory),
-        Signature("arch", rx(r"unknown model architecture: '(?P<arch>[^']+)'"), F.CONFIG_ERROR,
-                  "This llama.cpp build does not know the model architecture '{arch}'; upgrade llama.cpp.", r.fix_flags, P.WEIGHTS_LOADING, priority=2),
-        Signature("hardware", rx(r"no kernel image is available|the provided PTX was compiled with an unsupported toolchain|unsupported GPU architecture"), F.UNSUPPORTED_HARDWARE,
-                  "This build has no kernels for this GPU.", r.wrong_build),
+        Signature(
+            "host_malloc",
+            rx(
+                r"ggml_aligned_malloc: insufficient memory \(attempted to allocate (?P<attempted_mib>[\d.]+) MB\)"
+            ),
+            F.KV_CACHE_INSUFFICIENT,
+            "Host RAM refused {attempted_mib} MiB for context n_ctx {max_model_len}: "
+            + _KV[0].lower()
+            + _KV[1:]
+            + " does not fit.",
+            host_memory,
+            priority=2,
+        ),
+        Signature(
+            "host_bad_alloc",
+            rx(r"failed to initialize the context: std::bad_alloc"),
+            F.KV_CACHE_INSUFFICIENT,
+            "Host memory ran out (std::bad_alloc) setting up the context for n_ctx {max_model_len}.",
+            host_memory,
+            priority=2,
+        ),
+        Signature(
+            "cpu_buffer",
+            rx(r"failed to allocate (?P<device>CPU) buffer of size (?P<bytes>\d+)"),
+            F.KV_CACHE_INSUFFICIENT,
+            "Host RAM refused a {bytes}-byte CPU buffer for context n_ctx {max_model_len}.",
+            host_memory,
+            priority=2,
+        ),
+        Signature(
+            "kv_oom",
+            rx(
+                r"failed to allocate buffer for kv cache|failed to initialize the context: failed to allocate"
+            ),
+            F.CUDA_OOM,
+            f"{_KV} does not fit in GPU memory.",
+            memory,
+            P.KV_CACHE_ALLOC,
+            priority=2,
+        ),
+        Signature(
+            "vram",
+            rx(
+                r"(?:allocating (?P<attempted_mib>[\d.]+) MiB on device \d+: )?cudaMalloc failed: out of memory|failed to allocate (?P<device>CUDA\d*) buffer|CUDA error: out of memory|ErrorOutOfDeviceMemory"
+            ),
+            F.CUDA_OOM,
+            "GPU memory ran out while allocating model or context buffers.",
+            gpu_memory,
+        ),
+        Signature(
+            "arch",
+            rx(r"unknown model architecture: '(?P<arch>[^']+)'"),
+            F.CONFIG_ERROR,
+            "This llama.cpp build does not know the model architecture '{arch}'; upgrade llama.cpp.",
+            r.fix_flags,
+            P.WEIGHTS_LOADING,
+            priority=2,
+        ),
+        Signature(
+            "hardware",
+            rx(
+                r"no kernel image is available|the provided PTX was compiled with an unsupported toolchain|unsupported GPU architecture"
+            ),
+            F.UNSUPPORTED_HARDWARE,
+            "This build has no kernels for this GPU.",
+            r.wrong_build,
+        ),
         # llama-cpp-python checks the path in Python: only "ValueError: ..." (never the `raise` source line)
-        Signature("model_path", rx(r"^ValueError: Model path does not exist: (?P<path>.+)"), F.MISSING_OR_CORRUPT_WEIGHTS,
-                  "The model file {path} does not exist.", missing_path, P.WEIGHTS_LOADING),
+        Signature(
+            "model_path",
+            rx(r"^ValueError: Model path does not exist: (?P<path>.+)"),
+            F.MISSING_OR_CORRUPT_WEIGHTS,
+            "The model file {path} does not exist.",
+            missing_path,
+            P.WEIGHTS_LOADING,
+        ),
         # the GGUF reader names what is wrong with the file; "error loading model: ..." follows it
-        Signature("gguf", rx(r"gguf_init_from_\w+: (?P<reason>(?:failed|invalid|duplicate|unsupported|this GGUF file|tensor ).*)"),
-                  F.MISSING_OR_CORRUPT_WEIGHTS, "The GGUF file is truncated, damaged or not GGUF: {reason}.", r.redownload, P.WEIGHTS_LOADING),
-        Signature("weights", rx(r"error loading model: (?P<reason>.*)|failed to open (?P<path>\S+?): No such file|invalid magic characters|GGUF file version \d+ is (?:too high|extremely large)|tensor '[^']+' data is not within the file bounds"),
-                  F.MISSING_OR_CORRUPT_WEIGHTS, "The GGUF file is missing, truncated or not GGUF.", r.redownload, P.WEIGHTS_LOADING),
-        Signature("config", rx(r"error: invalid argument|error: unknown argument|invalid value for|error: unrecognized arguments"), F.CONFIG_ERROR,
-                  "A flag is invalid.", r.fix_flags, P.CONFIG),
-        Signature("wrapper", rx(r"exiting due to model loading error|failed to load model|failed to create_context|^ValueError: Failed to load model from file|exiting due to HTTP server error|^ValueError: Failed to create llama_context"),
-                  F.ENGINE_CORE_DIED, "The server could not load the model; no more specific cause is in the log.", r.engine_died, is_wrapper=True),
+        Signature(
+            "gguf",
+            rx(
+                r"gguf_init_from_\w+: (?P<reason>(?:failed|invalid|duplicate|unsupported|this GGUF file|tensor ).*)"
+            ),
+            F.MISSING_OR_CORRUPT_WEIGHTS,
+            "The GGUF file is truncated, damaged or not GGUF: {reason}.",
+            r.redownload,
+            P.WEIGHTS_LOADING,
+        ),
+        Signature(
+            "weights",
+            rx(
+                r"error loading model: (?P<reason>.*)|failed to open (?P<path>\S+?): No such file|invalid magic characters|GGUF file version \d+ is (?:too high|extremely large)|tensor '[^']+' data is not within the file bounds"
+            ),
+            F.MISSING_OR_CORRUPT_WEIGHTS,
+            "The GGUF file is missing, truncated or not GGUF.",
+            r.redownload,
+            P.WEIGHTS_LOADING,
+        ),
+        Signature(
+            "config",
+            rx(
+                r"error: invalid argument|error: unknown argument|invalid value for|error: unrecognized arguments"
+            ),
+            F.CONFIG_ERROR,
+            "A flag is invalid.",
+            r.fix_flags,
+            P.CONFIG,
+        ),
+        Signature(
+            "wrapper",
+            rx(
+                r"exiting due to model loading error|failed to load model|failed to create_context|^ValueError: Failed to load model from file|exiting due to HTTP server error|^ValueError: Failed to create llama_context"
+            ),
+            F.ENGINE_CORE_DIED,
+            "The server could not load the model; no more specific cause is in the log.",
+            r.engine_died,
+            is_wrapper=True,
+        ),
     ),
     exclusions=(rx(r"chat template|chat_template"),),
     frames=(),
     http=LLAMA_SERVER_HTTP,
-    http_variants=MappingProxyType({"llama_cpp.server": LLAMA_CPP_PYTHON_HTTP}),  # keyed by what the command line says
+    http_variants=MappingProxyType(
+        {"llama_cpp.server": LLAMA_CPP_PYTHON_HTTP}
+    ),  # keyed by what the command line says
     restart=(rx(r"^build: \d+"),),
     exit_summary="llama.cpp exited before the model was loaded without printing why (some builds stay silent at default verbosity: rerun with -v).",
 )

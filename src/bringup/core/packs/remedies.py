@@ -27,24 +27,34 @@ def lower_util(ctx: RemedyContext, why: str) -> Remedy:
     """--gpu-memory-utilization 0.05 below the current value (0.85 when unknown)."""
     util = number(ctx, "gpu_memory_utilization")
     value = round(util - 0.05, 2) if util is not None and util > 0.5 else 0.85
-    return Remedy(f"Lower --gpu-memory-utilization to {_fmt_util(value)}: {why}",
-                  "--gpu-memory-utilization", _fmt_util(value))
+    return Remedy(
+        f"Lower --gpu-memory-utilization to {_fmt_util(value)}: {why}",
+        "--gpu-memory-utilization",
+        _fmt_util(value),
+    )
 
 
 def raise_util(ctx: RemedyContext, why: str) -> Remedy:
     """--gpu-memory-utilization 0.05 above the current value, at most 0.95."""
     util = number(ctx, "gpu_memory_utilization")
     value = min(0.95, round(util + 0.05, 2)) if util is not None else 0.95
-    return Remedy(f"Raise --gpu-memory-utilization to {_fmt_util(value)}: {why}",
-                  "--gpu-memory-utilization", _fmt_util(value))
+    return Remedy(
+        f"Raise --gpu-memory-utilization to {_fmt_util(value)}: {why}",
+        "--gpu-memory-utilization",
+        _fmt_util(value),
+    )
 
 
 def more_tp(ctx: RemedyContext) -> Remedy:
     """Double the tensor-parallel size, so each GPU holds half the weights."""
     tp = number(ctx, "tensor_parallel_size")
     value = str(int(tp) * 2) if tp else "2"
-    return Remedy(f"Spread the weights over more GPUs with --tensor-parallel-size {value}, "
-                  "or use a quantized checkpoint.", "--tensor-parallel-size", value)
+    return Remedy(
+        f"Spread the weights over more GPUs with --tensor-parallel-size {value}, "
+        "or use a quantized checkpoint.",
+        "--tensor-parallel-size",
+        value,
+    )
 
 
 def max_model_len(ctx: RemedyContext) -> tuple[Remedy, ...]:
@@ -52,23 +62,47 @@ def max_model_len(ctx: RemedyContext) -> tuple[Remedy, ...]:
     out: list[Remedy] = []
     est = ctx.groups.get("estimated")
     if est:
-        out.append(Remedy(f"Set --max-model-len {est}: the log says that is the longest request "
-                          "the available KV cache can hold.", "--max-model-len", est))
+        out.append(
+            Remedy(
+                f"Set --max-model-len {est}: the log says that is the longest request "
+                "the available KV cache can hold.",
+                "--max-model-len",
+                est,
+            )
+        )
     else:
-        out.append(Remedy("Lower --max-model-len (or pass --max-model-len auto on vLLM >= 0.21) "
-                          "so one full-length request fits in the KV cache.", "--max-model-len",
-                          "auto"))
+        out.append(
+            Remedy(
+                "Lower --max-model-len (or pass --max-model-len auto on vLLM >= 0.21) "
+                "so one full-length request fits in the KV cache.",
+                "--max-model-len",
+                "auto",
+            )
+        )
     out.append(raise_util(ctx, "more memory for the KV cache."))
-    out.append(Remedy("Store the KV cache in FP8 with --kv-cache-dtype fp8 to halve its size.",
-                      "--kv-cache-dtype", "fp8"))
+    out.append(
+        Remedy(
+            "Store the KV cache in FP8 with --kv-cache-dtype fp8 to halve its size.",
+            "--kv-cache-dtype",
+            "fp8",
+        )
+    )
     return tuple(out)
 
 
 def no_kv_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """Nothing left for the KV cache after weights and activations."""
-    return (raise_util(ctx, "weights and activations used the whole budget."), more_tp(ctx),
-            _halve(ctx, "max_num_batched_tokens", "--max-num-batched-tokens", 8192,
-                   "a smaller profiling batch leaves more for the KV cache."))
+    return (
+        raise_util(ctx, "weights and activations used the whole budget."),
+        more_tp(ctx),
+        _halve(
+            ctx,
+            "max_num_batched_tokens",
+            "--max-num-batched-tokens",
+            8192,
+            "a smaller profiling batch leaves more for the KV cache.",
+        ),
+    )
 
 
 def _halve(ctx: RemedyContext, fact: str, flag: str, default: int, why: str) -> Remedy:
@@ -89,7 +123,9 @@ def sampler_oom(ctx: RemedyContext) -> tuple[Remedy, ...]:
     first = Remedy(
         f"Set --max-num-seqs {value} ({how} {n}): the sampler warmup allocates "
         f"{n} x vocabulary float32 logits at once, and that did not fit.",
-        "--max-num-seqs", str(value))
+        "--max-num-seqs",
+        str(value),
+    )
     return (first, lower_util(ctx, "leaves more headroom outside vLLM's budget for the warmup."))
 
 
@@ -98,40 +134,69 @@ def cuda_oom(ctx: RemedyContext) -> tuple[Remedy, ...]:
     if ctx.phase in (Phase.WEIGHTS_LOADING, Phase.WEIGHTS_LOADED, Phase.DISTRIBUTED_INIT):
         return (more_tp(ctx), Remedy("Free the GPU of other processes (check `nvidia-smi`)."))
     if ctx.phase is Phase.MEMORY_PROFILING:
-        return (_halve(ctx, "max_num_batched_tokens", "--max-num-batched-tokens", 8192,
-                       "the profiling forward pass scales with it."),
-                _halve(ctx, "max_num_seqs", "--max-num-seqs", 1024,
-                       "the sampler part of profiling scales with it."))
+        return (
+            _halve(
+                ctx,
+                "max_num_batched_tokens",
+                "--max-num-batched-tokens",
+                8192,
+                "the profiling forward pass scales with it.",
+            ),
+            _halve(
+                ctx,
+                "max_num_seqs",
+                "--max-num-seqs",
+                1024,
+                "the sampler part of profiling scales with it.",
+            ),
+        )
     if ctx.phase is Phase.CUDA_GRAPH_CAPTURE:
-        return (lower_util(ctx, "CUDA graphs are captured outside the KV budget."),
-                Remedy("Skip CUDA graphs with --enforce-eager (slower decoding, no graph memory).",
-                       "--enforce-eager"))
+        return (
+            lower_util(ctx, "CUDA graphs are captured outside the KV budget."),
+            Remedy(
+                "Skip CUDA graphs with --enforce-eager (slower decoding, no graph memory).",
+                "--enforce-eager",
+            ),
+        )
     if ctx.phase is Phase.WARMUP:
         return sampler_oom(ctx)
-    return (lower_util(ctx, "leaves headroom for allocations outside the KV cache."),
-            Remedy("Skip CUDA graphs with --enforce-eager.", "--enforce-eager"))
+    return (
+        lower_util(ctx, "leaves headroom for allocations outside the KV cache."),
+        Remedy("Skip CUDA graphs with --enforce-eager.", "--enforce-eager"),
+    )
 
 
 def free_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """Another process holds GPU memory: free it, or ask for no more than is free."""
-    out = [Remedy("Stop the other processes holding GPU memory (often a leftover server from an "
-                  "earlier run); `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` "
-                  "lists them.")]
+    out = [
+        Remedy(
+            "Stop the other processes holding GPU memory (often a leftover server from an "
+            "earlier run); `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` "
+            "lists them."
+        )
+    ]
     free, total = number(ctx, "free_gib"), number(ctx, "total_gib")
     if free is not None and total:
         value = math.floor((free / total - 0.02) * 100) / 100
         if value >= 0.1:
-            out.append(Remedy(f"Or ask for what is free: --gpu-memory-utilization "
-                              f"{_fmt_util(value)} ({free:g} of {total:g} GiB are free).",
-                              "--gpu-memory-utilization", _fmt_util(value)))
+            out.append(
+                Remedy(
+                    f"Or ask for what is free: --gpu-memory-utilization "
+                    f"{_fmt_util(value)} ({free:g} of {total:g} GiB are free).",
+                    "--gpu-memory-utilization",
+                    _fmt_util(value),
+                )
+            )
     return tuple(out)
 
 
 def port_in_use(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """The port is taken: name the next one."""
     port = ctx.groups.get("port") or str(ctx.facts.get("port", "")) or None
-    check = Remedy(f"See who holds the port: `ss -ltnp | grep :{port or '<port>'}` "
-                   "(often a server left over from an earlier run).")
+    check = Remedy(
+        f"See who holds the port: `ss -ltnp | grep :{port or '<port>'}` "
+        "(often a server left over from an earlier run)."
+    )
     if port and port.isdigit():
         nxt = str(int(port) + 1)
         return (check, Remedy(f"Or serve on another port: --port {nxt}.", "--port", nxt))
@@ -141,10 +206,11 @@ def port_in_use(ctx: RemedyContext) -> tuple[Remedy, ...]:
 def nccl(_: RemedyContext) -> tuple[Remedy, ...]:
     """NCCL failed or hung between GPUs."""
     return (
-        Remedy("Rerun with NCCL_DEBUG=INFO to see which transport failed.",
-               env="NCCL_DEBUG=INFO"),
-        Remedy("Disable peer-to-peer transfers if the GPUs cannot reach each other directly.",
-               env="NCCL_P2P_DISABLE=1"),
+        Remedy("Rerun with NCCL_DEBUG=INFO to see which transport failed.", env="NCCL_DEBUG=INFO"),
+        Remedy(
+            "Disable peer-to-peer transfers if the GPUs cannot reach each other directly.",
+            env="NCCL_P2P_DISABLE=1",
+        ),
         Remedy("Disable vLLM's custom all-reduce kernel.", "--disable-custom-all-reduce"),
         Remedy("In a container, run with --ipc=host (or a large --shm-size)."),
     )
@@ -152,80 +218,118 @@ def nccl(_: RemedyContext) -> tuple[Remedy, ...]:
 
 def trust_remote_code(_: RemedyContext) -> tuple[Remedy, ...]:
     """The model ships its own code."""
-    return (Remedy("Allow the model's own code with --trust-remote-code (read it first).",
-                   "--trust-remote-code"),)
+    return (
+        Remedy(
+            "Allow the model's own code with --trust-remote-code (read it first).",
+            "--trust-remote-code",
+        ),
+    )
 
 
 def config_len(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """--max-model-len above what the model supports."""
     derived = ctx.groups.get("derived")
     if derived:
-        return (Remedy(f"Set --max-model-len {derived}, the model's own limit.",
-                       "--max-model-len", derived),)
+        return (
+            Remedy(
+                f"Set --max-model-len {derived}, the model's own limit.", "--max-model-len", derived
+            ),
+        )
     return (Remedy("Lower --max-model-len to the model's limit."),)
 
 
 def fix_flags(_: RemedyContext) -> tuple[Remedy, ...]:
     """Generic configuration error."""
-    return (Remedy("Fix the flag or model configuration the error names; it fails the same way "
-                   "on every retry."),)
+    return (
+        Remedy(
+            "Fix the flag or model configuration the error names; it fails the same way "
+            "on every retry."
+        ),
+    )
 
 
 def redownload(_: RemedyContext) -> tuple[Remedy, ...]:
     """Weights missing or corrupt."""
-    return (Remedy("Check the checkpoint (`bringup verify <dir>`) and download the missing or "
-                   "damaged files again; a git-lfs pointer file is not a weight file."),)
+    return (
+        Remedy(
+            "Check the checkpoint (`bringup verify <dir>`) and download the missing or "
+            "damaged files again; a git-lfs pointer file is not a weight file."
+        ),
+    )
 
 
 def bf16_half(_: RemedyContext) -> tuple[Remedy, ...]:
     """bf16 on a pre-Ampere GPU."""
-    return (Remedy("Run in float16 with --dtype half: this GPU has no bfloat16.", "--dtype",
-                   "half"),)
+    return (
+        Remedy("Run in float16 with --dtype half: this GPU has no bfloat16.", "--dtype", "half"),
+    )
 
 
 def wrong_build(_: RemedyContext) -> tuple[Remedy, ...]:
     """The wheel or kernels were not built for this GPU."""
-    return (Remedy("Use a build (wheel or container) compiled for this GPU's architecture, or "
-                   "a quantization/attention backend this GPU supports."),)
+    return (
+        Remedy(
+            "Use a build (wheel or container) compiled for this GPU's architecture, or "
+            "a quantization/attention backend this GPU supports."
+        ),
+    )
 
 
 def host_oom(_: RemedyContext) -> tuple[Remedy, ...]:
     """The kernel's OOM killer ended the process."""
-    return (Remedy("The kernel killed the process for host RAM: check `dmesg | grep -i oom`, "
-                   "give the machine or container more RAM, or lower --swap-space / CPU "
-                   "offload."),)
+    return (
+        Remedy(
+            "The kernel killed the process for host RAM: check `dmesg | grep -i oom`, "
+            "give the machine or container more RAM, or lower --swap-space / CPU "
+            "offload."
+        ),
+    )
 
 
 def engine_died(_: RemedyContext) -> tuple[Remedy, ...]:
     """A process died without saying why."""
-    return (Remedy("A process died without a cause in the log: check `dmesg` and the system "
-                   "journal, and rerun with more logging (VLLM_LOGGING_LEVEL=DEBUG)."),)
+    return (
+        Remedy(
+            "A process died without a cause in the log: check `dmesg` and the system "
+            "journal, and rerun with more logging (VLLM_LOGGING_LEVEL=DEBUG)."
+        ),
+    )
 
 
 def engine_timeout(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """vLLM's own startup timeout fired."""
     secs = ctx.groups.get("seconds")
     value = str(int(secs) * 3) if secs and secs.isdigit() else "1800"
-    return (Remedy(f"Give the engine longer to start: VLLM_ENGINE_READY_TIMEOUT_S={value}.",
-                   env=f"VLLM_ENGINE_READY_TIMEOUT_S={value}"),)
+    return (
+        Remedy(
+            f"Give the engine longer to start: VLLM_ENGINE_READY_TIMEOUT_S={value}.",
+            env=f"VLLM_ENGINE_READY_TIMEOUT_S={value}",
+        ),
+    )
 
 
 def stalled(_: RemedyContext) -> tuple[Remedy, ...]:
     """No progress for a long time, no error."""
-    return (Remedy("The startup made no progress; if it waits on other ranks, check NCCL "
-                   "(NCCL_DEBUG=INFO) and that every GPU is visible and healthy.",
-                   env="NCCL_DEBUG=INFO"),)
+    return (
+        Remedy(
+            "The startup made no progress; if it waits on other ranks, check NCCL "
+            "(NCCL_DEBUG=INFO) and that every GPU is visible and healthy.",
+            env="NCCL_DEBUG=INFO",
+        ),
+    )
 
 
 def mem_fraction_lower(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """SGLang: OOM or graph-capture failure: less static memory, smaller graphs."""
     frac = number(ctx, "mem_fraction_static")
     value = f"{round(frac - 0.05, 2):g}" if frac else "0.8"
-    return (Remedy(f"Lower --mem-fraction-static to {value}.", "--mem-fraction-static", value),
-            Remedy("Capture fewer CUDA graphs: --cuda-graph-max-bs 64.", "--cuda-graph-max-bs",
-                   "64"),
-            Remedy("Shrink prefill chunks: --chunked-prefill-size 4096.",
-                   "--chunked-prefill-size", "4096"))
+    return (
+        Remedy(f"Lower --mem-fraction-static to {value}.", "--mem-fraction-static", value),
+        Remedy("Capture fewer CUDA graphs: --cuda-graph-max-bs 64.", "--cuda-graph-max-bs", "64"),
+        Remedy(
+            "Shrink prefill chunks: --chunked-prefill-size 4096.", "--chunked-prefill-size", "4096"
+        ),
+    )
 
 
 def mem_fraction_raise(ctx: RemedyContext) -> tuple[Remedy, ...]:
@@ -236,16 +340,25 @@ def mem_fraction_raise(ctx: RemedyContext) -> tuple[Remedy, ...]:
         value = f"{math.ceil((low + 0.02) * 100) / 100:g}"
     else:
         value = f"{min(0.95, round(frac + 0.05, 2)):g}" if frac else "0.9"
-    return (Remedy(f"Raise --mem-fraction-static to {value} so the KV pool gets memory.",
-                   "--mem-fraction-static", value), more_tp(ctx))
+    return (
+        Remedy(
+            f"Raise --mem-fraction-static to {value} so the KV pool gets memory.",
+            "--mem-fraction-static",
+            value,
+        ),
+        more_tp(ctx),
+    )
 
 
 def tgi_prefill(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """TGI: the warmup prefill batch did not fit."""
     tokens = number(ctx, "tokens")
     value = str(max(256, int(tokens) // 2)) if tokens else "2048"
-    return (Remedy(f"Lower --max-batch-prefill-tokens to {value}.", "--max-batch-prefill-tokens",
-                   value),
-            Remedy("Or lower --max-total-tokens / --max-input-tokens, or use more shards "
-                   "(--num-shard)."))
-
+    return (
+        Remedy(
+            f"Lower --max-batch-prefill-tokens to {value}.", "--max-batch-prefill-tokens", value
+        ),
+        Remedy(
+            "Or lower --max-total-tokens / --max-input-tokens, or use more shards (--num-shard)."
+        ),
+    )

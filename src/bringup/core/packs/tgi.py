@@ -26,16 +26,34 @@ _OOM = TORCH_OOM
 
 PACK = Pack(
     engine=Engine.TGI,
-    detect=("text_generation_launcher", "text_generation_router", "text_generation_server",
-            "text-generation-launcher", "text-generation-server"),
-    version=(rx(r"text-generation-(?:launcher|router) (?P<version>\d+\.\d+\.\d+\S*)"), rx(r"version: \"?(?P<version>\d+\.\d+\.\d+)")),
+    detect=(
+        "text_generation_launcher",
+        "text_generation_router",
+        "text_generation_server",
+        "text-generation-launcher",
+        "text-generation-server",
+    ),
+    version=(
+        rx(r"text-generation-(?:launcher|router) (?P<version>\d+\.\d+\.\d+\S*)"),
+        rx(r"version: \"?(?P<version>\d+\.\d+\.\d+)"),
+    ),
     phases=(
         PhaseMarker(rx(r"^Args \{"), P.START),
-        PhaseMarker(rx(r"Starting check and download process|Successfully downloaded weights|Using attention|Default .max_batch_prefill_tokens."), P.CONFIG),
+        PhaseMarker(
+            rx(
+                r"Starting check and download process|Successfully downloaded weights|Using attention|Default .max_batch_prefill_tokens."
+            ),
+            P.CONFIG,
+        ),
         PhaseMarker(rx(r"Starting shard"), P.DISTRIBUTED_INIT),
         PhaseMarker(rx(r"Server started at unix://|Shard ready in"), P.WEIGHTS_LOADED),
         PhaseMarker(rx(r"Starting Webserver|Warming up model"), P.MEMORY_PROFILING),
-        PhaseMarker(rx(r"KV-cache blocks: \d+|Setting max batch total tokens to|Inferred max batch total tokens"), P.KV_CACHE_ALLOC),
+        PhaseMarker(
+            rx(
+                r"KV-cache blocks: \d+|Setting max batch total tokens to|Inferred max batch total tokens"
+            ),
+            P.KV_CACHE_ALLOC,
+        ),
         PhaseMarker(rx(r"Cuda Graphs are enabled for sizes"), P.CUDA_GRAPH_CAPTURE),
         PhaseMarker(rx(r"Using backend V\d"), P.API_SERVER_STARTING),
         PhaseMarker(rx(r"(?:^|: )Connected\s*$"), P.READY),
@@ -43,46 +61,150 @@ PACK = Pack(
     progress=(),
     facts=(
         FactRule(rx(r"model_id: \"(?P<model>[^\"]+)\"")),
-        FactRule(rx(r"num_shard: Some\((?P<tensor_parallel_size>\d+)\)"), {"tensor_parallel_size": to_int}),
-        FactRule(rx(r"max_batch_prefill_tokens: Some\((?P<max_num_batched_tokens>\d+)\)|Default .max_batch_prefill_tokens. to (?P<max_num_batched_tokens__2>\d+)"),
-                 {"max_num_batched_tokens": to_int}),
-        FactRule(rx(r"cuda_memory_fraction: (?P<gpu_memory_utilization>[\d.]+)"), {"gpu_memory_utilization": to_float}),
+        FactRule(
+            rx(r"num_shard: Some\((?P<tensor_parallel_size>\d+)\)"),
+            {"tensor_parallel_size": to_int},
+        ),
+        FactRule(
+            rx(
+                r"max_batch_prefill_tokens: Some\((?P<max_num_batched_tokens>\d+)\)|Default .max_batch_prefill_tokens. to (?P<max_num_batched_tokens__2>\d+)"
+            ),
+            {"max_num_batched_tokens": to_int},
+        ),
+        FactRule(
+            rx(r"cuda_memory_fraction: (?P<gpu_memory_utilization>[\d.]+)"),
+            {"gpu_memory_utilization": to_float},
+        ),
         FactRule(rx(r"Shard ready in (?P<load_seconds>[\d.]+)s"), {"load_seconds": to_float}),
-        FactRule(rx(r"KV-cache blocks: (?P<kv_cache_blocks>\d+), size: (?P<block_size>\d+)"), {"kv_cache_blocks": to_int, "block_size": to_int}),
-        FactRule(rx(r"(?:Setting max batch total tokens to|Inferred max batch total tokens:) (?P<kv_cache_tokens>\d+)"), {"kv_cache_tokens": to_int}),
+        FactRule(
+            rx(r"KV-cache blocks: (?P<kv_cache_blocks>\d+), size: (?P<block_size>\d+)"),
+            {"kv_cache_blocks": to_int, "block_size": to_int},
+        ),
+        FactRule(
+            rx(
+                r"(?:Setting max batch total tokens to|Inferred max batch total tokens:) (?P<kv_cache_tokens>\d+)"
+            ),
+            {"kv_cache_tokens": to_int},
+        ),
         FactRule(rx(r"max_concurrent_requests: (?P<max_num_seqs>\d+)"), {"max_num_seqs": to_int}),
     ),
     signatures=(
-        Signature("prefill_oom", rx(r"Not enough memory to handle (?P<tokens>\d+) prefill tokens"), F.CUDA_OOM,
-                  "The warmup batch of {tokens} prefill tokens did not fit in GPU memory.", r.tgi_prefill, P.MEMORY_PROFILING, priority=2),
-        Signature("total_tokens", rx(r"Not enough memory to handle .max_total_tokens=(?P<tokens>\d+)"), F.KV_CACHE_INSUFFICIENT,
-                  "The KV cache cannot hold max_total_tokens={tokens}.", r.tgi_prefill, P.KV_CACHE_ALLOC, priority=2),
+        Signature(
+            "prefill_oom",
+            rx(r"Not enough memory to handle (?P<tokens>\d+) prefill tokens"),
+            F.CUDA_OOM,
+            "The warmup batch of {tokens} prefill tokens did not fit in GPU memory.",
+            r.tgi_prefill,
+            P.MEMORY_PROFILING,
+            priority=2,
+        ),
+        Signature(
+            "total_tokens",
+            rx(r"Not enough memory to handle .max_total_tokens=(?P<tokens>\d+)"),
+            F.KV_CACHE_INSUFFICIENT,
+            "The KV cache cannot hold max_total_tokens={tokens}.",
+            r.tgi_prefill,
+            P.KV_CACHE_ALLOC,
+            priority=2,
+        ),
         Signature("cuda_oom", rx(_OOM), F.CUDA_OOM, "The GPU ran out of memory.", r.tgi_prefill),
-        Signature("bind", rx(r"Failed to bind to (?P<host>\S+?):(?P<port>\d+)|[Aa]ddress already in use"), F.PORT_IN_USE,
-                  "The HTTP port is already in use.", r.port_in_use, P.API_SERVER_STARTING),
-        Signature("devices", rx(r"not enough cuda devices|--num-shard .* is larger than"), F.CONFIG_ERROR,
-                  "More shards were asked for than there are visible GPUs.", r.fix_flags, P.CONFIG),
-        Signature("nccl_error", rx(r"DistBackendError: NCCL error|NCCL error in: |NCCL WARN (?:Cuda failure|Call to|NET/|Error)|ncclInternalError|ncclSystemError"),
-                  F.NCCL_ERROR, "NCCL (GPU-to-GPU communication) failed.", r.nccl, priority=2),
-        Signature("hardware", rx(r"no kernel image is available|Bfloat16 is only supported|FlashAttention only supports Ampere GPUs or newer|is not compatible with the current PyTorch installation"),
-                  F.UNSUPPORTED_HARDWARE, "This build has no kernels for this GPU.", r.wrong_build, priority=2),
-        Signature("weights", rx(r"Download encountered an error|RepositoryNotFoundError|Repository Not Found|SafetensorError|does not appear to have a file named|No such file or directory: .*\.safetensors|No safetensors weights found"),
-                  F.MISSING_OR_CORRUPT_WEIGHTS, "Model files are missing or could not be downloaded.", r.redownload, P.CONFIG),
-        Signature("remote_code", rx(r"trust_remote_code=True|--trust-remote-code"), F.CONFIG_ERROR,
-                  "The model needs its own code; pass --trust-remote-code.", r.trust_remote_code, P.CONFIG),
-        Signature("config", rx(r"error: invalid value|error: unexpected argument|Unsupported model type|is not supported for this model|ValueError: Unsupported"),
-                  F.CONFIG_ERROR, "The flags or the model configuration are invalid.", r.fix_flags, P.CONFIG),
-        Signature("killed", rx(r"signaled to shutdown with signal 9\b"), F.HOST_OOM,
-                  "A shard was killed with SIGKILL (signal 9), usually by the OOM killer.", r.host_oom, is_wrapper=True, priority=2),
-        Signature("wrapper", rx(r"Shard \d+ failed to start|Error: ShardCannotStart|Shard \d+ crashed|Error: ShardFailed|Webserver Crashed|Error: WebserverFailed|Error when initializing model|Method Warmup encountered an error|signaled to shutdown with signal"),
-                  F.ENGINE_CORE_DIED, "A shard died; no more specific cause is in the log.", r.engine_died, is_wrapper=True),
+        Signature(
+            "bind",
+            rx(r"Failed to bind to (?P<host>\S+?):(?P<port>\d+)|[Aa]ddress already in use"),
+            F.PORT_IN_USE,
+            "The HTTP port is already in use.",
+            r.port_in_use,
+            P.API_SERVER_STARTING,
+        ),
+        Signature(
+            "devices",
+            rx(r"not enough cuda devices|--num-shard .* is larger than"),
+            F.CONFIG_ERROR,
+            "More shards were asked for than there are visible GPUs.",
+            r.fix_flags,
+            P.CONFIG,
+        ),
+        Signature(
+            "nccl_error",
+            rx(
+                r"DistBackendError: NCCL error|NCCL error in: |NCCL WARN (?:Cuda failure|Call to|NET/|Error)|ncclInternalError|ncclSystemError"
+            ),
+            F.NCCL_ERROR,
+            "NCCL (GPU-to-GPU communication) failed.",
+            r.nccl,
+            priority=2,
+        ),
+        Signature(
+            "hardware",
+            rx(
+                r"no kernel image is available|Bfloat16 is only supported|FlashAttention only supports Ampere GPUs or newer|is not compatible with the current PyTorch installation"
+            ),
+            F.UNSUPPORTED_HARDWARE,
+            "This build has no kernels for this GPU.",
+            r.wrong_build,
+            priority=2,
+        ),
+        Signature(
+            "weights",
+            rx(
+                r"Download encountered an error|RepositoryNotFoundError|Repository Not Found|SafetensorError|does not appear to have a file named|No such file or directory: .*\.safetensors|No safetensors weights found"
+            ),
+            F.MISSING_OR_CORRUPT_WEIGHTS,
+            "Model files are missing or could not be downloaded.",
+            r.redownload,
+            P.CONFIG,
+        ),
+        Signature(
+            "remote_code",
+            rx(r"trust_remote_code=True|--trust-remote-code"),
+            F.CONFIG_ERROR,
+            "The model needs its own code; pass --trust-remote-code.",
+            r.trust_remote_code,
+            P.CONFIG,
+        ),
+        Signature(
+            "config",
+            rx(
+                r"error: invalid value|error: unexpected argument|Unsupported model type|is not supported for this model|ValueError: Unsupported"
+            ),
+            F.CONFIG_ERROR,
+            "The flags or the model configuration are invalid.",
+            r.fix_flags,
+            P.CONFIG,
+        ),
+        Signature(
+            "killed",
+            rx(r"signaled to shutdown with signal 9\b"),
+            F.HOST_OOM,
+            "A shard was killed with SIGKILL (signal 9), usually by the OOM killer.",
+            r.host_oom,
+            is_wrapper=True,
+            priority=2,
+        ),
+        Signature(
+            "wrapper",
+            rx(
+                r"Shard \d+ failed to start|Error: ShardCannotStart|Shard \d+ crashed|Error: ShardFailed|Webserver Crashed|Error: WebserverFailed|Error when initializing model|Method Warmup encountered an error|signaled to shutdown with signal"
+            ),
+            F.ENGINE_CORE_DIED,
+            "A shard died; no more specific cause is in the log.",
+            r.engine_died,
+            is_wrapper=True,
+        ),
     ),
     exclusions=(rx(r"destroy_process_group"),),
     frames=(
         FrameRule(frozenset({"warmup"}), P.MEMORY_PROFILING),
-        FrameRule(frozenset({"get_model", "load_weights", "get_weights", "get_tensor"}), P.WEIGHTS_LOADING),
+        FrameRule(
+            frozenset({"get_model", "load_weights", "get_weights", "get_tensor"}), P.WEIGHTS_LOADING
+        ),
     ),
-    http=HttpSpec(default_port=3000, health_path="/health", refuses_until_ready=True, health_503_while_loading=False),
+    http=HttpSpec(
+        default_port=3000,
+        health_path="/health",
+        refuses_until_ready=True,
+        health_503_while_loading=False,
+    ),
     heartbeats=(rx(r"Waiting for shard to be ready"),),
     stall_heartbeats=90,
     phase_after=MappingProxyType({P.WEIGHTS_LOADED: P.MEMORY_PROFILING}),

@@ -30,117 +30,376 @@ P = Phase
 PHASES = (
     PhaseMarker(rx(r"vLLM (?:API )?server version|non-default args:|args: Namespace\("), P.START),
     PhaseMarker(rx(r"[█▀▄]\s+version\s+\d+\.\d+\S*\s*$"), P.START),
-    PhaseMarker(rx(r"Resolved architecture:|Using max model len|Chunked prefill is enabled"), P.CONFIG),
+    PhaseMarker(
+        rx(r"Resolved architecture:|Using max model len|Chunked prefill is enabled"), P.CONFIG
+    ),
     PhaseMarker(rx(r"Initializing an? (?:V\d )?LLM engine"), P.CONFIG),
-    PhaseMarker(rx(r"world_size=\d+ rank=|vLLM is using nccl==|rank \d+ in world size \d+ is assigned as"), P.DISTRIBUTED_INIT),
-    PhaseMarker(rx(r"Starting to load model|Loading model from scratch|Using \S.* backend(?: on V1 engine\.| out of potential)"), P.WEIGHTS_LOADING),
-    PhaseMarker(rx(r"Model loading took|Loading model weights took|Loading weights took"), P.WEIGHTS_LOADED),
-    PhaseMarker(rx(r"for vLLM's torch\.compile|torch\.compile cache is disabled|Starting torch\.compile|Dynamo bytecode transform time|Compiling a graph for|Directly load the compiled graph|Memory profiling takes|Profiling CUDA graph memory"), P.MEMORY_PROFILING),
-    PhaseMarker(rx(r"Available KV cache memory|KV cache size: [\d,]+ tokens|# (?:GPU|cuda) blocks: \d+"), P.KV_CACHE_ALLOC),
+    PhaseMarker(
+        rx(r"world_size=\d+ rank=|vLLM is using nccl==|rank \d+ in world size \d+ is assigned as"),
+        P.DISTRIBUTED_INIT,
+    ),
+    PhaseMarker(
+        rx(
+            r"Starting to load model|Loading model from scratch|Using \S.* backend(?: on V1 engine\.| out of potential)"
+        ),
+        P.WEIGHTS_LOADING,
+    ),
+    PhaseMarker(
+        rx(r"Model loading took|Loading model weights took|Loading weights took"), P.WEIGHTS_LOADED
+    ),
+    PhaseMarker(
+        rx(
+            r"for vLLM's torch\.compile|torch\.compile cache is disabled|Starting torch\.compile|Dynamo bytecode transform time|Compiling a graph for|Directly load the compiled graph|Memory profiling takes|Profiling CUDA graph memory"
+        ),
+        P.MEMORY_PROFILING,
+    ),
+    PhaseMarker(
+        rx(r"Available KV cache memory|KV cache size: [\d,]+ tokens|# (?:GPU|cuda) blocks: \d+"),
+        P.KV_CACHE_ALLOC,
+    ),
     PhaseMarker(rx(r"Capturing (?:CUDA graph|cudagraphs)"), P.CUDA_GRAPH_CAPTURE),
     PhaseMarker(rx(r"Graph capturing finished in"), P.WARMUP),
-    PhaseMarker(rx(r"init engine \(profile, create kv cache, warmup model\) took|Core engine process \d+ ready|Supported[ _]tasks:|Starting vLLM (?:API )?server|Available routes are:"), P.API_SERVER_STARTING),
+    PhaseMarker(
+        rx(
+            r"init engine \(profile, create kv cache, warmup model\) took|Core engine process \d+ ready|Supported[ _]tasks:|Starting vLLM (?:API )?server|Available routes are:"
+        ),
+        P.API_SERVER_STARTING,
+    ),
     PhaseMarker(rx(r"^Application startup complete\.$"), P.READY, requires=P.API_SERVER_STARTING),
 )
 
 PROGRESS = (
-    ProgressRule(rx(r"(?:Loading (?:safetensors|pt) checkpoint shards|Multi-thread loading pt checkpoint shards|Loading safetensors using Runai Model Streamer):.*?\|\s*(?P<done>\d+)/(?P<total>\d+)"),
-                 P.WEIGHTS_LOADING, "shards", "shards_done", "shards_total"),
-    ProgressRule(rx(r"Capturing CUDA graph.*?\|\s*(?P<done>\d+)/(?P<total>\d+)"),
-                 P.CUDA_GRAPH_CAPTURE, "graphs", "graphs_done", "graphs_total"),
+    ProgressRule(
+        rx(
+            r"(?:Loading (?:safetensors|pt) checkpoint shards|Multi-thread loading pt checkpoint shards|Loading safetensors using Runai Model Streamer):.*?\|\s*(?P<done>\d+)/(?P<total>\d+)"
+        ),
+        P.WEIGHTS_LOADING,
+        "shards",
+        "shards_done",
+        "shards_total",
+    ),
+    ProgressRule(
+        rx(r"Capturing CUDA graph.*?\|\s*(?P<done>\d+)/(?P<total>\d+)"),
+        P.CUDA_GRAPH_CAPTURE,
+        "graphs",
+        "graphs_done",
+        "graphs_total",
+    ),
 )
 
 _FLOAT = to_float
 FACTS = (
-    FactRule(rx(r"Model loading took (?P<weights_gib_per_gpu>[\d.]+) GiB(?: memory)? and (?P<load_seconds>[\d.]+) seconds"),
-             {"weights_gib_per_gpu": _FLOAT, "load_seconds": _FLOAT}),
-    FactRule(rx(r"Loading model weights took (?P<weights_gib_per_gpu>[\d.]+) GB"), {"weights_gib_per_gpu": _FLOAT}),
+    FactRule(
+        rx(
+            r"Model loading took (?P<weights_gib_per_gpu>[\d.]+) GiB(?: memory)? and (?P<load_seconds>[\d.]+) seconds"
+        ),
+        {"weights_gib_per_gpu": _FLOAT, "load_seconds": _FLOAT},
+    ),
+    FactRule(
+        rx(r"Loading model weights took (?P<weights_gib_per_gpu>[\d.]+) GB"),
+        {"weights_gib_per_gpu": _FLOAT},
+    ),
     FactRule(rx(r"KV cache size: (?P<kv_cache_tokens>[\d,]+) tokens"), {"kv_cache_tokens": to_int}),
-    FactRule(rx(r"Maximum concurrency for (?P<max_model_len>[\d,]+) tokens per request: (?P<max_concurrency>[\d.]+)x"),
-             {"max_model_len": to_int, "max_concurrency": _FLOAT}),
+    FactRule(
+        rx(
+            r"Maximum concurrency for (?P<max_model_len>[\d,]+) tokens per request: (?P<max_concurrency>[\d.]+)x"
+        ),
+        {"max_model_len": to_int, "max_concurrency": _FLOAT},
+    ),
     FactRule(rx(r"# (?:GPU|cuda) blocks: (?P<gpu_blocks>\d+)"), {"gpu_blocks": to_int}),
-    FactRule(rx(r"Available KV cache memory: (?P<available_kv_gib>[\d.]+) GiB"), {"available_kv_gib": _FLOAT}),
-    FactRule(rx(r"Estimated CUDA graph memory: (?P<cuda_graph_estimate_gib>[\d.]+) GiB"), {"cuda_graph_estimate_gib": _FLOAT}),
-    FactRule(rx(r"Graph capturing finished in (?P<graph_capture_seconds>[\d.]+) secs?, took (?P<cuda_graph_gib>[\d.]+) GiB"),
-             {"graph_capture_seconds": _FLOAT, "cuda_graph_gib": _FLOAT}),
-    FactRule(rx(r"init engine \(profile, create kv cache, warmup model\) took (?P<init_engine_seconds>[\d.]+)"),
-             {"init_engine_seconds": _FLOAT}),
+    FactRule(
+        rx(r"Available KV cache memory: (?P<available_kv_gib>[\d.]+) GiB"),
+        {"available_kv_gib": _FLOAT},
+    ),
+    FactRule(
+        rx(r"Estimated CUDA graph memory: (?P<cuda_graph_estimate_gib>[\d.]+) GiB"),
+        {"cuda_graph_estimate_gib": _FLOAT},
+    ),
+    FactRule(
+        rx(
+            r"Graph capturing finished in (?P<graph_capture_seconds>[\d.]+) secs?, took (?P<cuda_graph_gib>[\d.]+) GiB"
+        ),
+        {"graph_capture_seconds": _FLOAT, "cuda_graph_gib": _FLOAT},
+    ),
+    FactRule(
+        rx(
+            r"init engine \(profile, create kv cache, warmup model\) took (?P<init_engine_seconds>[\d.]+)"
+        ),
+        {"init_engine_seconds": _FLOAT},
+    ),
     FactRule(rx(r"Using max model len (?P<max_model_len>\d+)"), {"max_model_len": to_int}),
-    FactRule(rx(r"max_num_batched_tokens=(?P<max_num_batched_tokens>\d+)"), {"max_num_batched_tokens": to_int}),
+    FactRule(
+        rx(r"max_num_batched_tokens=(?P<max_num_batched_tokens>\d+)"),
+        {"max_num_batched_tokens": to_int},
+    ),
     FactRule(rx(r"serving model (?P<model>\S+)$|[█▀▄]\s+model\s+(?P<model__2>\S+)\s*$")),
     FactRule(rx(r"(?:with config: |^)model='(?P<model>[^']+)'")),
-    FactRule(rx(r"[\s,(]tensor_parallel_size=(?P<tensor_parallel_size>\d+)"), {"tensor_parallel_size": to_int}),
+    FactRule(
+        rx(r"[\s,(]tensor_parallel_size=(?P<tensor_parallel_size>\d+)"),
+        {"tensor_parallel_size": to_int},
+    ),
     FactRule(rx(r"[\s,(]max_seq_len=(?P<max_model_len>\d+)"), {"max_model_len": to_int}),
     FactRule(rx(r"'model': '(?P<model>[^']+)'|\bmodel='(?P<model__2>[^']+)'")),
-    FactRule(rx(r"\W(?:gpu_memory_utilization)'?[:=] ?(?P<gpu_memory_utilization>[\d.]+)"), {"gpu_memory_utilization": _FLOAT}),
+    FactRule(
+        rx(r"\W(?:gpu_memory_utilization)'?[:=] ?(?P<gpu_memory_utilization>[\d.]+)"),
+        {"gpu_memory_utilization": _FLOAT},
+    ),
     FactRule(rx(r"\Wmax_num_seqs'?[:=] ?(?P<max_num_seqs>\d+)"), {"max_num_seqs": to_int}),
-    FactRule(rx(r"\Wmax_num_batched_tokens'?[:=] ?(?P<max_num_batched_tokens>\d+)"), {"max_num_batched_tokens": to_int}),
+    FactRule(
+        rx(r"\Wmax_num_batched_tokens'?[:=] ?(?P<max_num_batched_tokens>\d+)"),
+        {"max_num_batched_tokens": to_int},
+    ),
     FactRule(rx(r"\Wmax_model_len'?[:=] ?(?P<max_model_len>\d+)"), {"max_model_len": to_int}),
-    FactRule(rx(r"\W(?:tensor_parallel_size)'?[:=] ?(?P<tensor_parallel_size>\d+)"), {"tensor_parallel_size": to_int}),
+    FactRule(
+        rx(r"\W(?:tensor_parallel_size)'?[:=] ?(?P<tensor_parallel_size>\d+)"),
+        {"tensor_parallel_size": to_int},
+    ),
     FactRule(rx(r"\W(?:port)'?[:=] ?(?P<port>\d+)"), {"port": to_int}),
     FactRule(rx(r"vLLM is using nccl==(?P<nccl_version>\S+)")),
-    FactRule(rx(r"warming up sampler with (?P<sampler_warmup_requests>\d+) dummy requests"), {"sampler_warmup_requests": to_int}),
-    FactRule(rx(r"Free memory on device(?: \S+)? \((?P<free_gib_at_start>[\d.]+)/(?P<total_gib>[\d.]+) GiB\)"),
-             {"free_gib_at_start": _FLOAT, "total_gib": _FLOAT}),
+    FactRule(
+        rx(r"warming up sampler with (?P<sampler_warmup_requests>\d+) dummy requests"),
+        {"sampler_warmup_requests": to_int},
+    ),
+    FactRule(
+        rx(
+            r"Free memory on device(?: \S+)? \((?P<free_gib_at_start>[\d.]+)/(?P<total_gib>[\d.]+) GiB\)"
+        ),
+        {"free_gib_at_start": _FLOAT, "total_gib": _FLOAT},
+    ),
 )
 
 _OOM = TORCH_OOM
 
 SIGNATURES = (
-    Signature("address_in_use", rx(r"\[Errno 98\] (?:error while attempting to bind on address \('?(?P<host>[^',]*)'?, (?P<port>\d+)\): )?[Aa]ddress already in use"),
-              F.PORT_IN_USE, "Port {port} is already in use, so the API server could not bind it.", r.port_in_use, P.START),
-    Signature("zmq_in_use", rx(r"ZMQError: Address already in use"), F.PORT_IN_USE,
-              "An internal ZMQ/torch.distributed port collided with another process.", r.port_in_use, P.DISTRIBUTED_INIT),
-    Signature("sampler_oom", rx(r"CUDA out of memory occurred when warming up sampler with (?P<requests>\d+) dummy requests"),
-              F.CUDA_OOM, "The GPU ran out of memory warming up the sampler with {requests} dummy requests (max_num_seqs).",
-              r.sampler_oom, priority=3),
-    Signature("load_oom_hint", rx(r"Failed to load model - not enough GPU memory"), F.CUDA_OOM,
-              "The weights do not fit in GPU memory.", r.cuda_oom, P.WEIGHTS_LOADING, priority=2),
+    Signature(
+        "address_in_use",
+        rx(
+            r"\[Errno 98\] (?:error while attempting to bind on address \('?(?P<host>[^',]*)'?, (?P<port>\d+)\): )?[Aa]ddress already in use"
+        ),
+        F.PORT_IN_USE,
+        "Port {port} is already in use, so the API server could not bind it.",
+        r.port_in_use,
+        P.START,
+    ),
+    Signature(
+        "zmq_in_use",
+        rx(r"ZMQError: Address already in use"),
+        F.PORT_IN_USE,
+        "An internal ZMQ/torch.distributed port collided with another process.",
+        r.port_in_use,
+        P.DISTRIBUTED_INIT,
+    ),
+    Signature(
+        "sampler_oom",
+        rx(
+            r"CUDA out of memory occurred when warming up sampler with (?P<requests>\d+) dummy requests"
+        ),
+        F.CUDA_OOM,
+        "The GPU ran out of memory warming up the sampler with {requests} dummy requests (max_num_seqs).",
+        r.sampler_oom,
+        priority=3,
+    ),
+    Signature(
+        "load_oom_hint",
+        rx(r"Failed to load model - not enough GPU memory"),
+        F.CUDA_OOM,
+        "The weights do not fit in GPU memory.",
+        r.cuda_oom,
+        P.WEIGHTS_LOADING,
+        priority=2,
+    ),
     Signature("cuda_oom", rx(_OOM), F.CUDA_OOM, "The GPU ran out of memory.", r.cuda_oom),
-    Signature("kv_max_len", rx(r"To serve at least one request with the models?'s max seq len \((?P<max_len>\d+)\),? \(?(?P<needed>[\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \((?P<available>[\d.]+) GiB\)\.(?: Based on the available memory, the estimated maximum model length is (?P<estimated>\d+)\.)?"),
-              F.KV_CACHE_INSUFFICIENT, "One request of {max_len} tokens needs {needed} GiB of KV cache, but only {available} GiB is available.",
-              r.max_model_len, P.KV_CACHE_ALLOC, priority=2),
-    Signature("kv_v0", rx(r"The model's max seq len \((?P<max_len>\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((?P<kv_tokens>\d+)\)"),
-              F.KV_CACHE_INSUFFICIENT, "The KV cache holds {kv_tokens} tokens, fewer than one request of {max_len}.",
-              r.max_model_len, P.KV_CACHE_ALLOC, priority=2),
-    Signature("no_cache_blocks", rx(r"No available memory for the cache blocks"), F.KV_CACHE_INSUFFICIENT,
-              "Weights and activations left no memory for the KV cache.", r.no_kv_memory, P.KV_CACHE_ALLOC, priority=2),
-    Signature("free_memory", rx(r"Free memory on device(?: \S+)? \((?P<free_gib>[\d.]+)/(?P<total_gib>[\d.]+) GiB\) on startup is less than desired GPU memory utilization \((?P<util>[\d.]+), (?P<wanted_gib>[\d.]+) GiB\)"),
-              F.GPU_MEMORY_UTILIZATION, "Only {free_gib} of {total_gib} GiB were free at start; --gpu-memory-utilization {util} asks for {wanted_gib} GiB.",
-              r.free_memory, P.DISTRIBUTED_INIT, priority=2),
-    Signature("profiling_changed", rx(r"Error in memory profiling\. Initial free memory"), F.GPU_MEMORY_UTILIZATION,
-              "Another process changed GPU memory while vLLM was profiling.", r.free_memory, P.MEMORY_PROFILING),
-    Signature("nccl_error", rx(r"DistBackendError: NCCL error|NCCL error in: |Failed to load NCCL library|Watchdog caught collective operation timeout|NCCL WARN (?:Cuda failure|Call to|NET/|Error)|ncclInternalError|ncclSystemError|ncclUnhandledCudaError"),
-              F.NCCL_ERROR, "NCCL (GPU-to-GPU communication) failed.", r.nccl, priority=2),
-    Signature("no_kernel_image", rx(r"no kernel image is available for execution on the device|is not compatible with the current PyTorch installation"),
-              F.UNSUPPORTED_HARDWARE, "This build has no GPU kernels for this GPU's architecture.", r.wrong_build, priority=2),
-    Signature("bf16", rx(r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0"),
-              F.UNSUPPORTED_HARDWARE, "The model is bfloat16 and this GPU has no bfloat16 support.", r.bf16_half, P.DISTRIBUTED_INIT),
-    Signature("quant_capability", rx(r"The quantization method (?P<quant>\S+) is not supported for the current GPU|Quantization scheme is not supported for the current GPU"),
-              F.UNSUPPORTED_HARDWARE, "The checkpoint's quantization is not supported on this GPU.", r.wrong_build),
-    Signature("no_weights", rx(r"Cannot find any model weights with"), F.MISSING_OR_CORRUPT_WEIGHTS,
-              "No weight files were found in the model directory.", r.redownload, P.WEIGHTS_LOADING),
-    Signature("corrupt_safetensors", rx(r"SafetensorError: Error while deserializing header|incomplete metadata, file not fully covered|HeaderTooLarge|MetadataIncompleteBuffer"),
-              F.MISSING_OR_CORRUPT_WEIGHTS, "A safetensors file is truncated or corrupt.", r.redownload, P.WEIGHTS_LOADING),
-    Signature("uninitialized_weights", rx(r"Following weights were not initialized from checkpoint"), F.MISSING_OR_CORRUPT_WEIGHTS,
-              "Weights are missing from the checkpoint for this architecture.", r.redownload, P.WEIGHTS_LOADING),
-    Signature("no_such_model", rx(r"Invalid repository ID or local directory specified|RepositoryNotFoundError|LocalEntryNotFoundError|GatedRepoError|Cannot access gated repo|401 Client Error|We couldn't connect to 'https://huggingface\.co'"),
-              F.MISSING_OR_CORRUPT_WEIGHTS, "The model could not be found or fetched (path, repository id, token or network).", r.redownload, P.CONFIG),
-    Signature("remote_code", rx(r"contains custom code which must be executed|consider setting .trust_remote_code|pass the argument .trust_remote_code=True"), F.CONFIG_ERROR,
-              "The model needs its own code, which is not allowed without --trust-remote-code.", r.trust_remote_code, P.CONFIG),
-    Signature("max_len_config", rx(r"User-specified max_model_len \((?P<wanted>\d+)\) is greater than the derived max_model_len \((?:\w+=)?(?P<derived>\d+)"),
-              F.CONFIG_ERROR, "--max-model-len {wanted} is above the model's limit of {derived}.", r.config_len, P.CONFIG),
-    Signature("config", rx(r"Model architectures \[.*\] are not supported|is not supported in-tree anymore|Unknown quantization method|does not match the quantization method specified|must be divisible by tensor parallel size|is larger than the number of available GPUs|max_num_batched_tokens \(\d+\) (?:is smaller than|must be greater)|Failed to load the tokenizer|error: argument |error: unrecognized arguments"),
-              F.CONFIG_ERROR, "The flags or the model configuration are invalid.", r.fix_flags, P.CONFIG),
-    Signature("ready_timeout", rx(r"Timed out waiting for engine(?:s to send initial message| core processes to start)(?:.*?Waited (?P<seconds>\d+)s)?|Did not receive response from front-end process within \d+ minutes"),
-              F.TIMEOUTS, "vLLM's own startup timeout fired before the engine was ready.", r.engine_timeout),
-    Signature("crash", rx(r"Fatal Python error: (?P<what>.+)"), F.ENGINE_CORE_DIED,
-              "A process crashed ({what}); nothing more specific is in the log.", r.engine_died),
+    Signature(
+        "kv_max_len",
+        rx(
+            r"To serve at least one request with the models?'s max seq len \((?P<max_len>\d+)\),? \(?(?P<needed>[\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \((?P<available>[\d.]+) GiB\)\.(?: Based on the available memory, the estimated maximum model length is (?P<estimated>\d+)\.)?"
+        ),
+        F.KV_CACHE_INSUFFICIENT,
+        "One request of {max_len} tokens needs {needed} GiB of KV cache, but only {available} GiB is available.",
+        r.max_model_len,
+        P.KV_CACHE_ALLOC,
+        priority=2,
+    ),
+    Signature(
+        "kv_v0",
+        rx(
+            r"The model's max seq len \((?P<max_len>\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((?P<kv_tokens>\d+)\)"
+        ),
+        F.KV_CACHE_INSUFFICIENT,
+        "The KV cache holds {kv_tokens} tokens, fewer than one request of {max_len}.",
+        r.max_model_len,
+        P.KV_CACHE_ALLOC,
+        priority=2,
+    ),
+    Signature(
+        "no_cache_blocks",
+        rx(r"No available memory for the cache blocks"),
+        F.KV_CACHE_INSUFFICIENT,
+        "Weights and activations left no memory for the KV cache.",
+        r.no_kv_memory,
+        P.KV_CACHE_ALLOC,
+        priority=2,
+    ),
+    Signature(
+        "free_memory",
+        rx(
+            r"Free memory on device(?: \S+)? \((?P<free_gib>[\d.]+)/(?P<total_gib>[\d.]+) GiB\) on startup is less than desired GPU memory utilization \((?P<util>[\d.]+), (?P<wanted_gib>[\d.]+) GiB\)"
+        ),
+        F.GPU_MEMORY_UTILIZATION,
+        "Only {free_gib} of {total_gib} GiB were free at start; --gpu-memory-utilization {util} asks for {wanted_gib} GiB.",
+        r.free_memory,
+        P.DISTRIBUTED_INIT,
+        priority=2,
+    ),
+    Signature(
+        "profiling_changed",
+        rx(r"Error in memory profiling\. Initial free memory"),
+        F.GPU_MEMORY_UTILIZATION,
+        "Another process changed GPU memory while vLLM was profiling.",
+        r.free_memory,
+        P.MEMORY_PROFILING,
+    ),
+    Signature(
+        "nccl_error",
+        rx(
+            r"DistBackendError: NCCL error|NCCL error in: |Failed to load NCCL library|Watchdog caught collective operation timeout|NCCL WARN (?:Cuda failure|Call to|NET/|Error)|ncclInternalError|ncclSystemError|ncclUnhandledCudaError"
+        ),
+        F.NCCL_ERROR,
+        "NCCL (GPU-to-GPU communication) failed.",
+        r.nccl,
+        priority=2,
+    ),
+    Signature(
+        "no_kernel_image",
+        rx(
+            r"no kernel image is available for execution on the device|is not compatible with the current PyTorch installation"
+        ),
+        F.UNSUPPORTED_HARDWARE,
+        "This build has no GPU kernels for this GPU's architecture.",
+        r.wrong_build,
+        priority=2,
+    ),
+    Signature(
+        "bf16",
+        rx(r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0"),
+        F.UNSUPPORTED_HARDWARE,
+        "The model is bfloat16 and this GPU has no bfloat16 support.",
+        r.bf16_half,
+        P.DISTRIBUTED_INIT,
+    ),
+    Signature(
+        "quant_capability",
+        rx(
+            r"The quantization method (?P<quant>\S+) is not supported for the current GPU|Quantization scheme is not supported for the current GPU"
+        ),
+        F.UNSUPPORTED_HARDWARE,
+        "The checkpoint's quantization is not supported on this GPU.",
+        r.wrong_build,
+    ),
+    Signature(
+        "no_weights",
+        rx(r"Cannot find any model weights with"),
+        F.MISSING_OR_CORRUPT_WEIGHTS,
+        "No weight files were found in the model directory.",
+        r.redownload,
+        P.WEIGHTS_LOADING,
+    ),
+    Signature(
+        "corrupt_safetensors",
+        rx(
+            r"SafetensorError: Error while deserializing header|incomplete metadata, file not fully covered|HeaderTooLarge|MetadataIncompleteBuffer"
+        ),
+        F.MISSING_OR_CORRUPT_WEIGHTS,
+        "A safetensors file is truncated or corrupt.",
+        r.redownload,
+        P.WEIGHTS_LOADING,
+    ),
+    Signature(
+        "uninitialized_weights",
+        rx(r"Following weights were not initialized from checkpoint"),
+        F.MISSING_OR_CORRUPT_WEIGHTS,
+        "Weights are missing from the checkpoint for this architecture.",
+        r.redownload,
+        P.WEIGHTS_LOADING,
+    ),
+    Signature(
+        "no_such_model",
+        rx(
+            r"Invalid repository ID or local directory specified|RepositoryNotFoundError|LocalEntryNotFoundError|GatedRepoError|Cannot access gated repo|401 Client Error|We couldn't connect to 'https://huggingface\.co'"
+        ),
+        F.MISSING_OR_CORRUPT_WEIGHTS,
+        "The model could not be found or fetched (path, repository id, token or network).",
+        r.redownload,
+        P.CONFIG,
+    ),
+    Signature(
+        "remote_code",
+        rx(
+            r"contains custom code which must be executed|consider setting .trust_remote_code|pass the argument .trust_remote_code=True"
+        ),
+        F.CONFIG_ERROR,
+        "The model needs its own code, which is not allowed without --trust-remote-code.",
+        r.trust_remote_code,
+        P.CONFIG,
+    ),
+    Signature(
+        "max_len_config",
+        rx(
+            r"User-specified max_model_len \((?P<wanted>\d+)\) is greater than the derived max_model_len \((?:\w+=)?(?P<derived>\d+)"
+        ),
+        F.CONFIG_ERROR,
+        "--max-model-len {wanted} is above the model's limit of {derived}.",
+        r.config_len,
+        P.CONFIG,
+    ),
+    Signature(
+        "config",
+        rx(
+            r"Model architectures \[.*\] are not supported|is not supported in-tree anymore|Unknown quantization method|does not match the quantization method specified|must be divisible by tensor parallel size|is larger than the number of available GPUs|max_num_batched_tokens \(\d+\) (?:is smaller than|must be greater)|Failed to load the tokenizer|error: argument |error: unrecognized arguments"
+        ),
+        F.CONFIG_ERROR,
+        "The flags or the model configuration are invalid.",
+        r.fix_flags,
+        P.CONFIG,
+    ),
+    Signature(
+        "ready_timeout",
+        rx(
+            r"Timed out waiting for engine(?:s to send initial message| core processes to start)(?:.*?Waited (?P<seconds>\d+)s)?|Did not receive response from front-end process within \d+ minutes"
+        ),
+        F.TIMEOUTS,
+        "vLLM's own startup timeout fired before the engine was ready.",
+        r.engine_timeout,
+    ),
+    Signature(
+        "crash",
+        rx(r"Fatal Python error: (?P<what>.+)"),
+        F.ENGINE_CORE_DIED,
+        "A process crashed ({what}); nothing more specific is in the log.",
+        r.engine_died,
+    ),
     # Wrappers: consequences that point at a cause above; a later specific line replaces them.
-    Signature("worker_sigkill", rx(r"(?:Worker|Engine core) proc \S+ died unexpectedly \(exit code: -9\)|exit code: -9|^Killed\s*$|Out of memory: Killed process"),
-              F.HOST_OOM, "A process was killed with SIGKILL (exit -9), usually by the kernel's OOM killer.", r.host_oom, is_wrapper=True, priority=2),
-    Signature("wrapper", rx(r"Engine core initialization failed|EngineCore failed to start|WorkerProc failed to start|WorkerProc initialization failed|Worker proc \S+ died unexpectedly|Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|EngineCore encountered a fatal error|Engine process failed to start|Frontend process failed during engine core initialization|^Process EngineCore"),
-              F.ENGINE_CORE_DIED, "The engine core died; no more specific cause is in the log.", r.engine_died, is_wrapper=True),
+    Signature(
+        "worker_sigkill",
+        rx(
+            r"(?:Worker|Engine core) proc \S+ died unexpectedly \(exit code: -9\)|exit code: -9|^Killed\s*$|Out of memory: Killed process"
+        ),
+        F.HOST_OOM,
+        "A process was killed with SIGKILL (exit -9), usually by the kernel's OOM killer.",
+        r.host_oom,
+        is_wrapper=True,
+        priority=2,
+    ),
+    Signature(
+        "wrapper",
+        rx(
+            r"Engine core initialization failed|EngineCore failed to start|WorkerProc failed to start|WorkerProc initialization failed|Worker proc \S+ died unexpectedly|Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|EngineCore encountered a fatal error|Engine process failed to start|Frontend process failed during engine core initialization|^Process EngineCore"
+        ),
+        F.ENGINE_CORE_DIED,
+        "The engine core died; no more specific cause is in the log.",
+        r.engine_died,
+        is_wrapper=True,
+    ),
 )
 
 EXCLUSIONS = (
@@ -151,19 +410,57 @@ EXCLUSIONS = (
 )
 
 FRAMES = (
-    FrameRule(frozenset({"profile_run", "determine_available_memory", "determine_num_available_blocks", "profile_cudagraph_memory"}), P.MEMORY_PROFILING),
+    FrameRule(
+        frozenset(
+            {
+                "profile_run",
+                "determine_available_memory",
+                "determine_num_available_blocks",
+                "profile_cudagraph_memory",
+            }
+        ),
+        P.MEMORY_PROFILING,
+    ),
     FrameRule(frozenset({"_dummy_sampler_run"}), P.WARMUP),
     FrameRule(frozenset({"capture_model", "_capture_cudagraphs", "capture"}), P.CUDA_GRAPH_CAPTURE),
-    FrameRule(frozenset({"_allocate_kv_cache", "_allocate_kv_cache_tensors", "initialize_kv_cache", "initialize_kv_cache_tensors", "_init_cache", "initialize_cache", "_reshape_kv_cache_tensors"}), P.KV_CACHE_ALLOC),
+    FrameRule(
+        frozenset(
+            {
+                "_allocate_kv_cache",
+                "_allocate_kv_cache_tensors",
+                "initialize_kv_cache",
+                "initialize_kv_cache_tensors",
+                "_init_cache",
+                "initialize_cache",
+                "_reshape_kv_cache_tensors",
+            }
+        ),
+        P.KV_CACHE_ALLOC,
+    ),
     FrameRule(frozenset({"load_model", "load_weights"}), P.WEIGHTS_LOADING),
-    FrameRule(frozenset({"init_device", "init_distributed_environment", "init_worker_distributed_environment"}), P.DISTRIBUTED_INIT),
+    FrameRule(
+        frozenset(
+            {"init_device", "init_distributed_environment", "init_worker_distributed_environment"}
+        ),
+        P.DISTRIBUTED_INIT,
+    ),
 )
 
 PACK = Pack(
     engine=Engine.VLLM,
-    detect=("vLLM", "(APIServer pid=", "(EngineCore", "(VllmWorker", "LLM engine (v", "non-default args: {"),
-    version=(rx(r"vLLM (?:API )?server version (?P<version>[^\s,]+)"), rx(r"Initializing an? (?:V\d )?LLM engine \(v(?P<version>[^)\s]+)\)"),
-             rx(r"[█▀▄]\s+version\s+(?P<version>\d+\.\d+\S*)\s*$")),
+    detect=(
+        "vLLM",
+        "(APIServer pid=",
+        "(EngineCore",
+        "(VllmWorker",
+        "LLM engine (v",
+        "non-default args: {",
+    ),
+    version=(
+        rx(r"vLLM (?:API )?server version (?P<version>[^\s,]+)"),
+        rx(r"Initializing an? (?:V\d )?LLM engine \(v(?P<version>[^)\s]+)\)"),
+        rx(r"[█▀▄]\s+version\s+(?P<version>\d+\.\d+\S*)\s*$"),
+    ),
     phases=PHASES,
     progress=PROGRESS,
     facts=FACTS,
@@ -171,15 +468,39 @@ PACK = Pack(
     exclusions=EXCLUSIONS,
     echoes=(rx(r"Worker failed with error '"),),
     frames=FRAMES,
-    http=HttpSpec(default_port=8000, health_path="/health", refuses_until_ready=True, health_503_while_loading=False),
+    http=HttpSpec(
+        default_port=8000,
+        health_path="/health",
+        refuses_until_ready=True,
+        health_503_while_loading=False,
+    ),
     # Every vLLM logging record and traceback frame has ".py"; the rest are the unprefixed lines
     # (uvicorn, tqdm, uncaught exceptions, torch/NCCL prints) the tables need.
-    screen=(".py", "rror", "ERROR", "Traceback", "xception", "Application startup", "checkpoint shards",
-            "Loading safetensors", "Capturing", "WARN", "Killed", "not compatible", "Process EngineCore"),
-    heartbeats=(rx(r"Waiting for \d+ (?:local, \d+ remote )?core engine proc\(s\) to (?:start|connect)"),),
+    screen=(
+        ".py",
+        "rror",
+        "ERROR",
+        "Traceback",
+        "xception",
+        "Application startup",
+        "checkpoint shards",
+        "Loading safetensors",
+        "Capturing",
+        "WARN",
+        "Killed",
+        "not compatible",
+        "Process EngineCore",
+    ),
+    heartbeats=(
+        rx(r"Waiting for \d+ (?:local, \d+ remote )?core engine proc\(s\) to (?:start|connect)"),
+    ),
     stall_heartbeats=30,
     hang_classes=MappingProxyType({P.DISTRIBUTED_INIT: F.NCCL_ERROR}),
     phase_after=MappingProxyType({P.WEIGHTS_LOADED: P.MEMORY_PROFILING}),
-    restart=(rx(r"vLLM (?:API )?server version|non-default args:|args: Namespace\(|[█▀▄]\s+version\s+\d"),),
+    restart=(
+        rx(
+            r"vLLM (?:API )?server version|non-default args:|args: Namespace\(|[█▀▄]\s+version\s+\d"
+        ),
+    ),
     exit_summary="The vLLM process exited before it was ready, without a cause in the log.",
 )

@@ -101,11 +101,17 @@ def _parse(cfg: Mapping[str, Any]) -> Architecture:
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        intermediate_size=int(cfg.get("intermediate_size") or cfg.get("ffn_hidden_size") or 4 * hidden),
+        intermediate_size=int(
+            cfg.get("intermediate_size") or cfg.get("ffn_hidden_size") or 4 * hidden
+        ),
         vocab_size=int(cfg["vocab_size"]),
-        max_position_embeddings=int(cfg.get("max_position_embeddings") or cfg.get("seq_length") or 4096),
+        max_position_embeddings=int(
+            cfg.get("max_position_embeddings") or cfg.get("seq_length") or 4096
+        ),
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        dtype_bytes=DTYPE_BYTES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), 2),
+        dtype_bytes=DTYPE_BYTES.get(
+            str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), 2
+        ),
         layer_kinds=_layer_kinds(cfg, layers),
         sliding_window=_window(cfg),
         moe=_moe(cfg, layers),
@@ -153,7 +159,12 @@ def _moe(cfg: Mapping[str, Any], layers: int) -> Moe | None:
     experts = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
     if not experts:
         return None
-    per_token = int(cfg.get("num_experts_per_tok") or cfg.get("num_experts_per_token") or cfg.get("moe_topk") or 2)
+    per_token = int(
+        cfg.get("num_experts_per_tok")
+        or cfg.get("num_experts_per_token")
+        or cfg.get("moe_topk")
+        or 2
+    )
     inter = int(cfg.get("moe_intermediate_size") or cfg["intermediate_size"])
     shared = int(cfg.get("shared_expert_intermediate_size") or 0)
     if not shared and cfg.get("n_shared_experts"):

@@ -81,43 +81,85 @@ class RankBudget:
         """Free at the worst moment after the KV pool exists (sampler warmup)."""
         graphs_outside = 0 if self.graphs_in_budget else self.graphs
         # an overdrawn budget allocates no pool: its shortfall comes out of the headroom
-        return self.total - self.requested - self.context - graphs_outside - self.sampler + min(self.kv, 0)
+        return (
+            self.total
+            - self.requested
+            - self.context
+            - graphs_outside
+            - self.sampler
+            + min(self.kv, 0)
+        )
 
 
-def stages_for(arch: Architecture, tensors: Sequence[TensorInfo], s: Settings) -> list[StageWeights]:
+def stages_for(
+    arch: Architecture, tensors: Sequence[TensorInfo], s: Settings
+) -> list[StageWeights]:
     """Weights per rank for each pipeline stage under these settings."""
     par = Parallel(s.tensor_parallel_size, s.pipeline_parallel_size, s.enable_expert_parallel)
     return weights_per_stage(tensors, arch, par)
 
 
-def rank_budgets(arch: Architecture, stages: Sequence[StageWeights], gpus: GpuSet, s: Settings,
-                 calib: Calibration | None = None) -> list[RankBudget]:
+def rank_budgets(
+    arch: Architecture,
+    stages: Sequence[StageWeights],
+    gpus: GpuSet,
+    s: Settings,
+    calib: Calibration | None = None,
+) -> list[RankBudget]:
     """The budget of one rank per pipeline stage."""
     c = calib or Calibration()
     return [_rank(arch, gpus, s, c, st, last=st.stage == len(stages) - 1) for st in stages]
 
 
-def _rank(arch: Architecture, gpus: GpuSet, s: Settings, c: Calibration, st: StageWeights, *, last: bool) -> RankBudget:
+def _rank(
+    arch: Architecture, gpus: GpuSet, s: Settings, c: Calibration, st: StageWeights, *, last: bool
+) -> RankBudget:
     tp = s.tensor_parallel_size
     spec = kvmod.kv_spec(arch, st.layers, tp, s.kv_cache_dtype)
     if c.kv_bytes_per_token_scale != 1.0:
-        spec = kvmod.KvSpec(round(spec.full_bytes_per_token * c.kv_bytes_per_token_scale),
-                            round(spec.sliding_bytes_per_token * c.kv_bytes_per_token_scale),
-                            spec.sliding_window, spec.state_bytes_per_request, spec.block_size)
+        spec = kvmod.KvSpec(
+            round(spec.full_bytes_per_token * c.kv_bytes_per_token_scale),
+            round(spec.sliding_bytes_per_token * c.kv_bytes_per_token_scale),
+            spec.sliding_window,
+            spec.state_bytes_per_request,
+            spec.block_size,
+        )
     weights = round(st.total_bytes * c.weights_scale)
-    activation = peaks.activation_peak_bytes(arch, tp, s.max_num_seqs, s.max_num_batched_tokens,
-                                             last_stage=last, expert_parallel=s.enable_expert_parallel)
+    activation = peaks.activation_peak_bytes(
+        arch,
+        tp,
+        s.max_num_seqs,
+        s.max_num_batched_tokens,
+        last_stage=last,
+        expert_parallel=s.enable_expert_parallel,
+    )
     activation = max(0, activation + c.overhead_delta_bytes)
-    graphs = peaks.cuda_graph_bytes(arch, st.layers[1] - st.layers[0], s.max_num_seqs, enforce_eager=s.enforce_eager)
+    graphs = peaks.cuda_graph_bytes(
+        arch, st.layers[1] - st.layers[0], s.max_num_seqs, enforce_eager=s.enforce_eager
+    )
     if c.cuda_graph_bytes is not None and not s.enforce_eager:
         graphs = c.cuda_graph_bytes
     in_budget = s.cuda_graphs_in_budget
     requested = math.ceil(gpus.total_bytes * s.gpu_memory_utilization)
     non_torch = peaks.non_torch_growth_bytes(s.world_size)
     kv = requested - weights - activation - non_torch - (graphs if in_budget else 0)
-    sampler = peaks.sampler_warmup_bytes(arch, s.max_num_seqs, s.max_num_batched_tokens) if last else 0
-    return RankBudget(st.stage, gpus.total_bytes, requested, weights, activation, non_torch,
-                      peaks.context_bytes(s.world_size), graphs, in_budget, kv, sampler, spec)
+    sampler = (
+        peaks.sampler_warmup_bytes(arch, s.max_num_seqs, s.max_num_batched_tokens) if last else 0
+    )
+    return RankBudget(
+        st.stage,
+        gpus.total_bytes,
+        requested,
+        weights,
+        activation,
+        non_torch,
+        peaks.context_bytes(s.world_size),
+        graphs,
+        in_budget,
+        kv,
+        sampler,
+        spec,
+    )
 
 
 def tightest(ranks: Sequence[RankBudget], s: Settings) -> RankBudget:
@@ -125,7 +167,12 @@ def tightest(ranks: Sequence[RankBudget], s: Settings) -> RankBudget:
     failing = [r for r in ranks if _failure(r, s, None) is not None]
     if failing:
         return failing[0]
-    return min(ranks, key=lambda r: kvmod.max_concurrency(r.spec, r.kv, s.max_model_len, s.max_num_batched_tokens))
+    return min(
+        ranks,
+        key=lambda r: kvmod.max_concurrency(
+            r.spec, r.kv, s.max_model_len, s.max_num_batched_tokens
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +184,9 @@ class Found:
     reason: str
 
 
-def first_failure(ranks: Sequence[RankBudget], s: Settings, gpus: GpuSet, arch: Architecture) -> Found | None:
+def first_failure(
+    ranks: Sequence[RankBudget], s: Settings, gpus: GpuSet, arch: Architecture
+) -> Found | None:
     """The first failure in startup order, over all ranks; None if the startup would succeed."""
     config = config_failure(arch, s, gpus)
     if config is not None:
@@ -150,49 +199,82 @@ def config_failure(arch: Architecture, s: Settings, gpus: GpuSet) -> Found | Non
     """Settings vLLM rejects before touching a GPU."""
     tp = s.tensor_parallel_size
     if s.world_size > gpus.count:
-        return Found(FailureClass.CONFIG_ERROR, Phase.CONFIG,
-                     f"tensor x pipeline parallel = {s.world_size} GPUs, but only {gpus.count} are available")
+        return Found(
+            FailureClass.CONFIG_ERROR,
+            Phase.CONFIG,
+            f"tensor x pipeline parallel = {s.world_size} GPUs, but only {gpus.count} are available",
+        )
     if arch.num_heads % tp:
-        return Found(FailureClass.CONFIG_ERROR, Phase.CONFIG,
-                     f"{arch.num_heads} attention heads are not divisible by tensor parallel size {tp}")
+        return Found(
+            FailureClass.CONFIG_ERROR,
+            Phase.CONFIG,
+            f"{arch.num_heads} attention heads are not divisible by tensor parallel size {tp}",
+        )
     if s.max_model_len > arch.max_position_embeddings:
-        return Found(FailureClass.CONFIG_ERROR, Phase.CONFIG,
-                     f"max_model_len {s.max_model_len} exceeds the model's {arch.max_position_embeddings} positions")
+        return Found(
+            FailureClass.CONFIG_ERROR,
+            Phase.CONFIG,
+            f"max_model_len {s.max_model_len} exceeds the model's {arch.max_position_embeddings} positions",
+        )
     if s.max_num_batched_tokens < s.max_num_seqs:
-        return Found(FailureClass.CONFIG_ERROR, Phase.CONFIG,
-                     f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be at least max_num_seqs ({s.max_num_seqs})")
+        return Found(
+            FailureClass.CONFIG_ERROR,
+            Phase.CONFIG,
+            f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be at least max_num_seqs ({s.max_num_seqs})",
+        )
     return None
 
 
 def _failure(r: RankBudget, s: Settings, gpus: GpuSet | None) -> Found | None:
     fb = format_bytes
     if gpus is not None and gpus.free_bytes < r.requested:
-        return Found(FailureClass.GPU_MEMORY_UTILIZATION, Phase.DISTRIBUTED_INIT,
-                     f"free memory at start ({fb(gpus.free_bytes)}) is below utilization "
-                     f"{s.gpu_memory_utilization} x {fb(r.total)} = {fb(r.requested)}")
+        return Found(
+            FailureClass.GPU_MEMORY_UTILIZATION,
+            Phase.DISTRIBUTED_INIT,
+            f"free memory at start ({fb(gpus.free_bytes)}) is below utilization "
+            f"{s.gpu_memory_utilization} x {fb(r.total)} = {fb(r.requested)}",
+        )
     if r.context + r.weights > r.total:
-        return Found(FailureClass.CUDA_OOM, Phase.WEIGHTS_LOADING,
-                     f"weights need {fb(r.weights)} per GPU, more than the {fb(r.total - r.context)} a GPU has")
+        return Found(
+            FailureClass.CUDA_OOM,
+            Phase.WEIGHTS_LOADING,
+            f"weights need {fb(r.weights)} per GPU, more than the {fb(r.total - r.context)} a GPU has",
+        )
     if r.context + r.weights + r.activation + r.non_torch_in_budget > r.total:
-        return Found(FailureClass.CUDA_OOM, Phase.MEMORY_PROFILING,
-                     f"weights {fb(r.weights)} + profile peak {fb(r.activation)} exceed the GPU")
+        return Found(
+            FailureClass.CUDA_OOM,
+            Phase.MEMORY_PROFILING,
+            f"weights {fb(r.weights)} + profile peak {fb(r.activation)} exceed the GPU",
+        )
     if r.kv <= 0:
-        return Found(FailureClass.KV_CACHE_INSUFFICIENT, Phase.KV_CACHE_ALLOC,
-                     f"no memory left for the KV cache: {fb(r.requested)} budget minus weights, "
-                     f"activations{' and graphs' if r.graphs_in_budget else ''} is {fb(r.kv)}")
+        return Found(
+            FailureClass.KV_CACHE_INSUFFICIENT,
+            Phase.KV_CACHE_ALLOC,
+            f"no memory left for the KV cache: {fb(r.requested)} budget minus weights, "
+            f"activations{' and graphs' if r.graphs_in_budget else ''} is {fb(r.kv)}",
+        )
     need = kvmod.request_bytes(r.spec, s.max_model_len, s.max_num_batched_tokens)
     if need > r.kv:
         longest = kvmod.longest_fitting_len(r.spec, r.kv, s.max_num_batched_tokens, s.max_model_len)
-        return Found(FailureClass.KV_CACHE_INSUFFICIENT, Phase.KV_CACHE_ALLOC,
-                     f"one request of max_model_len {s.max_model_len} needs {fb(need)} of KV cache, "
-                     f"{fb(r.kv)} is available; the longest that fits is {longest}")
+        return Found(
+            FailureClass.KV_CACHE_INSUFFICIENT,
+            Phase.KV_CACHE_ALLOC,
+            f"one request of max_model_len {s.max_model_len} needs {fb(need)} of KV cache, "
+            f"{fb(r.kv)} is available; the longest that fits is {longest}",
+        )
     outside = r.total - r.requested - r.context
     if not r.graphs_in_budget and r.graphs > outside:
-        return Found(FailureClass.CUDA_OOM, Phase.CUDA_GRAPH_CAPTURE,
-                     f"CUDA graphs need {fb(r.graphs)} outside the budget, {fb(outside)} is left")
+        return Found(
+            FailureClass.CUDA_OOM,
+            Phase.CUDA_GRAPH_CAPTURE,
+            f"CUDA graphs need {fb(r.graphs)} outside the budget, {fb(outside)} is left",
+        )
     if r.headroom < 0:
         n = peaks.sampler_requests(s.max_num_seqs, s.max_num_batched_tokens)
-        return Found(FailureClass.CUDA_OOM, Phase.WARMUP,
-                     f"the sampler warmup with {n} dummy requests needs {fb(r.sampler)} after the KV pool "
-                     f"and graphs; only {fb(r.sampler + r.headroom)} is free")
+        return Found(
+            FailureClass.CUDA_OOM,
+            Phase.WARMUP,
+            f"the sampler warmup with {n} dummy requests needs {fb(r.sampler)} after the KV pool "
+            f"and graphs; only {fb(r.sampler + r.headroom)} is free",
+        )
     return None

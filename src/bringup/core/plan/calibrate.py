@@ -26,6 +26,7 @@ Facts = Mapping[str, float | int | str]
 
 def measured_settings(base: Settings, facts: Facts) -> Settings:
     """The settings the logged startup ran with (``base`` where the log does not say)."""
+
     def num(name: str, default: float) -> float:
         value = facts.get(name)
         return float(value) if isinstance(value, (int, float)) else default
@@ -51,12 +52,20 @@ def calibrate(planner: Planner, base: Settings, facts: Facts) -> Calibration:
     delta = 0
     if weights is not None and kv is not None:
         measured_rest = predicted.requested - weights - kv
-        graphs_in = (graphs if graphs is not None else predicted.graphs) if predicted.graphs_in_budget else 0
-        delta = round(measured_rest - predicted.activation - predicted.non_torch_in_budget - graphs_in)
+        graphs_in = (
+            (graphs if graphs is not None else predicted.graphs)
+            if predicted.graphs_in_budget
+            else 0
+        )
+        delta = round(
+            measured_rest - predicted.activation - predicted.non_torch_in_budget - graphs_in
+        )
     kv_scale = 1.0
     if kv and isinstance(tokens, (int, float)) and tokens > 0 and predicted.spec.bytes_per_token:
         kv_scale = (kv / float(tokens)) / predicted.spec.bytes_per_token
-    return Calibration(weights_scale, delta, round(graphs) if graphs is not None else None, kv_scale)
+    return Calibration(
+        weights_scale, delta, round(graphs) if graphs is not None else None, kv_scale
+    )
 
 
 def _gib(facts: Facts, name: str) -> float | None:

@@ -55,8 +55,11 @@ def kv_spec(arch: Architecture, layers: tuple[int, int], tp: int, kv_cache_dtype
     """The KV spec of the layers ``[first, last)`` on one rank."""
     dtype = kv_dtype_bytes(kv_cache_dtype, arch.dtype_bytes)
     if arch.mla is not None:
-        per_layer = FP8_DS_MLA_BYTES if kv_cache_dtype == "fp8_ds_mla" else (
-            (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * dtype)
+        per_layer = (
+            FP8_DS_MLA_BYTES
+            if kv_cache_dtype == "fp8_ds_mla"
+            else ((arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * dtype)
+        )
         block = 64
     else:
         per_layer = 2 * max(1, arch.num_kv_heads // tp) * arch.head_dim * dtype
@@ -82,7 +85,9 @@ def request_bytes(spec: KvSpec, max_model_len: int, max_num_batched_tokens: int)
     if spec.sliding_bytes_per_token:
         window = spec.sliding_window or max_model_len
         tokens = min(window - 1 + max_num_batched_tokens, max_model_len)
-        sliding = (_round_up(tokens, spec.block_size) + spec.block_size) * spec.sliding_bytes_per_token
+        sliding = (
+            _round_up(tokens, spec.block_size) + spec.block_size
+        ) * spec.sliding_bytes_per_token
     return full + sliding + spec.state_bytes_per_request
 
 
@@ -94,7 +99,9 @@ def tokens_in(spec: KvSpec, kv_bytes: int) -> int:
     return int(blocks * spec.block_size)
 
 
-def max_concurrency(spec: KvSpec, kv_bytes: int, max_model_len: int, max_num_batched_tokens: int) -> float:
+def max_concurrency(
+    spec: KvSpec, kv_bytes: int, max_model_len: int, max_num_batched_tokens: int
+) -> float:
     """How many requests of ``max_model_len`` tokens fit at once."""
     need = request_bytes(spec, max_model_len, max_num_batched_tokens)
     if kv_bytes <= 0 or need <= 0:
@@ -102,7 +109,9 @@ def max_concurrency(spec: KvSpec, kv_bytes: int, max_model_len: int, max_num_bat
     return kv_bytes / need
 
 
-def longest_fitting_len(spec: KvSpec, kv_bytes: int, max_num_batched_tokens: int, upper: int) -> int:
+def longest_fitting_len(
+    spec: KvSpec, kv_bytes: int, max_num_batched_tokens: int, upper: int
+) -> int:
     """The longest ``max_model_len`` (≤ ``upper``) one request of which fits in ``kv_bytes``."""
     low, high = 0, upper
     while low < high:

@@ -37,7 +37,9 @@ SAMPLER_BYTES_PER_ELEMENT = 28
 PROFILE_LOGITS_BYTES_PER_ELEMENT = 6  # model-dtype logits + their fp32 copy
 KERNEL_WORKSPACE_BYTES = 256 * MiB  # attention / GEMM / MoE workspaces seen by torch
 GRAPH_BYTES_PER_LAYER_PER_SIZE_DENSE = round(0.40 * MiB)  # fitted: Llama-3-8B on H100, 0.67 GiB
-GRAPH_BYTES_PER_LAYER_PER_SIZE_MOE = round(0.70 * MiB)  # fitted: Qwen3-235B TP8 EP on L40S, 3.45 GiB
+GRAPH_BYTES_PER_LAYER_PER_SIZE_MOE = round(
+    0.70 * MiB
+)  # fitted: Qwen3-235B TP8 EP on L40S, 3.45 GiB
 CUDA_CONTEXT_BYTES = 512 * MiB  # CUDA context and cuBLAS handles, before vLLM's snapshot
 NCCL_BYTES = 256 * MiB  # NCCL communicators and buffers (TP/PP > 1), before the snapshot
 NON_TORCH_GROWTH_BYTES = 96 * MiB  # non-torch growth during profiling, single GPU
@@ -61,8 +63,15 @@ def sampler_warmup_bytes(arch: Architecture, max_num_seqs: int, max_num_batched_
     return n * padded_vocab(arch) * SAMPLER_BYTES_PER_ELEMENT
 
 
-def activation_peak_bytes(arch: Architecture, tp: int, max_num_seqs: int, max_num_batched_tokens: int,
-                          *, last_stage: bool = True, expert_parallel: bool = False) -> int:
+def activation_peak_bytes(
+    arch: Architecture,
+    tp: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    *,
+    last_stage: bool = True,
+    expert_parallel: bool = False,
+) -> int:
     """Peak torch memory of the profile run above the weights, one rank.
 
     The dummy forward of ``max_num_batched_tokens`` tokens: residual and normed hidden
@@ -82,7 +91,9 @@ def activation_peak_bytes(arch: Architecture, tp: int, max_num_seqs: int, max_nu
     if last_stage:
         rows = sampler_requests(max_num_seqs, t) * padded_vocab(arch)
         # the forward's activations are freed before the sampler runs: the peak is the larger
-        forward = max(forward + rows * PROFILE_LOGITS_BYTES_PER_ELEMENT, rows * SAMPLER_BYTES_PER_ELEMENT)
+        forward = max(
+            forward + rows * PROFILE_LOGITS_BYTES_PER_ELEMENT, rows * SAMPLER_BYTES_PER_ELEMENT
+        )
     return forward + KERNEL_WORKSPACE_BYTES
 
 
@@ -96,7 +107,9 @@ def capture_sizes(max_num_seqs: int) -> int:
     return len(sizes)
 
 
-def cuda_graph_bytes(arch: Architecture, layers_on_rank: int, max_num_seqs: int, *, enforce_eager: bool) -> int:
+def cuda_graph_bytes(
+    arch: Architecture, layers_on_rank: int, max_num_seqs: int, *, enforce_eager: bool
+) -> int:
     """The CUDA graph pool on one rank: a per-layer, per-captured-size cost (fitted to logs)."""
     if enforce_eager:
         return 0

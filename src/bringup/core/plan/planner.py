@@ -85,7 +85,9 @@ class Planner:
         """Architecture, parameters and stored weight bytes."""
         layers = self.arch.num_layers
         kept = [t for t in self.tensors if (layer_of(t.name) or 0) < layers]
-        return ModelInfo(self.arch.name, parameter_count(kept, self.arch), sum(t.nbytes for t in kept))
+        return ModelInfo(
+            self.arch.name, parameter_count(kept, self.arch), sum(t.nbytes for t in kept)
+        )
 
 
 def per_gpu(r: RankBudget) -> PerGpu:
@@ -113,7 +115,11 @@ def verdict(o: Outcome) -> Verdict:
     """The verdict in diagnose's vocabulary."""
     if o.failure is None:
         r = o.rank
-        return Verdict(True, None, None,
-                       f"fits: {format_bytes(max(0, r.kv))} of KV cache per GPU and "
-                       f"{format_bytes(r.headroom)} free at the sampler warmup")
+        return Verdict(
+            True,
+            None,
+            None,
+            f"fits: {format_bytes(max(0, r.kv))} of KV cache per GPU and "
+            f"{format_bytes(r.headroom)} free at the sampler warmup",
+        )
     return Verdict(False, o.failure.failure_class, o.failure.phase, o.failure.reason)

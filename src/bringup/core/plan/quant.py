@@ -51,7 +51,9 @@ def format_from_config(quant: Mapping[str, Any] | None, override: str | None) ->
     if method == "compressed-tensors":
         return _compressed_tensors(quant)
     if method == "modelopt":
-        algo = str(quant.get("quant_algo") or quant.get("quantization", {}).get("quant_algo", "")).lower()
+        algo = str(
+            quant.get("quant_algo") or quant.get("quantization", {}).get("quant_algo", "")
+        ).lower()
         return WeightFormat("nvfp4" if "fp4" in algo else "fp8-channel")
     return _from_name(method, quant)
 
@@ -78,8 +80,10 @@ def _from_name(name: str, quant: Mapping[str, Any] | None) -> WeightFormat:
         return WeightFormat("int4")
     if n == "compressed-tensors":
         return _compressed_tensors(q)
-    raise UsageError(f"unknown quantization {name!r}",
-                     hint="use one of fp8, awq, gptq, nvfp4, mxfp4, int8, int4, none")
+    raise UsageError(
+        f"unknown quantization {name!r}",
+        hint="use one of fp8, awq, gptq, nvfp4, mxfp4, int8, int4, none",
+    )
 
 
 def _compressed_tensors(quant: Mapping[str, Any]) -> WeightFormat:
@@ -94,46 +98,84 @@ def _compressed_tensors(quant: Mapping[str, Any]) -> WeightFormat:
             return WeightFormat("int4", group_size=int(weights.get("group_size") or 128))
         if kind == "float":
             block = weights.get("block_structure")
-            return WeightFormat("fp8", block=(int(block[0]), int(block[1]))) if block else WeightFormat("fp8-channel")
+            return (
+                WeightFormat("fp8", block=(int(block[0]), int(block[1])))
+                if block
+                else WeightFormat("fp8-channel")
+            )
         return WeightFormat("int8")
     return WeightFormat("fp8-channel")
 
 
 def linear_tensors(
-    prefix: str, out_features: int, in_features: int, fmt: WeightFormat, dtype_bytes: int,
-    *, quantized: bool = True,
+    prefix: str,
+    out_features: int,
+    in_features: int,
+    fmt: WeightFormat,
+    dtype_bytes: int,
+    *,
+    quantized: bool = True,
 ) -> list[TensorInfo]:
     """The stored tensors of one ``[out, in]`` linear layer named ``prefix`` (no ``.weight``)."""
     method = fmt.method if quantized else "none"
     if method == "none":
-        return [_t(f"{prefix}.weight", "BF16" if dtype_bytes == 2 else "F32", (out_features, in_features), dtype_bytes)]
+        return [
+            _t(
+                f"{prefix}.weight",
+                "BF16" if dtype_bytes == 2 else "F32",
+                (out_features, in_features),
+                dtype_bytes,
+            )
+        ]
     if method == "fp8":
         bo, bi = fmt.block
-        return [_t(f"{prefix}.weight", "F8_E4M3", (out_features, in_features), 1),
-                _t(f"{prefix}.weight_scale_inv", "F32", (_cdiv(out_features, bo), _cdiv(in_features, bi)), 4)]
+        return [
+            _t(f"{prefix}.weight", "F8_E4M3", (out_features, in_features), 1),
+            _t(
+                f"{prefix}.weight_scale_inv",
+                "F32",
+                (_cdiv(out_features, bo), _cdiv(in_features, bi)),
+                4,
+            ),
+        ]
     if method in ("fp8-channel", "int8"):
-        return [_t(f"{prefix}.weight", "F8_E4M3" if method != "int8" else "I8", (out_features, in_features), 1),
-                _t(f"{prefix}.weight_scale", "F32", (out_features, 1), 4)]
+        return [
+            _t(
+                f"{prefix}.weight",
+                "F8_E4M3" if method != "int8" else "I8",
+                (out_features, in_features),
+                1,
+            ),
+            _t(f"{prefix}.weight_scale", "F32", (out_features, 1), 4),
+        ]
     if method in ("awq", "gptq", "int4"):
         groups = _cdiv(in_features, fmt.group_size)
-        return [_t(f"{prefix}.qweight", "I32", (in_features, out_features // 8), 4),
-                _t(f"{prefix}.qzeros", "I32", (groups, out_features // 8), 4),
-                _t(f"{prefix}.scales", "F16", (groups, out_features), 2)]
+        return [
+            _t(f"{prefix}.qweight", "I32", (in_features, out_features // 8), 4),
+            _t(f"{prefix}.qzeros", "I32", (groups, out_features // 8), 4),
+            _t(f"{prefix}.scales", "F16", (groups, out_features), 2),
+        ]
     if method == "nvfp4":
-        return [_t(f"{prefix}.weight", "U8", (out_features, in_features // 2), 1),
-                _t(f"{prefix}.weight_scale", "F8_E4M3", (out_features, _cdiv(in_features, 16)), 1),
-                _t(f"{prefix}.weight_scale_2", "F32", (), 4)]
+        return [
+            _t(f"{prefix}.weight", "U8", (out_features, in_features // 2), 1),
+            _t(f"{prefix}.weight_scale", "F8_E4M3", (out_features, _cdiv(in_features, 16)), 1),
+            _t(f"{prefix}.weight_scale_2", "F32", (), 4),
+        ]
     # mxfp4: 32-element blocks of 16 bytes plus one e8m0 scale byte each
     blocks = _cdiv(in_features, 32)
-    return [_t(f"{prefix}_blocks", "U8", (out_features, blocks, 16), 1),
-            _t(f"{prefix}_scales", "U8", (out_features, blocks), 1)]
+    return [
+        _t(f"{prefix}_blocks", "U8", (out_features, blocks, 16), 1),
+        _t(f"{prefix}_scales", "U8", (out_features, blocks), 1),
+    ]
 
 
 def _t(name: str, dtype: str, shape: tuple[int, ...], item_bytes: int) -> TensorInfo:
     count = 1
     for dim in shape:
         count *= dim
-    return TensorInfo(name=name, dtype=dtype, shape=shape, nbytes=count * item_bytes, file="(config)")
+    return TensorInfo(
+        name=name, dtype=dtype, shape=shape, nbytes=count * item_bytes, file="(config)"
+    )
 
 
 def _cdiv(a: int, b: int) -> int:

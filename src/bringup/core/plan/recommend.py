@@ -47,7 +47,11 @@ def recommend(planner: Planner, outcome: Outcome) -> list[Recommendation]:
         if f.phase is Phase.CUDA_GRAPH_CAPTURE:
             recs.append(_eager(planner, s))
     elif f.failure_class is FailureClass.KV_CACHE_INSUFFICIENT:
-        recs += [_max_model_len(planner, outcome), _raise_utilization(planner, s), _fp8_kv(planner, s)]
+        recs += [
+            _max_model_len(planner, outcome),
+            _raise_utilization(planner, s),
+            _fp8_kv(planner, s),
+        ]
         recs += list(_tensor_parallel(planner, s))
     elif f.phase is Phase.MEMORY_PROFILING:
         recs += [_max_num_batched_tokens(planner, s), *_tensor_parallel(planner, s)]
@@ -78,9 +82,11 @@ def _max_num_seqs(planner: Planner, s: Settings) -> Recommendation | None:
         if _fits(planner, candidate):
             r = planner.evaluate(candidate).rank
             return Recommendation(
-                "--max-num-seqs", str(n),
+                "--max-num-seqs",
+                str(n),
                 f"largest value whose sampler warmup ({format_bytes(r.sampler)} for {n} dummy requests x "
-                f"{peaks.padded_vocab(planner.arch)} vocabulary) fits, leaving {format_bytes(r.headroom)} free")
+                f"{peaks.padded_vocab(planner.arch)} vocabulary) fits, leaving {format_bytes(r.headroom)} free",
+            )
     return None
 
 
@@ -90,9 +96,12 @@ def _lower_utilization(planner: Planner, s: Settings) -> Recommendation | None:
         candidate = s.with_(gpu_memory_utilization=u)
         if _fits(planner, candidate):
             r = planner.evaluate(candidate).rank
-            return Recommendation("--gpu-memory-utilization", f"{u:.2f}",
-                                  f"leaves {format_bytes(r.headroom)} outside the budget for what comes after "
-                                  f"the KV pool; KV cache shrinks to {format_bytes(max(0, r.kv))} per GPU")
+            return Recommendation(
+                "--gpu-memory-utilization",
+                f"{u:.2f}",
+                f"leaves {format_bytes(r.headroom)} outside the budget for what comes after "
+                f"the KV pool; KV cache shrinks to {format_bytes(max(0, r.kv))} per GPU",
+            )
         u = round(u - 0.01, 2)
     return None
 
@@ -103,9 +112,12 @@ def _raise_utilization(planner: Planner, s: Settings) -> Recommendation | None:
         candidate = s.with_(gpu_memory_utilization=u)
         if _fits(planner, candidate):
             r = planner.evaluate(candidate).rank
-            return Recommendation("--gpu-memory-utilization", f"{u:.2f}",
-                                  f"gives the KV cache {format_bytes(r.kv)} per GPU, enough for one "
-                                  f"{s.max_model_len}-token request, with {format_bytes(r.headroom)} still free")
+            return Recommendation(
+                "--gpu-memory-utilization",
+                f"{u:.2f}",
+                f"gives the KV cache {format_bytes(r.kv)} per GPU, enough for one "
+                f"{s.max_model_len}-token request, with {format_bytes(r.headroom)} still free",
+            )
         u = round(u + 0.01, 2)
     return None
 
@@ -118,26 +130,35 @@ def _max_model_len(planner: Planner, outcome: Outcome) -> Recommendation | None:
     length = longest // 256 * 256
     if length < 256 or not _fits(planner, s.with_(max_model_len=length)):
         return None
-    return Recommendation("--max-model-len", str(length),
-                          f"the longest request (rounded down to 256) whose KV cache fits the "
-                          f"{format_bytes(r.kv)} available per GPU")
+    return Recommendation(
+        "--max-model-len",
+        str(length),
+        f"the longest request (rounded down to 256) whose KV cache fits the "
+        f"{format_bytes(r.kv)} available per GPU",
+    )
 
 
 def _fp8_kv(planner: Planner, s: Settings) -> Recommendation | None:
     if s.kv_cache_dtype.startswith("fp8") or not _fits(planner, s.with_(kv_cache_dtype="fp8")):
         return None
     o = planner.evaluate(s.with_(kv_cache_dtype="fp8"))
-    return Recommendation("--kv-cache-dtype", "fp8",
-                          f"halves KV bytes per token to {o.rank.spec.bytes_per_token}; "
-                          f"{kvmod.tokens_in(o.rank.spec, o.rank.kv)} tokens fit")
+    return Recommendation(
+        "--kv-cache-dtype",
+        "fp8",
+        f"halves KV bytes per token to {o.rank.spec.bytes_per_token}; "
+        f"{kvmod.tokens_in(o.rank.spec, o.rank.kv)} tokens fit",
+    )
 
 
 def _max_num_batched_tokens(planner: Planner, s: Settings) -> Recommendation | None:
     n = s.max_num_batched_tokens // 2
     while n >= max(s.max_num_seqs, 256):
         if _fits(planner, s.with_(max_num_batched_tokens=n)):
-            return Recommendation("--max-num-batched-tokens", str(n),
-                                  "a smaller profile batch lowers the activation peak enough to fit")
+            return Recommendation(
+                "--max-num-batched-tokens",
+                str(n),
+                "a smaller profile batch lowers the activation peak enough to fit",
+            )
         n //= 2
     return None
 
@@ -145,17 +166,26 @@ def _max_num_batched_tokens(planner: Planner, s: Settings) -> Recommendation | N
 def _eager(planner: Planner, s: Settings) -> Recommendation | None:
     if s.enforce_eager or not _fits(planner, s.with_(enforce_eager=True)):
         return None
-    return Recommendation("--enforce-eager", None, "no CUDA graphs: their pool is what does not fit (slower decode)")
+    return Recommendation(
+        "--enforce-eager", None, "no CUDA graphs: their pool is what does not fit (slower decode)"
+    )
 
 
 def _tensor_parallel(planner: Planner, s: Settings) -> Iterator[Recommendation]:
     gpus = planner.gpus.count // s.pipeline_parallel_size
-    fitting = [tp for tp in range(1, gpus + 1)
-               if tp != s.tensor_parallel_size and planner.arch.num_heads % tp == 0
-               and _fits(planner, s.with_(tensor_parallel_size=tp))]
+    fitting = [
+        tp
+        for tp in range(1, gpus + 1)
+        if tp != s.tensor_parallel_size
+        and planner.arch.num_heads % tp == 0
+        and _fits(planner, s.with_(tensor_parallel_size=tp))
+    ]
     if fitting:
         o = planner.evaluate(s.with_(tensor_parallel_size=fitting[0]))
         others = ", ".join(str(t) for t in fitting[1:])
-        yield Recommendation("--tensor-parallel-size", str(fitting[0]),
-                             f"the smallest tensor-parallel size that fits ({format_bytes(o.rank.weights)} of "
-                             f"weights per GPU){'; also fit: ' + others if others else ''}")
+        yield Recommendation(
+            "--tensor-parallel-size",
+            str(fitting[0]),
+            f"the smallest tensor-parallel size that fits ({format_bytes(o.rank.weights)} of "
+            f"weights per GPU){'; also fit: ' + others if others else ''}",
+        )

@@ -75,10 +75,14 @@ def parse_version(text: str) -> tuple[int, int]:
     try:
         return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
     except ValueError as exc:
-        raise UsageError(f"not an engine version: {text!r}", hint="use e.g. 0.11 or 0.33.0") from exc
+        raise UsageError(
+            f"not an engine version: {text!r}", hint="use e.g. 0.11 or 0.33.0"
+        ) from exc
 
 
-def batch_defaults(version: tuple[int, int], memory_bytes: int, treats_as_a100: bool) -> tuple[int, int]:
+def batch_defaults(
+    version: tuple[int, int], memory_bytes: int, treats_as_a100: bool
+) -> tuple[int, int]:
     """vLLM's (max_num_seqs, max_num_batched_tokens) for `vllm serve` on this GPU."""
     if version >= (0, 33) and memory_bytes >= 160 * GiB:
         return 1024, 16384
@@ -87,8 +91,14 @@ def batch_defaults(version: tuple[int, int], memory_bytes: int, treats_as_a100: 
     return 256, 2048
 
 
-def resolve(req: Requested, *, memory_bytes: int, treats_as_a100: bool, max_position_embeddings: int,
-            default_quantization: str | None) -> Settings:
+def resolve(
+    req: Requested,
+    *,
+    memory_bytes: int,
+    treats_as_a100: bool,
+    max_position_embeddings: int,
+    default_quantization: str | None,
+) -> Settings:
     """Fill in vLLM's defaults for what the user did not set; UsageError on nonsense."""
     version_text = req.engine_version or DEFAULT_ENGINE_VERSION
     version = parse_version(version_text)
@@ -102,7 +112,9 @@ def resolve(req: Requested, *, memory_bytes: int, treats_as_a100: bool, max_posi
         pipeline_parallel_size=req.pipeline_parallel_size or 1,
         enable_expert_parallel=req.enable_expert_parallel,
         gpu_memory_utilization=util,
-        max_model_len=req.max_model_len if req.max_model_len and req.max_model_len > 0 else max_position_embeddings,
+        max_model_len=req.max_model_len
+        if req.max_model_len and req.max_model_len > 0
+        else max_position_embeddings,
         max_num_seqs=req.max_num_seqs or seqs,
         max_num_batched_tokens=req.max_num_batched_tokens or batched,
         kv_cache_dtype=req.kv_cache_dtype or "auto",
@@ -116,10 +128,14 @@ def resolve(req: Requested, *, memory_bytes: int, treats_as_a100: bool, max_posi
 
 def _check(s: Settings) -> None:
     if not 0 < s.gpu_memory_utilization <= 1:
-        raise UsageError(f"--gpu-memory-utilization must be in (0, 1], got {s.gpu_memory_utilization}")
-    for name, value in (("--tensor-parallel-size", s.tensor_parallel_size),
-                        ("--pipeline-parallel-size", s.pipeline_parallel_size),
-                        ("--max-num-seqs", s.max_num_seqs),
-                        ("--max-num-batched-tokens", s.max_num_batched_tokens)):
+        raise UsageError(
+            f"--gpu-memory-utilization must be in (0, 1], got {s.gpu_memory_utilization}"
+        )
+    for name, value in (
+        ("--tensor-parallel-size", s.tensor_parallel_size),
+        ("--pipeline-parallel-size", s.pipeline_parallel_size),
+        ("--max-num-seqs", s.max_num_seqs),
+        ("--max-num-batched-tokens", s.max_num_batched_tokens),
+    ):
         if value < 1:
             raise UsageError(f"{name} must be at least 1, got {value}")

@@ -15,20 +15,26 @@ from bringup.core.plan.quant import WeightFormat, linear_tensors, plain
 def synthesize(arch: Architecture, fmt: WeightFormat) -> list[TensorInfo]:
     """Every tensor of the model, with the bytes it would be stored in."""
     d = arch.dtype_bytes
-    out = [plain("model.embed_tokens.weight", (arch.vocab_size, arch.hidden_size), d),
-           plain("model.norm.weight", (arch.hidden_size,), d)]
+    out = [
+        plain("model.embed_tokens.weight", (arch.vocab_size, arch.hidden_size), d),
+        plain("model.norm.weight", (arch.hidden_size,), d),
+    ]
     if not arch.tie_word_embeddings:
         out.append(plain("lm_head.weight", (arch.vocab_size, arch.hidden_size), d))
     for i in range(arch.num_layers):
         p = f"model.layers.{i}"
-        out += [plain(f"{p}.input_layernorm.weight", (arch.hidden_size,), d),
-                plain(f"{p}.post_attention_layernorm.weight", (arch.hidden_size,), d)]
+        out += [
+            plain(f"{p}.input_layernorm.weight", (arch.hidden_size,), d),
+            plain(f"{p}.post_attention_layernorm.weight", (arch.hidden_size,), d),
+        ]
         out += _attention(arch, fmt, f"{p}.self_attn")
         out += _mlp(arch, fmt, i, f"{p}.mlp")
     return out
 
 
-def _lin(fmt: WeightFormat, arch: Architecture, name: str, o: int, i: int, *, expert: bool = False) -> list[TensorInfo]:
+def _lin(
+    fmt: WeightFormat, arch: Architecture, name: str, o: int, i: int, *, expert: bool = False
+) -> list[TensorInfo]:
     quantized = expert or not fmt.experts_only
     return linear_tensors(name, o, i, fmt, arch.dtype_bytes, quantized=quantized)
 
@@ -47,12 +53,22 @@ def _attention(arch: Architecture, fmt: WeightFormat, p: str) -> list[TensorInfo
             out += _lin(fmt, arch, f"{p}.q_proj", arch.num_heads * qk, h)
         out += _lin(fmt, arch, f"{p}.kv_a_proj_with_mqa", m.kv_lora_rank + m.qk_rope_head_dim, h)
         out.append(plain(f"{p}.kv_a_layernorm.weight", (m.kv_lora_rank,), d))
-        out += _lin(fmt, arch, f"{p}.kv_b_proj", arch.num_heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
+        out += _lin(
+            fmt,
+            arch,
+            f"{p}.kv_b_proj",
+            arch.num_heads * (m.qk_nope_head_dim + m.v_head_dim),
+            m.kv_lora_rank,
+        )
         out += _lin(fmt, arch, f"{p}.o_proj", h, arch.num_heads * m.v_head_dim)
         return out
     q, kv = arch.num_heads * arch.head_dim, arch.num_kv_heads * arch.head_dim
-    return (_lin(fmt, arch, f"{p}.q_proj", q, h) + _lin(fmt, arch, f"{p}.k_proj", kv, h)
-            + _lin(fmt, arch, f"{p}.v_proj", kv, h) + _lin(fmt, arch, f"{p}.o_proj", h, q))
+    return (
+        _lin(fmt, arch, f"{p}.q_proj", q, h)
+        + _lin(fmt, arch, f"{p}.k_proj", kv, h)
+        + _lin(fmt, arch, f"{p}.v_proj", kv, h)
+        + _lin(fmt, arch, f"{p}.o_proj", h, q)
+    )
 
 
 def _mlp(arch: Architecture, fmt: WeightFormat, layer: int, p: str) -> list[TensorInfo]:
@@ -68,8 +84,12 @@ def _mlp(arch: Architecture, fmt: WeightFormat, layer: int, p: str) -> list[Tens
     return out
 
 
-def _ffn(arch: Architecture, fmt: WeightFormat, p: str, inter: int, *, expert: bool = False) -> list[TensorInfo]:
+def _ffn(
+    arch: Architecture, fmt: WeightFormat, p: str, inter: int, *, expert: bool = False
+) -> list[TensorInfo]:
     h = arch.hidden_size
-    return (_lin(fmt, arch, f"{p}.gate_proj", inter, h, expert=expert)
-            + _lin(fmt, arch, f"{p}.up_proj", inter, h, expert=expert)
-            + _lin(fmt, arch, f"{p}.down_proj", h, inter, expert=expert))
+    return (
+        _lin(fmt, arch, f"{p}.gate_proj", inter, h, expert=expert)
+        + _lin(fmt, arch, f"{p}.up_proj", inter, h, expert=expert)
+        + _lin(fmt, arch, f"{p}.down_proj", h, inter, expert=expert)
+    )

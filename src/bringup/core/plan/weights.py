@@ -32,7 +32,9 @@ VOCAB_PADDING = 64
 
 _LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|block)\.(\d+)\.")
 _EXPERT = re.compile(r"\.experts\.")
-_VOCAB = re.compile(r"(embed_tokens|lm_head|wte|tok_embeddings|word_embeddings|embedding\.weight|^output\.weight)")
+_VOCAB = re.compile(
+    r"(embed_tokens|lm_head|wte|tok_embeddings|word_embeddings|embedding\.weight|^output\.weight)"
+)
 _KV = re.compile(r"\.(k_proj|v_proj|wk|wv)\b")
 _REPLICATED = re.compile(
     r"(norm|\.gate\.|\.router|e_score_correction_bias|q_a_proj|kv_a_proj_with_mqa|rotary|\.sinks|expert_bias)"
@@ -83,7 +85,9 @@ def layer_of(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def weights_per_stage(tensors: Iterable[TensorInfo], arch: Architecture, par: Parallel) -> list[StageWeights]:
+def weights_per_stage(
+    tensors: Iterable[TensorInfo], arch: Architecture, par: Parallel
+) -> list[StageWeights]:
     """Bytes per GPU rank for each pipeline stage."""
     ranges = stage_layers(arch.num_layers, par.pp)
     acc = [[0, 0, 0, 0] for _ in ranges]
@@ -100,7 +104,9 @@ def weights_per_stage(tensors: Iterable[TensorInfo], arch: Architecture, par: Pa
 _VOCAB_I, _SHARDED_I, _REPLICATED_I, _EXPERT_I = range(4)
 
 
-def _stages_for(name: str, layer: int | None, ranges: list[tuple[int, int]], arch: Architecture) -> list[int]:
+def _stages_for(
+    name: str, layer: int | None, ranges: list[tuple[int, int]], arch: Architecture
+) -> list[int]:
     if layer is not None:
         return [next(s for s, (a, b) in enumerate(ranges) if a <= layer < b)]
     if _VOCAB.search(name):
