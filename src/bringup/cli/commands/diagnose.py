@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from bringup.core import analyzer
 from bringup.core.vocab import Engine, Outcome
-from bringup.errors import InputError
 from bringup.render import diagnosis as render
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
@@ -59,15 +58,8 @@ def _read(path: str, ctx: Context) -> bytes:
             data: bytes = buffer.read()
             return data
         return ctx.stdin.read().encode("utf-8", "surrogateescape")
+    from bringup.adapters import files
+
     hint = "pass a readable log file, or - to read stdin"
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise InputError(f"cannot read {path}: no such file", hint=hint) from None
-    except IsADirectoryError:
-        raise InputError(f"cannot read {path}: it is a directory", hint=hint) from None
-    except PermissionError:
-        raise InputError(f"cannot read {path}: permission denied", hint=hint) from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}", hint=hint) from None
+    with files.open_file(path, what="log file", hint=hint) as fh:
+        return files.read_all(fh, -1, path=path, what="log file")
