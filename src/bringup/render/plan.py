@@ -19,6 +19,12 @@ _ROWS = (
     ("headroom", "headroom_bytes", "free at the worst moment"),
 )
 
+_CPU_ROWS = (
+    ("weights", "weights_bytes", "one worker's share of the checkpoint"),
+    ("KV cache", "kv_cache_bytes", "VLLM_CPU_KVCACHE_SPACE (or the estimate)"),
+    ("left", "headroom_bytes", "host memory not taken by weights and KV"),
+)
+
 
 def format_plan(plan: Plan) -> Group:
     """The plan as rich renderables."""
@@ -32,12 +38,18 @@ def format_plan(plan: Plan) -> Group:
         f"max_num_batched_tokens {s.max_num_batched_tokens}, max_model_len {s.max_model_len}, "
         f"kv-cache-dtype {s.kv_cache_dtype}"
     )
-    table = Table(title=f"per GPU ({format_bytes(g.total_bytes)} total)", title_justify="left")
+    cpu = s.device == "cpu"
+    title = (
+        f"host memory, vLLM's CPU build ({format_bytes(g.total_bytes)} total)"
+        if cpu
+        else f"per GPU ({format_bytes(g.total_bytes)} total)"
+    )
+    table = Table(title=title, title_justify="left")
     table.add_column("part")
     table.add_column("bytes", justify="right")
     table.add_column("share", justify="right")
     table.add_column("what")
-    for label, field, what in _ROWS:
+    for label, field, what in _CPU_ROWS if cpu else _ROWS:
         value = getattr(g, field)
         style = "red" if field == "headroom_bytes" and value < 0 else None
         table.add_row(

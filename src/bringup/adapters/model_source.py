@@ -1,0 +1,233 @@
+"""Find a model the way vLLM takes its name, without the network: path, HF cache, bundled.
+
+``vllm serve NAME`` loads a local path when ``NAME`` exists on disk, else treats it as a
+Hugging Face repo id and reads the hub cache. :func:`locate_model` does the same, in order:
+
+1. an existing path: a config JSON file (any name ending ``.json``), a ``.gguf`` file, a
+   model folder, a cache repo folder ``models--org--name`` or one of its snapshots;
+2. ``org/name`` in the Hugging Face hub cache: ``HF_HUB_CACHE`` (or its older name
+   ``HUGGINGFACE_HUB_CACHE``), else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``,
+   else ``~/.cache/huggingface/hub`` (huggingface_hub's own order); the snapshot is the one
+   ``refs/<revision>`` names (``main`` unless ``--revision`` says), else the newest;
+3. a config bundled with bringup (``bringup.data.models``), matched on the last part of the
+   name, case-insensitively (``meta-llama/Llama-3.1-8B`` → ``Llama-3.1-8B``).
+
+Nothing is downloaded. :func:`load_model` then reads what the planner needs: the config and,
+where weights are on disk, the tensor headers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from bringup.core.checkpoint import Checkpoint, TensorInfo
+from bringup.errors import InputError
+
+SourceKind = Literal["config", "checkpoint", "gguf", "bundled"]
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSource:
+    """Where a model name led."""
+
+    name: str  # what was asked for
+    kind: SourceKind
+    path: Path | None  # the file or folder (None for a bundled config)
+    origin: str  # one human line: "Hugging Face cache: /…/snapshots/abc", "bundled config …"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModel:
+    """What a plan reads from a model source."""
+
+    source: ModelSource
+    config: dict[str, Any]
+    tensors: list[TensorInfo] | None = None  # None: synthesise from the config
+    checkpoint: Checkpoint | None = field(default=None, repr=False)
+
+
+def hf_cache_dirs(environ: Mapping[str, str], home: str | None = None) -> list[Path]:
+    """The hub cache folder huggingface_hub would use, first (then the default, if different)."""
+    base = Path(home) if home else Path(environ.get("HOME") or Path.home())
+    default = base / ".cache" / "huggingface" / "hub"
+    first: Path
+    if environ.get("HF_HUB_CACHE"):
+        first = Path(environ["HF_HUB_CACHE"])
+    elif environ.get("HUGGINGFACE_HUB_CACHE"):
+        first = Path(environ["HUGGINGFACE_HUB_CACHE"])
+    elif environ.get("HF_HOME"):
+        first = Path(environ["HF_HOME"]) / "hub"
+    elif environ.get("XDG_CACHE_HOME"):
+        first = Path(environ["XDG_CACHE_HOME"]) / "huggingface" / "hub"
+    else:
+        first = default
+    out = [first.expanduser()]
+    if default not in out:
+        out.append(default)
+    return out
+
+
+def bundled_names() -> list[str]:
+    """Names of the configs bundled with bringup."""
+    folder = resources.files("bringup.data").joinpath("models")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def bundled_config(name: str) -> dict[str, Any] | None:
+    """The bundled config whose name is the last part of ``name`` (any case), or None."""
+    wanted = name.rstrip("/").rsplit("/", 1)[-1].lower()
+    for known in bundled_names():
+        if known.lower() == wanted:
+            text = (
+                resources.files("bringup.data")
+                .joinpath("models")
+                .joinpath(f"{known}.json")
+                .read_text(encoding="utf-8")
+            )
+            data: dict[str, Any] = json.loads(text)
+            return data
+    return None
+
+
+def _is_repo_id(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and all(parts) and not name.startswith((".", "~"))
+
+
+def _snapshot(repo: Path, revision: str | None) -> Path | None:
+    snaps = repo / "snapshots"
+    if revision and (snaps / revision).is_dir():
+        return snaps / revision
+    ref = repo / "refs" / (revision or "main")
+    try:
+        rev = ref.read_text(encoding="utf-8", errors="replace").strip() if ref.is_file() else ""
+    except OSError:
+        rev = ""
+    if rev and (snaps / rev).is_dir():
+        return snaps / rev
+    try:
+        found = [s for s in snaps.iterdir() if s.is_dir()]
+    except OSError:
+        return None
+    return max(found, key=lambda s: (s.stat().st_mtime, s.name)) if found else None
+
+
+def find_in_hf_cache(
+    repo_id: str, environ: Mapping[str, str], revision: str | None = None
+) -> Path | None:
+    """The snapshot folder of ``org/name`` in the hub cache, or None when it is not there."""
+    folder = "models--" + repo_id.replace("/", "--")
+    for cache in hf_cache_dirs(environ):
+        repo = cache / folder
+        if repo.is_dir():
+            snap = _snapshot(repo, revision)
+            if snap is not None:
+                return snap
+    return None
+
+
+def locate_model(
+    name: str, environ: Mapping[str, str], *, revision: str | None = None
+) -> ModelSource:
+    """Where ``name`` leads (see the module docstring); InputError when nowhere."""
+    path = Path(name).expanduser()
+    if path.exists():
+        if path.is_file() and path.suffix == ".json":
+            return ModelSource(name, "config", path, f"config file {path}")
+        if path.suffix == ".gguf":
+            return ModelSource(name, "gguf", path, f"GGUF file {path}")
+        return ModelSource(name, "checkpoint", path, f"model folder {path}")
+    if path.suffix == ".gguf":
+        return ModelSource(name, "gguf", path, f"GGUF file {path}")
+    if _is_repo_id(name):
+        snap = find_in_hf_cache(name, environ, revision)
+        if snap is not None:
+            return ModelSource(name, "checkpoint", snap, f"Hugging Face cache: {snap}")
+    if bundled_config(name) is not None:
+        wanted = name.rstrip("/").rsplit("/", 1)[-1].lower()
+        known = next(n for n in bundled_names() if n.lower() == wanted)
+        return ModelSource(name, "bundled", None, f"bundled config {known}")
+    searched = ", ".join(str(p) for p in hf_cache_dirs(environ))
+    raise InputError(
+        f"no such model: {name} (not a path; not in the Hugging Face cache at {searched}; "
+        "not a bundled config)",
+        hint="give a model folder or config JSON file, download it first, or use a bundled "
+        f"name: {', '.join(bundled_names())}",
+    )
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A config JSON object from ``path``; InputError when it cannot be read or is not one."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise InputError(
+            f"cannot read {path}: {exc.strerror or exc}", hint="check the path and permissions"
+        ) from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise InputError(f"{path} is too large for a config JSON file")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path} is not a config JSON object")
+    return data
+
+
+def load_model(source: ModelSource) -> LoadedModel:
+    """The config (and tensor headers when the weights are on disk) of a located model.
+
+    A snapshot or folder with a config but no safetensors (a partial download) plans from
+    the config alone. GGUF files are not read here (llama.cpp's plan reads them).
+    """
+    if source.kind == "bundled":
+        config = bundled_config(source.name)
+        assert config is not None
+        return LoadedModel(source, config)
+    assert source.path is not None
+    if source.kind == "config":
+        return LoadedModel(source, read_config_file(source.path))
+    if source.kind == "gguf":
+        raise InputError(f"{source.path}: a GGUF model has no config JSON to load here")
+    folder = source.path
+    if folder.is_dir() and not _has_safetensors(folder) and (folder / "config.json").is_file():
+        return LoadedModel(source, read_config_file(folder / "config.json"))
+    from bringup.adapters.checkpoint import scan_checkpoint
+
+    ckpt = scan_checkpoint(folder)
+    if ckpt.format != "safetensors":
+        raise InputError(
+            f"{source.name}: the planner reads safetensors checkpoints or config JSON files"
+        )
+    if ckpt.config is None:
+        raise InputError(
+            f"{source.name}: no readable config.json", hint="the planner needs the architecture"
+        )
+    return LoadedModel(source, dict(ckpt.config), list(ckpt.tensors) or None, ckpt)
+
+
+def _has_safetensors(folder: Path) -> bool:
+    try:
+        return any(p.suffix == ".safetensors" for p in folder.iterdir())
+    except OSError as exc:
+        raise InputError(
+            f"cannot list {folder}: {exc.strerror or exc}", hint="check its permissions"
+        ) from exc
+
+
+def resolve_model(
+    name: str, environ: Mapping[str, str] | None = None, *, revision: str | None = None
+) -> LoadedModel:
+    """:func:`locate_model` then :func:`load_model`: the one call most commands need."""
+    return load_model(
+        locate_model(name, os.environ if environ is None else environ, revision=revision)
+    )
