@@ -43,6 +43,28 @@ def no_remedy(_: RemedyContext) -> tuple[Remedy, ...]:
 
 
 @dataclass(frozen=True)
+class MultiNodeSpec:
+    """How the engine's own multi-node runtime is asked for on its command line, and what its
+    log says when a node joins or cannot reach the head (``bringup run --nodes``)."""
+
+    nnodes_flag: str  # how many nodes take part
+    node_rank_flag: str  # this node's rank, 0 serves
+    headless_flag: str  # ranks > 0 run without the API server
+    master_addr_flag: str  # node 0's address, where the others connect
+    master_port_flag: str
+    default_master_port: int
+    timeout_flag: str  # bounds the wait for the other nodes (seconds)
+    default_timeout_seconds: int  # what bringup passes when the user gave none
+    engine_timeout_seconds: int  # what the engine waits when nobody says (torch's default)
+    # the parallel sizes whose product is the world size: (flag, default)
+    world_flags: tuple[tuple[str, int], ...]
+    joined: re.Pattern[str]  # a node's first line after it joined the group (group "rank")
+    cannot_reach: re.Pattern[str]  # a node retrying the head's address (group "addr")
+    # the engine's distribution names, whose version every node must share (first found wins)
+    packages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class PhaseMarker:
     """A line that shows the engine reached ``phase``; counts only once ``requires`` was reached."""
 
@@ -124,6 +146,7 @@ class Pack:
     # their cause is taken, but not as final, so the emitting process's own line replaces it
     echoes: tuple[re.Pattern[str], ...] = ()
     exit_summary: str = "The engine process exited before it was ready, without printing why."
+    multinode: MultiNodeSpec | None = None  # None: bringup cannot spread this engine over nodes
 
 
 def rx(pattern: str) -> re.Pattern[str]:

@@ -1,0 +1,637 @@
+"""One model over several machines (pure): the nodes file, each node's command, and the
+pre-flight decisions over the facts gathered on every node.
+
+The nodes file lists the nodes in rank order, one a line: the ssh address, then optional
+``NAME=value`` words, the environment of the server on that node (quoted as in a shell;
+``#`` starts a comment)::
+
+    # rank 0 serves the API; the others run headless
+    ops@gpu1  GLOO_SOCKET_IFNAME=eth0 NCCL_SOCKET_IFNAME=eth0 VLLM_HOST_IP=10.0.0.1
+    ops@gpu2  GLOO_SOCKET_IFNAME=eth0 NCCL_SOCKET_IFNAME=eth0 VLLM_HOST_IP=10.0.0.2
+
+From the one command given, every node gets its own: the engine pack's multi-node flags
+(for vLLM ``--nnodes N --node-rank i --master-addr A``, ``--headless`` on ranks > 0, a
+bounded ``--distributed-timeout-seconds`` when none was given). bringup rides the engine's
+own runtime: it neither launches ranks itself nor rendezvous.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bringup.core import engine_args
+from bringup.core.packs.types import MultiNodeSpec
+from bringup.errors import InputError
+
+_ADDRESS = re.compile(
+    r"^(?:(?P<user>[^@\s:]+)@)?(?P<host>\[[0-9a-fA-F:.]+\]|[^@\s:\[\]]+)(?::(?P<port>\d{1,5}))?$"
+)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SOCKET_IFNAME_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+SHM_MINIMUM_BYTES = 64 * 2**20  # below this, the engine's shared-memory queues fail outright
+SHM_ADVISED_BYTES = 1 * 2**30  # NCCL and vLLM's broadcast buffers want room
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One line of the nodes file: where to reach the node over ssh, and its environment."""
+
+    rank: int
+    address: str  # [user@]host[:port], as written
+    host: str  # the host part (brackets removed)
+    env: tuple[tuple[str, str], ...] = ()
+    line: int = 0
+
+    @property
+    def label(self) -> str:
+        """``node 1 (ops@gpu2)``: how every message names the node."""
+        return f"node {self.rank} ({self.address})"
+
+    def env_value(self, name: str) -> str | None:
+        """The value of ``name`` in this node's environment, if the nodes file sets it."""
+        return next((v for k, v in reversed(self.env) if k == name), None)
+
+
+def parse_nodes(text: str, *, source: str = "nodes file") -> tuple[Node, ...]:
+    """The nodes of a nodes file, in rank order; InputError names the line that is wrong."""
+    nodes: list[Node] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        try:
+            words = shlex.split(raw, comments=True)
+        except ValueError as exc:
+            raise InputError(
+                f"{source}:{number}: cannot read the line ({exc})",
+                hint="quote values as in a shell: NAME='a b'",
+            ) from exc
+        if not words:
+            continue
+        address, *assignments = words
+        m = _ADDRESS.match(address)
+        if m is None or "=" in address:
+            raise InputError(
+                f"{source}:{number}: {address!r} is not a node address",
+                hint="start each line with [user@]host[:port], then NAME=value words",
+            )
+        if m["port"] and not 0 < int(m["port"]) < 65536:
+            raise InputError(f"{source}:{number}: bad ssh port in {address!r}", hint="1-65535")
+        env: list[tuple[str, str]] = []
+        for word in assignments:
+            name, sep, value = word.partition("=")
+            if not sep or not _ENV_NAME.match(name):
+                raise InputError(
+                    f"{source}:{number}: {word!r} is not NAME=value",
+                    hint="after the address only environment assignments, e.g. GLOO_SOCKET_IFNAME=eth0",
+                )
+            env.append((name, value))
+        nodes.append(Node(len(nodes), address, m["host"].strip("[]"), tuple(env), number))
+    if len(nodes) < 2:
+        raise InputError(
+            f"{source}: {len(nodes)} node{'s' if len(nodes) != 1 else ''} listed; a multi-node start needs at least 2",
+            hint="one line per node, rank 0 first: [user@]host[:port] NAME=value ...",
+        )
+    return tuple(nodes)
+
+
+# -- each node's command ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeProblem:
+    """One thing that stops the start (``error``) or should be known (``warning``)."""
+
+    rank: int | None  # None: the command itself, not one node
+    where: str  # "node 1 (ops@gpu2)" or "the command"
+    check: str  # versions, model, gpus, master, hostname, interface, shm, command, ssh, ...
+    message: str
+    fix: str
+    severity: str = "error"
+
+    def line(self) -> str:
+        """The one line a user reads: where, what, and the fix."""
+        return f"{self.where}: {self.message}; fix: {self.fix}"
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"rank", "where", "check", "message", "fix", "severity"}``."""
+        return {
+            "rank": self.rank,
+            "where": self.where,
+            "check": self.check,
+            "message": self.message,
+            "fix": self.fix,
+            "severity": self.severity,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPlan:
+    """The nodes, each with its command, and what bringup decided for them."""
+
+    nodes: tuple[Node, ...]
+    commands: tuple[tuple[str, ...], ...]  # by rank
+    master_addr: str
+    master_port: int
+    world_size: int
+    per_node: int  # ranks (GPUs) each node must provide
+    model: str | None
+    http_port: int  # where rank 0 serves
+    timeout_seconds: int  # the engine's wait for the other nodes, as passed
+    timeout_added: bool  # bringup passed it because the command had none
+    notes: tuple[str, ...] = ()
+    problems: tuple[NodeProblem, ...] = ()
+
+    @property
+    def rank0_url(self) -> str:
+        """Where rank 0's API answers, as seen from here (node 0's address)."""
+        host = self.nodes[0].env_value("VLLM_HOST_IP") or self.nodes[0].host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.http_port}"
+
+
+def _command_problem(check: str, message: str, fix: str) -> NodeProblem:
+    return NodeProblem(None, "the command", check, message, fix)
+
+
+def plan_cluster(
+    argv: Sequence[str],
+    nodes: Sequence[Node],
+    spec: MultiNodeSpec,
+    *,
+    default_http_port: int = 8000,
+) -> ClusterPlan:
+    """Each node's command from the one given; the problems of the command itself."""
+    words = list(argv)
+    parsed = engine_args.parse_server_command(words)
+    problems: list[NodeProblem] = []
+    notes: list[str] = []
+    n = len(nodes)
+    given_nnodes = engine_args.get_flag(words, spec.nnodes_flag)
+    if given_nnodes is not None and given_nnodes != str(n):
+        problems.append(
+            _command_problem(
+                "command",
+                f"{spec.nnodes_flag} {given_nnodes} but the nodes file lists {n} nodes",
+                f"drop {spec.nnodes_flag} (bringup sets it) or list {given_nnodes} nodes",
+            )
+        )
+    problems.extend(
+        _command_problem(
+            "command",
+            f"{flag} is set on the command, but it differs per node",
+            f"leave {flag} out: bringup sets it on each node's command",
+        )
+        for flag in (spec.node_rank_flag, spec.headless_flag)
+        if engine_args.has_flag(words, flag)
+    )
+    world = 1
+    for flag, default in spec.world_flags:
+        value = engine_args.get_flag(words, flag)
+        try:
+            size = int(value) if value is not None else default
+        except ValueError:
+            problems.append(
+                _command_problem(
+                    "command", f"{flag} {value!r} is not a number", f"give {flag} an integer"
+                )
+            )
+            size = default
+        world *= max(size, 1)
+    if world % n:
+        problems.append(
+            _command_problem(
+                "command",
+                f"the world size (tensor × pipeline × data parallel = {world}) does not divide evenly over {n} nodes",
+                f"make tp × pp × dp a multiple of {n} (e.g. -tp {n * max(world // n, 1)}), or list fewer nodes",
+            )
+        )
+    per_node = max(world // n, 1)
+    master_addr = (
+        engine_args.get_flag(words, spec.master_addr_flag)
+        or nodes[0].env_value("VLLM_HOST_IP")
+        or nodes[0].host
+    )
+    port_text = engine_args.get_flag(words, spec.master_port_flag)
+    try:
+        master_port = int(port_text) if port_text else spec.default_master_port
+    except ValueError:
+        problems.append(
+            _command_problem(
+                "command",
+                f"{spec.master_port_flag} {port_text!r} is not a port",
+                "give a port number",
+            )
+        )
+        master_port = spec.default_master_port
+    timeout_text = engine_args.get_flag(words, spec.timeout_flag)
+    timeout_added = timeout_text is None
+    try:
+        timeout = int(float(timeout_text)) if timeout_text else spec.default_timeout_seconds
+    except ValueError:
+        timeout = spec.default_timeout_seconds
+    if timeout_added:
+        notes.append(
+            f"passing {spec.timeout_flag} {timeout} (the engine would otherwise wait "
+            f"{spec.engine_timeout_seconds // 60} minutes for a node that never joins); give it to choose another"
+        )
+    http_text = engine_args.get_flag(words, "--port")
+    try:
+        http_port = int(http_text) if http_text else default_http_port
+    except ValueError:
+        http_port = default_http_port
+    commands = []
+    for node in nodes:
+        cmd = engine_args.set_flag(words, spec.nnodes_flag, str(n))
+        cmd = engine_args.set_flag(cmd, spec.node_rank_flag, str(node.rank))
+        cmd = engine_args.set_flag(cmd, spec.master_addr_flag, master_addr)
+        if port_text is None:
+            cmd = engine_args.set_flag(cmd, spec.master_port_flag, str(master_port))
+        if timeout_added:
+            cmd = engine_args.set_flag(cmd, spec.timeout_flag, str(timeout))
+        if node.rank > 0:
+            cmd = engine_args.set_flag(cmd, spec.headless_flag, None)
+        commands.append(tuple(cmd))
+    return ClusterPlan(
+        nodes=tuple(nodes),
+        commands=tuple(commands),
+        master_addr=master_addr,
+        master_port=master_port,
+        world_size=world,
+        per_node=per_node,
+        model=parsed.model,
+        http_port=http_port,
+        timeout_seconds=timeout,
+        timeout_added=timeout_added,
+        notes=tuple(notes),
+        problems=tuple(problems),
+    )
+
+
+# -- pre-flight ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFile:
+    """One file of the model folder: its size and a digest of what identifies its content."""
+
+    size: int
+    digest: str | None  # sha256 of small files; of the header and sampled slices of weights
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What the pre-flight found on one node (from ``adapters.nodes``), or why it could not."""
+
+    reached: bool
+    error: str | None = None  # ssh failed, or the probe script did
+    hostname: str | None = None
+    hostname_addresses: tuple[str, ...] = ()
+    interfaces: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    inherited_env: Mapping[str, str] = field(
+        default_factory=dict
+    )  # the socket variables the login shell sets
+    engine_path: str | None = None  # the engine's executable, None when not found
+    python: str | None = None
+    python_version: str | None = None
+    packages: Mapping[str, str | None] = field(default_factory=dict)  # name -> version
+    model_path: str | None = None  # where the model was found (a snapshot folder for a repo id)
+    model_files: Mapping[str, ModelFile] | None = None  # None: no model there
+    model_error: str | None = None
+    gpu_count: int | None = None  # None: not known (no nvidia-smi)
+    gpu_error: str | None = None
+    shm_total_bytes: int | None = None
+    connect_ok: bool | None = None  # None: not tried
+    connect_error: str | None = None
+    offline: bool = False  # HF_HUB_OFFLINE set: a repo id is not downloaded
+
+
+def facts_from_json(data: Mapping[str, Any]) -> NodeFacts:
+    """The facts from the probe script's JSON object (see ``adapters.nodes``)."""
+    engine = data.get("engine") or {}
+    model = data.get("model") or {}
+    files = model.get("files")
+    shm = data.get("shm") or {}
+    connect = data.get("connect") or {}
+    gpus = data.get("gpus") or {}
+    return NodeFacts(
+        reached=True,
+        error=data.get("error") or engine.get("error"),
+        hostname=data.get("hostname"),
+        hostname_addresses=tuple(data.get("hostname_addresses") or ()),
+        interfaces={str(k): tuple(v) for k, v in (data.get("interfaces") or {}).items()},
+        inherited_env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
+        engine_path=engine.get("path"),
+        python=engine.get("python"),
+        python_version=engine.get("python_version"),
+        packages=dict(engine.get("packages") or {}),
+        model_path=model.get("path"),
+        model_files=(
+            {str(k): ModelFile(int(v["size"]), v.get("digest")) for k, v in files.items()}
+            if isinstance(files, Mapping)
+            else None
+        ),
+        model_error=model.get("error"),
+        gpu_count=gpus.get("count"),
+        gpu_error=gpus.get("error"),
+        shm_total_bytes=shm.get("total"),
+        connect_ok=connect.get("ok"),
+        connect_error=connect.get("error"),
+        offline=bool(data.get("offline")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ListenResult:
+    """Whether node 0 could listen on the master address and port for the reachability test."""
+
+    ok: bool
+    error: str | None = None
+
+
+def _is_loopback(address: str) -> bool:
+    return address.startswith("127.") or address == "::1"
+
+
+def _ifname_names(value: str) -> list[str]:
+    """Interface names a ``*_SOCKET_IFNAME`` value asks for (``^`` exclusions are not names)."""
+    if value.startswith("^"):
+        return []
+    return [part.lstrip("=") for part in value.split(",") if part.strip("= ")]
+
+
+def _human(n_bytes: int) -> str:
+    return f"{n_bytes / 2**30:.1f} GiB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:.0f} MiB"
+
+
+def preflight(
+    plan: ClusterPlan,
+    facts: Sequence[NodeFacts],
+    spec: MultiNodeSpec,
+    *,
+    listen: ListenResult | None = None,
+) -> list[NodeProblem]:
+    """Every problem the facts show, node by node; node 0 is the reference for versions and model."""
+    problems: list[NodeProblem] = []
+    reference = facts[0]
+    for node, f in zip(plan.nodes, facts, strict=True):
+        problems.extend(_node_problems(plan, node, f, reference, spec))
+    if listen is not None and not listen.ok:
+        node0 = plan.nodes[0]
+        problems.append(
+            NodeProblem(
+                0,
+                node0.label,
+                "master",
+                f"cannot listen on the master address {plan.master_addr}:{plan.master_port} ({listen.error})",
+                (
+                    f"pick a free {spec.master_port_flag}"
+                    if listen.error and "in use" in listen.error
+                    else f"{spec.master_addr_flag} must be an address of node 0 (one of {_addresses(facts[0])})"
+                ),
+            )
+        )
+    return problems
+
+
+def _addresses(f: NodeFacts) -> str:
+    found = [a for addrs in f.interfaces.values() for a in addrs if not _is_loopback(a)]
+    return ", ".join(found) or "none found"
+
+
+def _node_problems(
+    plan: ClusterPlan, node: Node, f: NodeFacts, ref: NodeFacts, spec: MultiNodeSpec
+) -> list[NodeProblem]:
+    where = node.label
+
+    def problem(check: str, message: str, fix: str, severity: str = "error") -> NodeProblem:
+        return NodeProblem(node.rank, where, check, message, fix, severity)
+
+    if not f.reached:
+        return [
+            problem(
+                "ssh",
+                f"not reached: {f.error}",
+                "make `ssh " + node.address + " true` work (keys, known_hosts, address)",
+            )
+        ]
+    out: list[NodeProblem] = []
+    if f.error:
+        out.append(
+            problem(
+                "probe",
+                f"the pre-flight probe failed: {f.error}",
+                "check python3 is installed on the node",
+            )
+        )
+    program = plan.commands[node.rank][0] if plan.commands else "the engine"
+    if f.engine_path is None:
+        out.append(
+            problem(
+                "engine",
+                f"`{program}` is not found on the node",
+                "install the engine there, or set PATH=<its venv>/bin:... on the node's line of the nodes file",
+            )
+        )
+    elif node.rank > 0 and ref.engine_path is not None:
+        out.extend(_version_problems(node, f, ref, spec))
+    out.extend(_model_problems(plan, node, f, ref))
+    cpu_build = "+cpu" in (f.packages.get("torch") or "") or any(
+        "cpu" in p for p in spec.packages if f.packages.get(p)
+    )
+    if not cpu_build and f.engine_path is not None:
+        if f.gpu_count is None:
+            out.append(
+                problem(
+                    "gpus",
+                    f"cannot count the GPUs ({f.gpu_error or 'nvidia-smi not found'}); the node must provide {plan.per_node}",
+                    "install the NVIDIA driver tools (nvidia-smi) or check the GPUs by hand",
+                    "warning",
+                )
+            )
+        elif f.gpu_count < plan.per_node:
+            out.append(
+                problem(
+                    "gpus",
+                    f"{f.gpu_count} GPU{'s' if f.gpu_count != 1 else ''} visible, the world size {plan.world_size} over {len(plan.nodes)} nodes needs {plan.per_node} here",
+                    "make more GPUs visible (CUDA_VISIBLE_DEVICES on the node's line) or lower -tp/-pp",
+                )
+            )
+    if f.connect_ok is False:
+        out.append(
+            problem(
+                "master",
+                f"cannot reach the master {plan.master_addr}:{plan.master_port} ({f.connect_error})",
+                f"{spec.master_addr_flag} must be node 0's address as this node sees it, and port {plan.master_port} must be open between the nodes",
+            )
+        )
+    ifname_set = {v: node.env_value(v) or f.inherited_env.get(v) for v in SOCKET_IFNAME_VARIABLES}
+    own = [a for addrs in f.interfaces.values() for a in addrs if not _is_loopback(a)]
+    if (
+        not any(ifname_set.values())
+        and f.hostname_addresses
+        and all(_is_loopback(a) for a in f.hostname_addresses)
+    ):
+        iface = _interface_of(f, node.env_value("VLLM_HOST_IP") or (own[0] if own else None))
+        out.append(
+            problem(
+                "hostname",
+                f"its hostname {f.hostname!r} resolves to {f.hostname_addresses[0]} and no socket interface is set, so the other nodes would be told to connect to loopback",
+                f"set GLOO_SOCKET_IFNAME={iface or '<interface>'} (and NCCL_SOCKET_IFNAME on GPUs) on its line of the nodes file, or map the hostname to its address in /etc/hosts",
+            )
+        )
+    for variable, value in ifname_set.items():
+        if not value:
+            continue
+        prefix_match = variable == "NCCL_SOCKET_IFNAME" and not value.startswith("=")
+        for name in _ifname_names(value):
+            matches = [
+                i for i in f.interfaces if i == name or (prefix_match and i.startswith(name))
+            ]
+            if not matches:
+                out.append(
+                    problem(
+                        "interface",
+                        f"{variable}={value}: no interface {name!r} on the node (it has {', '.join(sorted(f.interfaces)) or 'none'})",
+                        f"set {variable} to the interface that carries the node's address",
+                    )
+                )
+            elif not any(f.interfaces[i] for i in matches):
+                out.append(
+                    problem(
+                        "interface",
+                        f"{variable}={value}: interface {name!r} has no address",
+                        f"bring {name} up with an address, or name another interface",
+                    )
+                )
+    host_ip = node.env_value("VLLM_HOST_IP")
+    if (
+        host_ip
+        and f.interfaces
+        and host_ip not in {a for addrs in f.interfaces.values() for a in addrs}
+    ):
+        out.append(
+            problem(
+                "address",
+                f"VLLM_HOST_IP={host_ip} is not an address of the node (it has {', '.join(own) or 'none'})",
+                "set VLLM_HOST_IP to one of the node's own addresses",
+            )
+        )
+    if f.shm_total_bytes is not None:
+        if f.shm_total_bytes < SHM_MINIMUM_BYTES:
+            out.append(
+                problem(
+                    "shm",
+                    f"/dev/shm is {_human(f.shm_total_bytes)}; the engine's shared-memory queues need more",
+                    "give it at least 1 GiB (docker --shm-size=1g, or mount -o remount,size=1G /dev/shm)",
+                )
+            )
+        elif f.shm_total_bytes < SHM_ADVISED_BYTES:
+            out.append(
+                problem(
+                    "shm",
+                    f"/dev/shm is only {_human(f.shm_total_bytes)}",
+                    "give it at least 1 GiB (docker --shm-size=1g, or mount -o remount,size=1G /dev/shm)",
+                    "warning",
+                )
+            )
+    return out
+
+
+def _interface_of(f: NodeFacts, address: str | None) -> str | None:
+    if address is None:
+        return None
+    return next((name for name, addrs in f.interfaces.items() if address in addrs), None)
+
+
+def _version_problems(
+    node: Node, f: NodeFacts, ref: NodeFacts, spec: MultiNodeSpec
+) -> list[NodeProblem]:
+    out = []
+    pairs: list[tuple[str, str | None, str | None]] = [
+        ("Python", f.python_version, ref.python_version)
+    ]
+    engine_name = next((p for p in spec.packages if ref.packages.get(p)), spec.packages[0])
+    pairs.append(
+        (engine_name, _first(f.packages, spec.packages), _first(ref.packages, spec.packages))
+    )
+    pairs.append(("torch", f.packages.get("torch"), ref.packages.get("torch")))
+    for name, here, there in pairs:
+        if here != there:
+            out.append(
+                NodeProblem(
+                    node.rank,
+                    node.label,
+                    "versions",
+                    f"{name} {here or 'not installed'} here, {there or 'not installed'} on node 0",
+                    f"install the same {name} on every node ({name} {there} as on node 0)"
+                    if there
+                    else f"install {name} on node 0",
+                )
+            )
+    return out
+
+
+def _first(packages: Mapping[str, str | None], names: Sequence[str]) -> str | None:
+    return next((packages[n] for n in names if packages.get(n)), None)
+
+
+def _model_problems(
+    plan: ClusterPlan, node: Node, f: NodeFacts, ref: NodeFacts
+) -> list[NodeProblem]:
+    model = plan.model or "the model"
+    where = node.label
+    if f.model_files is None:
+        if f.model_error == "download" and not f.offline:
+            return []  # a repo id no node has on disk: the engine downloads it, each node alike
+        return [
+            NodeProblem(
+                node.rank,
+                where,
+                "model",
+                f"no model at {model} ({f.model_error or 'not found'})",
+                (
+                    f"copy node 0's model there (e.g. rsync -a {plan.nodes[0].host}:{ref.model_path}/ {model}/) or mount the same storage"
+                    if ref.model_files is not None and node.rank > 0
+                    else "give the model's path as it is on every node"
+                ),
+            )
+        ]
+    if node.rank == 0 or ref.model_files is None:
+        return []
+    ours, theirs = f.model_files, ref.model_files
+    missing = sorted(set(theirs) - set(ours))
+    extra = sorted(set(ours) - set(theirs))
+    other_size = sorted(k for k in set(ours) & set(theirs) if ours[k].size != theirs[k].size)
+    other_content = sorted(
+        k
+        for k in set(ours) & set(theirs)
+        if k not in other_size and ours[k].digest != theirs[k].digest
+    )
+    if not (missing or extra or other_size or other_content):
+        return []
+    parts = []
+    if missing:
+        parts.append(f"missing {_few(missing)}")
+    if extra:
+        parts.append(f"extra {_few(extra)}")
+    if other_size:
+        parts.append(f"other sizes: {_few(other_size)}")
+    if other_content:
+        parts.append(f"other content: {_few(other_content)}")
+    return [
+        NodeProblem(
+            node.rank,
+            where,
+            "model",
+            f"the model at {f.model_path} is not the one node 0 has ({'; '.join(parts)}); the engine would serve it without a word",
+            f"copy node 0's files to it (rsync -a {plan.nodes[0].host}:{ref.model_path}/ {f.model_path}/) so every node loads the same weights",
+        )
+    ]
+
+
+def _few(names: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
