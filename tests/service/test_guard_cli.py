@@ -301,3 +301,36 @@ def test_kill_stale_without_proof_touches_nothing(tmp_path: Path, sleepers: Slee
     assert holder.poll() is None
     assert json.loads(out)["killed"] == []
     assert "no holder can be proved stale" in err
+
+
+def test_impossible_need_is_refused_at_once_with_exit_2(tmp_path: Path) -> None:
+    """--need above a GPU's whole memory can never be met: exit 2 at the first reading
+    (not after --timeout), one line naming the GPU and the guard's own flags."""
+    path = write_readings(
+        tmp_path / "gpus.json",
+        [gpu(0, 0, total_bytes=95 * GiB), gpu(1, 0, total_bytes=95 * GiB)],
+    )
+    code, out, err = run_guard(["--gpus-from", str(path), "--need", "1TB", "--timeout", "1h"])
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "--need 931.32 GiB can never be free: GPU 0, GPU 1 have 95.00 GiB" in err
+    assert "--need below 95.00 GiB" in err
+    assert "--gpus LIST" in err
+    assert "--max-used" in err
+
+
+def test_need_within_the_total_still_waits(tmp_path: Path) -> None:
+    """A --need that fits the total but not the free memory is a wait, not a refusal."""
+    path = write_readings(tmp_path / "gpus.json", [gpu(0, 60 * GiB, total_bytes=95 * GiB)])
+    code, _, _ = run_guard(["--gpus-from", str(path), "--need", "90GiB", "--timeout", "0s"])
+    assert code == 5
+
+
+def test_nvml_hint_names_only_the_guards_own_flags() -> None:
+    """Without a driver the guard's hint names --gpus-from, never plan's --gpu."""
+    from bringup.adapters.gpus import open_source
+
+    source = open_source(None)
+    assert "--gpus-from FILE" in source.hint  # type: ignore[attr-defined]
+    assert "--gpu " not in source.hint  # type: ignore[attr-defined]

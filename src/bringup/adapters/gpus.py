@@ -79,8 +79,11 @@ def parse_readings(data: Any, *, source: str = "readings") -> list[GpuReading]:
 class NvmlGpus:
     """GPUs read through NVML. Initialises lazily; every NVML error becomes AdapterError."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, hint: str = "no NVIDIA driver here? give --gpus-from FILE (a GPU readings file)"
+    ) -> None:
         self._initialised = False
+        self.hint = hint
 
     def _init(self) -> Any:
         try:
@@ -93,7 +96,7 @@ class NvmlGpus:
             except pynvml.NVMLError as exc:
                 raise AdapterError(
                     f"cannot read GPUs through NVML: {exc}",
-                    hint="no NVIDIA driver here? use --gpu NAME or --gpus-from FILE",
+                    hint=self.hint,
                 ) from exc
             self._initialised = True
         return pynvml
@@ -140,6 +143,9 @@ def _process_name(pid: int) -> str:
         return ""
 
 
-def open_source(gpus_from: str | None) -> GpuSource:
-    """The readings file when given, else NVML."""
-    return ReadingsFile(gpus_from) if gpus_from else NvmlGpus()
+def open_source(gpus_from: str | None, *, hint: str | None = None) -> GpuSource:
+    """The readings file when given, else NVML; ``hint`` names the caller's own flags for
+    when NVML cannot be read (the default names ``--gpus-from FILE``)."""
+    if gpus_from:
+        return ReadingsFile(gpus_from)
+    return NvmlGpus(hint) if hint else NvmlGpus()

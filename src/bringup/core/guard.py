@@ -84,6 +84,13 @@ class Threshold:
         return True
 
 
+def impossible_need(selected: Sequence[GpuReading], threshold: Threshold) -> list[GpuReading]:
+    """The GPUs whose whole memory is below ``--need``: it can never be free there, so
+    waiting would only run out the timeout (the guard refuses at once instead)."""
+    need = threshold.need_bytes
+    return [] if need is None else [g for g in selected if g.memory_total_bytes < need]
+
+
 @dataclass(frozen=True, slots=True)
 class Stale:
     """A holder the guard may end, and the proof that it is an earlier instance."""

@@ -22,7 +22,7 @@ from bringup.errors import UsageError
 from bringup.render import guard as render
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
-from bringup.units import parse_duration, parse_size
+from bringup.units import format_bytes, parse_duration, parse_size
 
 EXIT_FREE = 0
 EXIT_TIMEOUT = 5
@@ -150,8 +150,12 @@ def wait(
     start = time.monotonic()
     next_report = start
     killed: dict[int, guard.Ended] = {}
+    first = True
     while True:
         selected = guard.select_gpus(source.read(), cuda_visible_devices, opts.gpus)
+        if first:
+            _refuse_impossible(selected, opts.threshold)
+            first = False
         infos = _inspect_holders(selected)
         states = guard.evaluate(selected, opts.threshold, infos)
         now = time.monotonic()
@@ -175,6 +179,23 @@ def wait(
         max_used_bytes=opts.threshold.max_used_bytes,
         need_bytes=opts.threshold.need_bytes,
         killed=tuple(killed.values()),
+    )
+
+
+def _refuse_impossible(selected: Sequence[GpuReading], threshold: guard.Threshold) -> None:
+    """``--need`` above a GPU's total memory: exit 2 now, not after the whole --timeout."""
+    short = guard.impossible_need(selected, threshold)
+    if not short or threshold.need_bytes is None:
+        return
+    largest = max(short, key=lambda g: g.memory_total_bytes)
+    smallest_total = min(g.memory_total_bytes for g in selected)
+    raise UsageError(
+        f"--need {format_bytes(threshold.need_bytes)} can never be free: "
+        + ", ".join(f"GPU {g.index}" for g in short)
+        + f" {'has' if len(short) == 1 else 'have'} {format_bytes(largest.memory_total_bytes)}"
+        + (" in total" if len(short) == 1 else " or less in total"),
+        hint=f"give --need below {format_bytes(smallest_total)}, choose GPUs with --gpus LIST, "
+        "or use --max-used SIZE",
     )
 
 

@@ -224,7 +224,9 @@ def _detected(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
     from bringup.adapters.gpus import open_source
 
     try:
-        readings = open_source(args.gpus_from).read()
+        readings = open_source(
+            args.gpus_from, hint="no NVIDIA driver here? use --gpu NAME or --gpus-from FILE"
+        ).read()
     except AdapterError as exc:
         raise UsageError(
             f"no GPU detected ({exc.message})",
