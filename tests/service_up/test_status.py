@@ -119,3 +119,35 @@ def test_activating_unit_is_starting_with_exit_3():
     assert code == 3
     assert out.startswith(f"{UNIT}: STARTING")
     assert "phase:   warmup" in out
+
+
+def test_json_when_systemctl_fails_is_json_with_an_error_field():
+    """`status --json` prints one JSON object even when systemctl cannot be asked: the
+    reason in `error`, verdict unknown, exit 2 (and the one error line on stderr)."""
+    props = "--property=" + ",".join(service.SHOW_PROPERTIES)
+    runner = RecordedRunner(
+        {
+            ("systemctl", "show", UNIT, props): CommandResult(
+                ("systemctl",), 1, "", "Failed to connect to bus: No such file or directory\n"
+            )
+        }
+    )
+    args = command_parser("status").parse_args(["vllm-m2", "--json"])
+    args.passthrough = None
+    out, err = io.StringIO(), io.StringIO()
+    code = status.run(
+        args, Context(stdout=out, stderr=err, environ={"NO_COLOR": "1"}), runner=runner
+    )
+    report = json.loads(out.getvalue())
+    assert code == 2
+    assert report["unit"] == UNIT
+    assert report["verdict"] == "unknown"
+    assert "Failed to connect to bus" in report["error"]
+    assert set(report) >= {"state", "phase", "failure", "probe", "gpus"}
+    assert err.getvalue().startswith("bringup: error: `systemctl show")
+
+
+def test_json_of_a_look_has_no_error():
+    """A successful look carries `error: null`, so scripts can test one field."""
+    _, out = call(recorded(SHOW_FAILED, MESSAGES), "--json")
+    assert json.loads(out)["error"] is None

@@ -21,7 +21,7 @@ from typing import Any
 
 from bringup import remote
 from bringup.adapters import gpus as gpu_adapter
-from bringup.adapters.commands import LocalRunner, Runner, check
+from bringup.adapters.commands import Runner, check, system_runner
 from bringup.adapters.http_probe import HttpProber, api_key_from
 from bringup.adapters.ssh import SshRunner
 from bringup.cli.main import Context
@@ -71,13 +71,42 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
         return fleet_status(args, ctx)
     if not args.name:
         raise UsageError("give a unit NAME (or --hosts FILE for the fleet)")
-    runner = runner or remote.ssh_runner(args, ctx.environ) or LocalRunner(ctx.environ)
-    report = look(unit_name(args.name) + ".service", runner, args, ctx)
+    unit = unit_name(args.name) + ".service"
+    try:
+        runner = runner or remote.ssh_runner(args, ctx.environ) or system_runner(ctx.environ)
+        report = look(unit, runner, args, ctx)
+    except BringupError as exc:
+        if not args.json:
+            raise
+        # --json always prints JSON: what could not be asked goes into `error`
+        print_json(error_report(unit, str(exc)), ctx.stdout)
+        ctx.stderr.write(f"bringup: error: {exc}\n")
+        return exc.exit_code
     if args.json:
         print_json(report, ctx.stdout)
     else:
         print_status(report, ctx.stdout)
     return service.Verdict(report["verdict"]).exit_code
+
+
+def error_report(unit: str, error: str) -> dict[str, Any]:
+    """The ``--json`` object when the service manager could not be asked: every field of a
+    look, empty, with the reason in ``error``."""
+    return {
+        "unit": unit,
+        "verdict": service.Verdict.UNKNOWN.value,
+        "why": f"could not ask the service manager: {error}",
+        "state": None,
+        "phase": None,
+        "failure": None,
+        "ready_since": None,
+        "engine": None,
+        "url": None,
+        "probe": None,
+        "gpus": [],
+        "gpu_note": None,
+        "error": error,
+    }
 
 
 def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> dict[str, Any]:
@@ -144,6 +173,7 @@ def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> d
         "probe": probe_fields(probe) if probe is not None else None,
         "gpus": gpus,
         "gpu_note": gpu_note,
+        "error": None,
     }
 
 
