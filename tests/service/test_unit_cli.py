@@ -137,8 +137,11 @@ def test_existing_env_file_is_made_private(bin_dir: Path, tmp_path: Path) -> Non
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
 
 
-def test_install_writes_under_root_and_reloads(bin_dir: Path, tmp_path: Path) -> None:
-    """--install writes etc/systemd/system/NAME.service and the env file, then daemon-reload."""
+def test_install_under_root_writes_there_and_never_touches_the_live_manager(
+    bin_dir: Path, tmp_path: Path
+) -> None:
+    """--install --root writes etc/systemd/system/NAME.service and the env file under DIR, and
+    runs nothing: no daemon-reload of the live manager (it reads other files)."""
     root = tmp_path / "root"
     args = command_parser("unit").parse_args(
         [
@@ -152,9 +155,7 @@ def test_install_writes_under_root_and_reloads(bin_dir: Path, tmp_path: Path) ->
         ]
     )
     args.passthrough = ["vllm", "serve", "m", "--api-key", SECRET]
-    runner = RecordedRunner(
-        {("systemctl", "daemon-reload"): CommandResult.ok("systemctl", "daemon-reload")}
-    )
+    runner = RecordedRunner()
     out = io.StringIO()
     assert unit_cmd.run(args, Context(stdout=out, environ=env_for(bin_dir)), runner=runner) == 0
     unit_file = root / "etc/systemd/system/vllm-b.service"
@@ -163,7 +164,7 @@ def test_install_writes_under_root_and_reloads(bin_dir: Path, tmp_path: Path) ->
     assert "EnvironmentFile=/etc/systemd/system/vllm-b.env" in text  # the path on the target system
     assert SECRET not in text
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
-    assert runner.calls == [("systemctl", "daemon-reload")]
+    assert runner.calls == []
     result = json.loads(out.getvalue())
     assert result == {
         "name": "vllm-b",
@@ -171,10 +172,36 @@ def test_install_writes_under_root_and_reloads(bin_dir: Path, tmp_path: Path) ->
         "env_file": str(env_file),
         "secrets": ["API_KEY"],
         "installed": True,
-        "daemon_reload": True,
+        "daemon_reload": False,
         "user": False,
         "text": text,
     }
+
+
+def test_install_root_in_human_output_says_nothing_was_reloaded(
+    bin_dir: Path, tmp_path: Path
+) -> None:
+    """A systemctl on PATH that records its calls is never run with --root."""
+    calls = tmp_path / "calls"
+    systemctl = bin_dir / "systemctl"
+    systemctl.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    systemctl.chmod(0o755)
+    code, out, err = run_unit(
+        [
+            "x",
+            "--install",
+            "--root",
+            str(tmp_path / "r"),
+            "--bringup",
+            str(bin_dir / "bringup"),
+            "--",
+            "vllm",
+        ],
+        env_for(bin_dir),
+    )
+    assert (code, err) == (0, "")
+    assert not calls.exists()
+    assert "--root: no service manager was reloaded" in out
 
 
 def test_user_install_goes_to_config_and_reloads_the_user_manager(
@@ -191,9 +218,9 @@ def test_user_install_goes_to_config_and_reloads_the_user_manager(
     assert (
         unit_cmd.run(args, Context(stdout=out, environ=env_for(bin_dir, home)), runner=runner) == 0
     )
-    text = (home / ".config/systemd/user/dev.service").read_text()
-    assert "WantedBy=default.target" in text
-    assert runner.calls == [("systemctl", "--user", "daemon-reload")]
+    path = home / ".config/systemd/user/dev.service"
+    assert "WantedBy=default.target" in path.read_text()
+    assert runner.calls == [("write", str(path)), ("systemctl", "--user", "daemon-reload")]
     assert "ran systemctl --user daemon-reload" in out.getvalue()
 
 
@@ -205,24 +232,15 @@ def test_failed_daemon_reload_is_one_line_exit_2(bin_dir: Path, tmp_path: Path) 
     )
     systemctl.chmod(0o755)
     code, _, err = run_unit(
-        [
-            "x",
-            "--install",
-            "--root",
-            str(tmp_path / "r"),
-            "--bringup",
-            str(bin_dir / "bringup"),
-            "--",
-            "vllm",
-        ],
-        env_for(bin_dir),
+        ["x", "--user", "--install", "--bringup", str(bin_dir / "bringup"), "--", "vllm"],
+        env_for(bin_dir, tmp_path / "home"),
     )
     assert code == 2
     assert (
         err
-        == "bringup: error: `systemctl daemon-reload` failed with exit code 1: Failed to reload daemon: Access denied\n"
+        == "bringup: error: `systemctl --user daemon-reload` failed with exit code 1: Failed to reload daemon: Access denied\n"
     )
-    assert (bin_dir / "calls").read_text() == "daemon-reload\n"
+    assert (bin_dir / "calls").read_text() == "--user daemon-reload\n"
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,21 @@ tests pass ``RecordedRunner`` with the outputs recorded from a real machine::
     check(runner.run(["systemctl", "daemon-reload"]))
     assert runner.calls == [("systemctl", "daemon-reload")]
 
-Long-running, streamed commands (``journalctl -f``, ``docker logs -f``) are not run here.
+Long-running, streamed commands (``journalctl -f``, ``docker logs -f``) are not run here;
+a runner's ``streaming_argv`` says how to run them where its commands run.
+
+``BRINGUP_COMMAND_PREFIX`` (words, shell syntax) goes before every system command bringup
+runs on this machine (systemctl, journalctl, docker, nvidia-smi): ``system_runner`` reads it.
+Set it to reach a service manager in other namespaces or a container, e.g.
+``BRINGUP_COMMAND_PREFIX="nsenter -t 4242 -m -u -i -p -C"``. Files for the manager (a unit,
+its drop-ins) are written through the runner too (``write_file``), so they land where that
+manager reads them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 import shutil
 import subprocess
@@ -20,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from bringup.errors import AdapterError
+from bringup.errors import AdapterError, InputError, UsageError
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,14 @@ class Runner(Protocol):
     ) -> CommandResult:
         """Run ``argv`` to completion; a non-zero exit is a result, not an error."""
         ...
+
+    def write_file(self, path: str, text: str, *, private: bool = False) -> None:
+        """Write ``text`` to ``path`` where the commands run (mode 0600 when ``private``,
+        else 0644), creating its folder; an ``AdapterError`` or ``InputError`` says why not."""
+        ...
+
+
+PREFIX_VARIABLE = "BRINGUP_COMMAND_PREFIX"
 
 
 class LocalRunner:
@@ -96,6 +114,9 @@ class LocalRunner:
             ) from exc
         return CommandResult(command, done.returncode, done.stdout, done.stderr)
 
+    def write_file(self, path: str, text: str, *, private: bool = False) -> None:
+        write_local(path, text, private=private)
+
     def _resolve(self, name: str) -> str:
         path = None if self.environ is None else self.environ.get("PATH", "")
         found = shutil.which(name, path=path)
@@ -105,6 +126,91 @@ class LocalRunner:
                 hint=f"install {name} or put it on PATH",
             )
         return found
+
+
+def write_local(path: str, text: str, *, private: bool = False) -> None:
+    """Write ``text`` to ``path`` on this machine, mode 0600 (``private``) or 0644, whatever
+    the file's mode was before; the folder is created. The file is replaced in one step."""
+    mode = 0o600 if private else 0o644
+    folder = os.path.dirname(os.path.abspath(path))
+    temporary = os.path.join(folder, f".{os.path.basename(path)}.bringup-{os.getpid()}")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(text)
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise InputError(
+            f"cannot write {path}: {exc.strerror or exc}",
+            hint="run as root for a system unit, or use --user for a user unit",
+        ) from exc
+
+
+# $1 the path, $2 the mode: the text on stdin, replaced in one step
+_WRITE = 'd=$(dirname "$1") && mkdir -p "$d" && t="$d/.bringup-write.$$" && umask 077 && cat >"$t" && chmod "$2" "$t" && mv -f "$t" "$1" || { rm -f "$t"; exit 1; }'
+
+
+class PrefixRunner(LocalRunner):
+    """Runs every command behind a prefix (``nsenter -t PID -m -u -i -p -C``, ``chroot DIR``):
+    the commands, the streamed readers and the files all reach the prefixed machine."""
+
+    def __init__(self, prefix: Sequence[str], environ: Mapping[str, str] | None = None) -> None:
+        super().__init__(environ)
+        if not prefix:
+            raise AdapterError("an empty command prefix")
+        self.prefix = tuple(prefix)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_seconds: float | None = 30.0,
+        input_text: str | None = None,
+    ) -> CommandResult:
+        if not argv:
+            raise AdapterError("no command to run")
+        done = super().run(
+            [*self.prefix, *argv], timeout_seconds=timeout_seconds, input_text=input_text
+        )
+        return CommandResult(tuple(argv), done.returncode, done.stdout, done.stderr)
+
+    def streaming_argv(self, argv: Sequence[str]) -> list[str]:
+        """The local argv of a long-lived reader (``journalctl -f``) behind the prefix."""
+        return [*self.prefix, *argv]
+
+    def write_file(self, path: str, text: str, *, private: bool = False) -> None:
+        write_through(self, path, text, private=private)
+
+
+def write_through(runner: Runner, path: str, text: str, *, private: bool = False) -> None:
+    """Write a file with a shell command run by ``runner`` (the text goes on stdin)."""
+    mode = "600" if private else "644"
+    result = runner.run(["sh", "-c", _WRITE, "sh", path, mode], input_text=text)
+    if result.returncode != 0:
+        detail = _last_line(result.stderr) or f"exit code {result.returncode}"
+        raise InputError(
+            f"cannot write {path}: {detail}",
+            hint="run as root for a system unit, or use --user for a user unit",
+        )
+
+
+def system_runner(environ: Mapping[str, str]) -> Runner:
+    """The runner for this machine's system commands: ``BRINGUP_COMMAND_PREFIX`` honoured."""
+    text = environ.get(PREFIX_VARIABLE, "").strip()
+    if not text:
+        return LocalRunner(environ)
+    try:
+        prefix = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(
+            f"{PREFIX_VARIABLE}: cannot split {text!r} into words ({exc})",
+            hint="quote it as a shell would, e.g. nsenter -t 4242 -m -u -i -p -C",
+        ) from exc
+    return PrefixRunner(prefix, environ)
 
 
 Recording = CommandResult | Callable[[tuple[str, ...], str | None], CommandResult]
@@ -145,6 +251,12 @@ class RecordedRunner:
         if isinstance(recording, CommandResult):
             return CommandResult(command, recording.returncode, recording.stdout, recording.stderr)
         return recording(command, input_text)
+
+    def write_file(self, path: str, text: str, *, private: bool = False) -> None:
+        """Recorded as a ``("write", path)`` call, and written on this machine."""
+        self.calls.append(("write", path))
+        self.inputs.append(text)
+        write_local(path, text, private=private)
 
 
 def check(result: CommandResult) -> CommandResult:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bringup.adapters.commands import CommandResult
+from bringup.adapters.commands import CommandResult, write_through
 from bringup.errors import RemoteError, UsageError
 
 _TARGET = re.compile(
@@ -190,6 +190,10 @@ class SshRunner:
         if proc.returncode == SSH_EXIT_ERROR and _looks_like_ssh_error(proc.stderr):
             raise RemoteError(explain_ssh_failure(self.target, proc.stderr))
         return CommandResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+
+    def write_file(self, path: str, text: str, *, private: bool = False) -> None:
+        """Write a file on the host (through ``sh`` there)."""
+        write_through(self, path, text, private=private)
 
     def check(
         self,

@@ -168,6 +168,10 @@ def _assignment(name: str, value: str) -> str:
     return text
 
 
+# bringup run exits 128+15 when systemd stops it with SIGTERM: that is a stop, not a failure
+# (without it a `systemctl stop` while loading leaves the unit failed, and Restart= restarts it).
+STOPPED_BY_SIGTERM = 143
+
 _KILL_MODE_NOTE = (
     "# KillMode=mixed: SIGTERM reaches bringup alone, which stops the server in order;\n"
     "# what is left after TimeoutStopSec= (engine workers) is SIGKILLed with the cgroup,\n"
@@ -204,6 +208,8 @@ def render_unit(spec: UnitSpec) -> str:
         lines.append(f"ExecStartPre={format_command(spec.exec_start_pre)}")
     lines += [
         f"ExecStart={format_command(spec.exec_start)}",
+        f"# bringup run exits {STOPPED_BY_SIGTERM} (128+SIGTERM) when stopped: a stop, not a failure.",
+        f"SuccessExitStatus={STOPPED_BY_SIGTERM}",
         "Restart=on-failure",
         f"RestartSec={format_seconds(spec.restart_seconds)}",
         f"TimeoutStartSec={format_seconds(spec.timeout_start_seconds)}",
@@ -251,18 +257,29 @@ def render_retry_dropin(exec_start: Sequence[Word], notes: Sequence[str] = ()) -
 
 
 def guard_command(
-    bringup: str, *, max_used: str, timeout: str, kill_stale: bool, command: Sequence[Word]
+    bringup: str,
+    *,
+    max_used: str,
+    timeout: str,
+    kill_stale: bool,
+    command: Sequence[Word],
+    gpus_from: str | None = None,
 ) -> tuple[Word, ...]:
     """``ExecStartPre=``: the guard for the unit's GPUs (they come from the environment)."""
     words: list[Word] = [bringup, "guard", "--max-used", max_used, "--timeout", timeout]
+    if gpus_from:
+        words += ["--gpus-from", gpus_from]
     if kill_stale:
         words += ["--kill-stale", "--", *command]
     return tuple(words)
 
 
-def run_command(bringup: str, command: Sequence[Word]) -> tuple[Word, ...]:
+def run_command(
+    bringup: str, command: Sequence[Word], *, gpus_from: str | None = None
+) -> tuple[Word, ...]:
     """``ExecStart=``: ``bringup run --notify -- CMD``."""
-    return (bringup, "run", "--notify", "--", *command)
+    readings = ("--gpus-from", gpus_from) if gpus_from else ()
+    return (bringup, "run", "--notify", *readings, "--", *command)
 
 
 def gpu_environment(gpus: str | None) -> tuple[tuple[str, str], ...]:

@@ -13,10 +13,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bringup.adapters.commands import LocalRunner, Runner, check
+from bringup.adapters.commands import Runner, check, system_runner, write_local
 from bringup.cli.main import Context
 from bringup.core import systemd_unit as su
-from bringup.errors import InputError, UsageError
+from bringup.errors import UsageError
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
 from bringup.units import parse_duration, parse_size
@@ -111,6 +111,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kill-stale",
         action="store_true",
         help="let the guard end earlier instances running this command line",
+    )
+    parser.add_argument(
+        "--gpus-from",
+        metavar="FILE",
+        help="the guard and bringup run read GPUs from this readings file instead of NVML (tests, demos)",
     )
     parser.add_argument(
         "--bringup", metavar="PATH", help="the bringup executable the unit runs (default: this one)"
@@ -258,16 +263,18 @@ def _spec(
     parse_size(args.max_used)
     if args.start_limit_burst < 1:
         raise UsageError("--start-limit-burst must be at least 1")
+    gpus_from = os.path.abspath(args.gpus_from) if args.gpus_from else None
     return su.UnitSpec(
         name=name,
         description=args.description or _describe(secrets.argv),
-        exec_start=su.run_command(bringup, secrets.argv),
+        exec_start=su.run_command(bringup, secrets.argv, gpus_from=gpus_from),
         exec_start_pre=su.guard_command(
             bringup,
             max_used=args.max_used,
             timeout=args.guard_timeout,
             kill_stale=args.kill_stale,
             command=secrets.argv,
+            gpus_from=gpus_from,
         ),
         environment=su.gpu_environment(args.gpus) + secrets.environment,
         environment_file=env_file,
@@ -302,50 +309,36 @@ def _write(
     secrets: su.Secrets,
     runner: Runner | None,
 ) -> Written:
-    if env_file is not None:
-        write_private(env_file[0], su.render_env_file(name, secrets.secret_environment))
+    """Write the files. ``--install`` writes through the command runner, where the service
+    manager reads (``BRINGUP_COMMAND_PREFIX`` honoured), then reloads it; ``--install --root``
+    writes under DIR on this machine and never touches a live manager."""
+    live = unit_dir is not None and not args.root
     target = (
         unit_dir / f"{name}.service" if unit_dir else (Path(args.output) if args.output else None)
     )
+    system = (runner or system_runner(ctx.environ)) if live else None
+    write = system.write_file if system is not None else write_local
+    if env_file is not None:
+        write(str(env_file[0]), su.render_env_file(name, secrets.secret_environment), private=True)
     if target is not None:
-        _write_text(target, text)
-    if unit_dir is not None:
+        write(str(target), text)
+    if system is not None:
         reload = (
             ["systemctl", "--user", "daemon-reload"]
             if args.user
             else ["systemctl", "daemon-reload"]
         )
-        check((runner or LocalRunner(ctx.environ)).run(reload))
+        check(system.run(reload))
     return Written(
         name=name,
         unit_path=None if target is None else str(target),
         env_file=None if env_file is None else str(env_file[0]),
         secrets=tuple(k for k, _ in secrets.secret_environment),
         installed=unit_dir is not None,
-        daemon_reload=unit_dir is not None,
+        daemon_reload=system is not None,
         user=args.user,
         text=text,
     )
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` with mode 0600, whatever the file's mode was before."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), 0o600)
-            f.write(text)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
-
-
-def _write_text(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def _report(ctx: Context, written: Written) -> None:
@@ -354,9 +347,13 @@ def _report(ctx: Context, written: Written) -> None:
     if written.env_file:
         names = ", ".join(written.secrets) or "no secrets"
         lines.append(f"wrote {written.env_file} (mode 0600: {names})")
-    if written.installed:
-        user = " --user" if written.user else ""
+    user = " --user" if written.user else ""
+    if written.daemon_reload:
         lines.append(f"ran systemctl{user} daemon-reload")
         lines.append(f"start it with: systemctl{user} start {shlex.quote(written.name)}.service")
+    elif written.installed:
+        lines.append(
+            f"--root: no service manager was reloaded (run systemctl{user} daemon-reload there)"
+        )
     for line in lines:
         console.print(line, markup=False, highlight=False)
