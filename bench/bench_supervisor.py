@@ -31,7 +31,8 @@ from pathlib import Path
 import psutil
 
 from bringup.core.startup import LiveEvent
-from bringup.supervisor import StartupConfig, run_startup
+from bringup.follow.types import StartupConfig
+from bringup.follow.wiring import follow_local
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests/run/fake_server.py"
@@ -71,7 +72,7 @@ def one_latency(mode: str, event: str) -> float:
         config = StartupConfig(
             argv=argv, exit_when_ready=True, grace_seconds=2.0, environ=dict(os.environ)
         )
-        run_startup(config, on_event=on_event)
+        follow_local(config, on_event=on_event)
         return seen[event] - float(stamp.read_text())
 
 

@@ -5,7 +5,7 @@ main interface. Import the layers directly:
 
 - ``bringup.core``: pure logic (phases, knowledge packs, diagnosis, planning, readiness).
 - ``bringup.adapters``: the I/O seams (processes, HTTP, GPUs, files, systemd, SSH).
-- ``bringup.supervisor``: the one loop that follows a startup.
+- ``bringup.follow``: the one loop that follows a startup (``run_startup``), and ``--retry``.
 - ``bringup.render``: human and JSON output.
 """
 

@@ -31,7 +31,8 @@ import psutil
 
 from bringup.core.startup import LiveEvent
 from bringup.core.vocab import Engine, Outcome
-from bringup.supervisor import StartupConfig, StartupResult, run_startup
+from bringup.follow.types import StartupConfig, StartupResult
+from bringup.follow.wiring import follow_local
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell"
 GPU_TOTAL_BYTES = 102005473280
@@ -193,7 +194,7 @@ def follow(
         environ=environ,
     )
     started = time.monotonic()
-    attempt.result = run_startup(config, observer=observer, on_event=hook)
+    attempt.result = follow_local(config, observer=observer, on_event=hook)
     attempt.wall_seconds = time.monotonic() - started
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bringup.remote import split_remote_flags
+from bringup.cli.remote import split_remote_flags
 
 from builders.safetensors import write_checkpoint
 from builders.sshd import (

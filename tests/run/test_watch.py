@@ -15,14 +15,11 @@ from typing import Any
 
 import psutil
 
-from bringup.adapters.sources import (
-    ContainerSource,
-    ExitItem,
-    FileSource,
-    LineItem,
-    UnitSource,
-    journal_message,
-)
+from bringup.adapters.sources.container import ContainerSource
+from bringup.adapters.sources.items import ExitItem, LineItem
+from bringup.adapters.sources.logfile import FileSource
+from bringup.adapters.sources.unit import UnitSource
+from bringup.core.journal import journal_message
 from run.helpers import cli, events, fake, free_port
 
 OOM = "(EngineCore pid=7) ERROR 11-30 09:47:02 [core.py:700] torch.OutOfMemoryError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests."

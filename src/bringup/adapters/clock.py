@@ -1,7 +1,8 @@
-"""Time as a dependency: the supervisor asks a ``Clock``, tests pass a fake one."""
+"""Time as a dependency: the follower asks a ``Clock``, tests pass a fake one."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Protocol
 
@@ -17,6 +18,10 @@ class Clock(Protocol):
         """Wait ``seconds``."""
         ...
 
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        """Wait until ``event`` is set or ``seconds`` have passed; True when it is set."""
+        ...
+
 
 class SystemClock:
     """The real clock (``time.monotonic`` / ``time.sleep``)."""
@@ -26,3 +31,6 @@ class SystemClock:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(max(0.0, seconds))
+
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        return event.wait(max(0.0, seconds))

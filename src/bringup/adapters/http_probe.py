@@ -11,6 +11,7 @@ Command line equivalents::
 from __future__ import annotations
 
 import dataclasses
+import socket
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -174,3 +175,14 @@ def _answer_text(data: Any) -> str | None:
         content = message.get("content")
         return content if isinstance(content, str) else ""
     return None
+
+
+def port_busy(url: str) -> bool:
+    """Whether something already accepts connections at the URL's host and port."""
+    try:
+        hostport = url.split("://", 1)[1].split("/", 1)[0]
+        host, _, port = hostport.rpartition(":")
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=0.5):
+            return True
+    except (OSError, ValueError):
+        return False

@@ -43,7 +43,7 @@ COMMANDS: dict[str, str] = {
 }
 
 EXIT_USAGE = 2
-# With --host these run bringup itself on the remote host (bringup.remote); the flags are taken out.
+# With --host these run bringup itself on the remote host (bringup.cli.remote, bringup.adapters.ssh_forward); the flags are taken out.
 REMOTE_COMMANDS = ("verify", "plan", "guard", "diagnose", "unit", "run")
 REMOTE_FLAGS = ("--host", "--accept-new-host-key", "--sudo", "--remote-bringup")
 
@@ -84,7 +84,7 @@ def command_parser(name: str) -> argparse.ArgumentParser:
     parser = _Parser(prog=f"bringup {name}", description=COMMANDS[name])
     module.add_arguments(parser)
     if name in REMOTE_COMMANDS:
-        from bringup import remote
+        from bringup.cli import remote
 
         remote.add_remote_arguments(parser)
     return parser
@@ -130,11 +130,12 @@ def _dispatch(args: list[str], ctx: Context) -> int:
     if name in REMOTE_COMMANDS and any(
         a.split("=", 1)[0] in REMOTE_FLAGS for a in _split_dashes(rest)[0]
     ):
-        from bringup import remote
+        from bringup.adapters import ssh_forward
+        from bringup.cli import remote
 
         call = remote.split_remote_flags(rest)
         if call is not None:
-            return remote.forward(
+            return ssh_forward.forward(
                 name,
                 call,
                 stdin=ctx.stdin,

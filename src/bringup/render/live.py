@@ -1,5 +1,5 @@
 """How a followed startup looks: a rich live view on a terminal, plain lines otherwise,
-JSON Lines with ``--json``. Observers of ``bringup.supervisor``; they never decide anything.
+JSON Lines with ``--json``. Observers of ``bringup.follow``; they never decide anything.
 """
 
 from __future__ import annotations
@@ -13,36 +13,14 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from bringup.core.phase_words import PHASE_WORDS, status_text
 from bringup.core.startup import LiveEvent, ProbeKind, StartupMachine, State, summary_json
 from bringup.core.vocab import Phase
 from bringup.render.console import make_console
 from bringup.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
-    from bringup.supervisor import StartupResult
-
-PHASE_WORDS: dict[Phase, str] = {
-    Phase.START: "starting",
-    Phase.CONFIG: "reading the model config",
-    Phase.DISTRIBUTED_INIT: "initialising devices",
-    Phase.WEIGHTS_LOADING: "loading weights",
-    Phase.WEIGHTS_LOADED: "weights loaded",
-    Phase.MEMORY_PROFILING: "profiling memory",
-    Phase.KV_CACHE_ALLOC: "allocating the KV cache",
-    Phase.CUDA_GRAPH_CAPTURE: "capturing CUDA graphs",
-    Phase.WARMUP: "warming up",
-    Phase.API_SERVER_STARTING: "starting the API server",
-    Phase.READY: "ready",
-}
-
-
-def status_text(machine: StartupMachine) -> str:
-    """One line for ``systemctl status``: ``loading weights 45/125``."""
-    words = PHASE_WORDS[machine.phase]
-    p = machine.progress
-    if p is not None and p.phase is machine.phase:
-        return f"{words} {p.done}/{p.total}"
-    return words
+    from bringup.follow.types import StartupResult
 
 
 def format_failure(fields: Mapping[str, Any]) -> list[str]:
@@ -241,7 +219,7 @@ class RichObserver:
         self._live.update(self._panel(machine, now), refresh=True)
 
     def _panel(self, m: StartupMachine, now: float) -> RenderableType:
-        head = Text(f"{self.title}: {status_text(m)}", style="bold")
+        head = Text(f"{self.title}: {status_text(m.phase, m.progress)}", style="bold")
         head.append(
             f"   {format_seconds(m.phase_elapsed(now))} in phase, {format_seconds(m.elapsed(now))} in all",
             style="dim",

@@ -10,9 +10,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from bringup.core.attempts import RetryEvent
 from bringup.core.retry_policy import Change, Decision
 from bringup.render.live import format_failure, format_probe
-from bringup.retry import RetryEvent
 from bringup.units import format_bytes
 
 

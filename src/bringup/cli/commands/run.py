@@ -19,8 +19,9 @@ from bringup.cli.main import Context
 from bringup.core.startup import LiveEvent
 from bringup.core.vocab import Engine
 from bringup.errors import UsageError
+from bringup.follow.types import StartupConfig
+from bringup.follow.wiring import follow_local
 from bringup.render.live import make_observer
-from bringup.supervisor import StartupConfig, run_startup
 from bringup.units import parse_duration
 
 ENGINES = ("auto", *(e.value for e in Engine))
@@ -144,9 +145,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         # the server must stay up for the benchmark: supervise on, and stop it afterwards
         # (as --exit-when-ready would have) through the same path as a SIGTERM after ready
         config = dataclasses.replace(config, exit_when_ready=False)
-        result = run_startup(config, observer=observer, on_event=_bench_at_ready(args, ctx))
+        result = follow_local(config, observer=observer, on_event=_bench_at_ready(args, ctx))
     else:
-        result = run_startup(config, observer=observer)
+        result = follow_local(config, observer=observer)
     return result.exit_code
 
 

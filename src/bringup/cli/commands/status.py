@@ -19,15 +19,17 @@ import datetime as dt
 import tomllib
 from typing import Any
 
-from bringup import remote
 from bringup.adapters import gpus as gpu_adapter
+from bringup.adapters import remote_host
 from bringup.adapters.commands import Runner, check, system_runner
 from bringup.adapters.http_probe import HttpProber, api_key_from
 from bringup.adapters.ssh import SshRunner
+from bringup.cli import remote
 from bringup.cli.main import Context
 from bringup.core import engine_args, packs, service
 from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Diagnosis, PhaseEvent
+from bringup.core.endpoint import resolve_url
 from bringup.core.gpu import select_visible
 from bringup.core.startup import ProbeKind, ProbeObservation, failure_fields, probe_fields
 from bringup.core.systemd_unit import unit_name
@@ -35,7 +37,6 @@ from bringup.core.vocab import Phase
 from bringup.errors import BringupError, UsageError
 from bringup.render.json_out import print_json
 from bringup.render.service import print_status
-from bringup.supervisor import resolve_url
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,7 +131,7 @@ def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> d
     diagnosis, ready_us = _journal(runner, user, unit, state)
     engine = engine_args.parse_server_command(argv).engine if argv else None
     url = (
-        remote.probe_url(_url(args.url, argv, engine), runner)
+        remote_host.probe_url(_url(args.url, argv, engine), runner)
         if not args.url
         else _url(args.url, argv, engine)
     )
@@ -144,7 +145,7 @@ def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> d
     )
     failure = diagnosis.failure if diagnosis is not None else None
     if isinstance(runner, SshRunner) and not args.gpus_from:
-        gpus, gpu_note = remote.remote_gpus(runner)
+        gpus, gpu_note = remote_host.remote_gpus(runner)
     else:
         gpus, gpu_note = _gpus(args.gpus_from, props.get("Environment", ""))
     return {

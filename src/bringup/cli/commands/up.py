@@ -18,17 +18,19 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from bringup import remote
+from bringup.adapters import remote_host
 from bringup.adapters.commands import LocalRunner, Runner
 from bringup.adapters.ssh import SshRunner
+from bringup.adapters.systemd import Systemctl
+from bringup.cli import remote
 from bringup.cli.commands.run import add_common, config_from
 from bringup.cli.main import Context
 from bringup.core.systemd_unit import unit_name
 from bringup.errors import UsageError
+from bringup.follow.retry import ChildAttempts, UnitAttempts, run_with_retry
+from bringup.follow.types import Observer, StartupConfig
 from bringup.render.live import make_observer
 from bringup.render.service import RetryReporter
-from bringup.retry import ChildAttempts, UnitAttempts, run_with_retry
-from bringup.supervisor import Observer, StartupConfig
 from bringup.units import parse_duration
 
 
@@ -132,17 +134,18 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
     reporter = _reporter(args, ctx)
     attempts = UnitAttempts(
         name,
-        runner or LocalRunner(ctx.environ),
+        Systemctl(runner or LocalRunner(ctx.environ), user=args.user),
         config,
         _observers(args, ctx, f"bringup up {name}"),
         unit_dir=unit_dir(args.user, args.root, dict(ctx.environ)),
-        user=args.user,
         start_timeout_seconds=parse_duration(args.start_timeout),
         on_note=reporter.note,
     )
     argv = attempts.server_argv()
     if isinstance(runner, SshRunner) and not args.url:
-        attempts.config = dataclasses.replace(attempts.config, url=remote.server_url(argv, runner))
+        attempts.config = dataclasses.replace(
+            attempts.config, url=remote_host.server_url(argv, runner)
+        )
     outcome = run_with_retry(
         attempts, argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop
     )

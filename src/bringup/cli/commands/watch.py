@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import argparse
 
-from bringup import remote
-from bringup.adapters.sources import ContainerSource, FileSource, PidSource, Source, UnitSource
+from bringup.adapters.sources.container import ContainerSource
+from bringup.adapters.sources.items import Source
+from bringup.adapters.sources.logfile import FileSource
+from bringup.adapters.sources.pid import PidSource
+from bringup.adapters.sources.remote_file import RemoteFileSource
+from bringup.adapters.sources.unit import UnitSource
+from bringup.cli import remote
 from bringup.cli.commands.run import add_common, config_from
 from bringup.cli.main import Context
 from bringup.errors import UsageError
+from bringup.follow.wiring import follow_local
 from bringup.render.live import make_observer
-from bringup.supervisor import run_startup
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +51,7 @@ def make_source(args: argparse.Namespace, ctx: Context) -> Source:
     if args.container:
         return ContainerSource(args.container, ctx.environ, runner=runner)
     if args.log:
-        return FileSource(args.log) if runner is None else remote.RemoteFileSource(args.log, runner)
+        return FileSource(args.log) if runner is None else RemoteFileSource(args.log, runner)
     if runner is not None:
         raise UsageError(
             "--pid cannot be watched on a remote host",
@@ -70,5 +75,5 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         quiet=args.quiet,
         title=f"bringup watch {source.description}",
     )
-    result = run_startup(config, source=source, observer=observer, follow=args.follow)
+    result = follow_local(config, source=source, observer=observer, follow=args.follow)
     return result.exit_code

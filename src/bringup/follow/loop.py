@@ -1,154 +1,70 @@
-"""The one supervisor loop behind ``bringup run`` and ``bringup watch`` (and, as a library,
+"""The one follower loop behind ``bringup run`` and ``bringup watch`` (and, as a library,
 ``bringup up``, ``--retry``, ``--bench`` and ``bringup demo``)::
 
-    result = run_startup(StartupConfig(argv=("vllm", "serve", "m")), on_event=print)
+    result = run_startup(config, source=..., prober=..., gpus=..., clock=..., notify=None)
     result.outcome, result.failure, result.argv, result.exit_code
 
-Reader threads (the source), a prober thread and a GPU sampler thread put items on one
-queue; this loop feeds lines to the analyzer, asks ``core.startup.StartupMachine`` what
-they mean, reports ``LiveEvent`` values to the observer and ``on_event``, and acts: probes,
-sd_notify messages, and stopping the server (SIGTERM, then SIGKILL after the grace).
+Every dependency is passed in (``bringup.follow.wiring`` builds the real ones). The source,
+the probe lane and the GPU lane put items in one inbox; this loop feeds lines to the
+analyzer, asks ``core.startup.StartupMachine`` what they mean, reports ``LiveEvent`` values to
+the observer and ``on_event``, and acts: probes, GPU samples, sd_notify messages, and stopping
+the server (SIGTERM, then SIGKILL after the grace). It decides every *when* from the clock.
 """
 
 from __future__ import annotations
 
 import contextlib
-import queue
 import signal
-import socket
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from bringup.adapters import gpus as gpu_adapter
-from bringup.adapters.clock import Clock, SystemClock
-from bringup.adapters.http_probe import HttpProber, api_key_from
-from bringup.adapters.sd_notify import Notifier
-from bringup.adapters.sources import ChildSource, ExitItem, LineItem, LinesItem, NoteItem, Source
+from bringup.adapters.clock import Clock
+from bringup.adapters.gpus import GpuSource
+from bringup.adapters.http_probe import port_busy
+from bringup.adapters.sources.child import ChildSource
+from bringup.adapters.sources.items import ExitItem, LineItem, LinesItem, NoteItem, Source
 from bringup.core import engine_args, packs
 from bringup.core.analyzer import LogAnalyzer
-from bringup.core.diagnosis import Diagnosis, EngineEvent, Event, Failure
-from bringup.core.gpu import GpuReading, select_visible
+from bringup.core.diagnosis import Diagnosis, EngineEvent, Event
+from bringup.core.endpoint import resolve_url
+from bringup.core.phase_words import status_text
 from bringup.core.startup import (
     LiveEvent,
-    ProbeKind,
     ProbeObservation,
     StartupMachine,
     StartupPolicy,
     State,
     summary_json,
 )
-from bringup.core.vocab import Engine, Outcome
-from bringup.errors import BringupError
-from bringup.render.live import status_text
+from bringup.core.vocab import Engine
+from bringup.follow.samplers import (
+    GpuItem,
+    GpuUnavailable,
+    Inbox,
+    InlineLane,
+    Lane,
+    ProbeItem,
+    ThreadLane,
+    probe_once,
+    read_gpus,
+)
+from bringup.follow.types import (
+    EXIT_FAILED,
+    EXIT_READY,
+    EXIT_STALLED,
+    GuardedObserver,
+    Notify,
+    NullObserver,
+    Observer,
+    Prober,
+    ProberFactory,
+    StartupConfig,
+    StartupResult,
+)
 
-EXIT_READY = 0
-EXIT_FAILED = 1
-EXIT_STALLED = 4
-
-
-@dataclass(frozen=True)
-class StartupConfig:
-    """What to follow and how. ``argv`` is the server command (run); empty for watch."""
-
-    argv: tuple[str, ...] = ()
-    engine: Engine | None = None  # None: from the command, else from the log
-    url: str | None = None  # None: the command's --host/--port, else the engine's default
-    stall_seconds: float | None = 300.0
-    deadline_seconds: float | None = 7200.0
-    grace_seconds: float = 10.0  # SIGTERM → SIGKILL
-    keep: bool = False  # leave the server running on failure (and with exit_when_ready)
-    exit_when_ready: bool = False  # return at ready instead of supervising
-    api_key: str | None = None
-    gpus_from: str | None = None
-    notify: bool = False  # speak sd_notify (run under systemd Type=notify)
-    environ: Mapping[str, str] = field(default_factory=dict)
-    detach_log: str | None = None  # where a kept server's output goes; None: a temp file
-    gpu_interval_seconds: float = 1.0
-    probe_interval_seconds: float = 0.25
-    wrapper_grace_seconds: float = 2.0
-
-
-@dataclass
-class StartupResult:
-    """How a followed startup ended."""
-
-    outcome: Outcome  # ready | failed | stalled (incomplete when interrupted before a verdict)
-    exit_code: (
-        int  # bringup's: 0 ready, 1 failed, 4 stalled/deadline, 128+N interrupted by signal N
-    )
-    failure: Failure | None
-    diagnosis: Diagnosis | None
-    argv: tuple[str, ...]  # the server command as run
-    time_to_ready_seconds: float | None
-    summary: dict[str, Any]  # the JSON summary line
-    url: str
-    model: str | None = None
-    server_exit_code: int | None = None
-    left_running_pid: int | None = None  # --keep: the server still running
-    detached_log: str | None = None  # --keep: where its output now goes
-    interrupted: bool = False
-
-
-class Observer(Protocol):
-    """Renders a followed startup (``bringup.render.live``)."""
-
-    def event(self, event: LiveEvent) -> None: ...
-    def line(self, stream: str, text: str) -> None: ...
-    def note(self, text: str) -> None: ...
-    def refresh(self, machine: StartupMachine, now: float) -> None: ...
-    def close(self, result: StartupResult, machine: StartupMachine) -> None: ...
-
-
-class _NullObserver:
-    def event(self, event: LiveEvent) -> None: ...
-    def line(self, stream: str, text: str) -> None: ...
-    def note(self, text: str) -> None: ...
-    def refresh(self, machine: StartupMachine, now: float) -> None: ...
-    def close(self, result: StartupResult, machine: StartupMachine) -> None: ...
-
-
-class _GuardedObserver:
-    """Output is best effort: a closed pipe (``bringup run | head``) or a gone terminal must
-    never stop the supervision of the server, nor leave the server running unsupervised."""
-
-    def __init__(self, inner: Observer) -> None:
-        self.inner = inner
-        self.broken = False
-
-    def _call(self, name: str, *args: Any) -> None:
-        if self.broken:
-            return
-        try:
-            getattr(self.inner, name)(*args)
-        except OSError:  # BrokenPipeError, EIO on a closed terminal
-            self.broken = True
-
-    def event(self, event: LiveEvent) -> None:
-        self._call("event", event)
-
-    def line(self, stream: str, text: str) -> None:
-        self._call("line", stream, text)
-
-    def note(self, text: str) -> None:
-        self._call("note", text)
-
-    def refresh(self, machine: StartupMachine, now: float) -> None:
-        self._call("refresh", machine, now)
-
-    def close(self, result: StartupResult, machine: StartupMachine) -> None:
-        self._call("close", result, machine)
-
-
-@dataclass(frozen=True, slots=True)
-class _ProbeItem:
-    obs: ProbeObservation
-
-
-@dataclass(frozen=True, slots=True)
-class _GpuItem:
-    readings: list[GpuReading]
+TICK_SECONDS = 0.1  # the longest the loop waits for an item before it looks at the clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,65 +72,69 @@ class _SignalItem:
     signum: int
 
 
-def resolve_url(
-    url: str | None, argv: list[str] | tuple[str, ...] | None, default_port: int
-) -> str:
-    """``--url``, else the command's --host/--port, else 127.0.0.1 and the engine's default port."""
-    if url:
-        return url.rstrip("/") if "://" in url else "http://" + url.rstrip("/")
-    words = list(argv or [])
-    host = engine_args.get_flag(words, "--host", "--hostname") or "127.0.0.1"
-    port = engine_args.get_flag(words, "--port") or str(default_port)
-    if host in ("0.0.0.0", "::", "[::]", "", "*"):
-        host = "127.0.0.1"
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    return f"http://{host}:{port}"
-
-
 def run_startup(
     config: StartupConfig,
     *,
-    source: Source | None = None,
+    source: Source,
+    prober: ProberFactory,
+    gpus: GpuSource,
+    clock: Clock,
+    notify: Notify | None,
     observer: Observer | None = None,
     on_event: Callable[[LiveEvent], None] | None = None,
-    clock: Clock | None = None,
     follow: bool = True,
+    threads: bool = True,
 ) -> StartupResult:
-    """Start (or, given a ``source``, attach to) a server and follow it to a verdict.
+    """Follow ``source`` (a server it starts, or one already running) to a verdict.
 
-    ``follow``: keep supervising after ready until the server dies or a signal arrives
-    (ignored with ``config.exit_when_ready``). Raises BringupError (exit 2) when the
-    command cannot be started or the source cannot be followed; nothing is left running.
+    ``prober`` makes the HTTP prober for a base URL (the URL is known only once the source's
+    command line is); ``gpus`` is read every ``config.gpu_interval_seconds``; ``notify``
+    speaks sd_notify (None: silent). ``follow``: keep supervising after ready until the
+    server dies or a signal arrives (ignored with ``config.exit_when_ready``). ``threads``
+    False runs the probes and GPU reads on this thread (in-process tests with a fake clock).
+    Raises BringupError (exit 2) when the command cannot be started or the source cannot be
+    followed; nothing is left running.
     """
-    return _Supervisor(
-        config, source, observer or _NullObserver(), on_event, clock or SystemClock(), follow
+    return _Follower(
+        config,
+        source,
+        prober,
+        gpus,
+        clock,
+        notify,
+        observer or NullObserver(),
+        on_event,
+        follow,
+        threads,
     ).run()
 
 
-class _Supervisor:
+class _Follower:
     def __init__(
         self,
         config: StartupConfig,
-        source: Source | None,
+        source: Source,
+        make_prober: ProberFactory,
+        gpus: GpuSource,
+        clock: Clock,
+        notify: Notify | None,
         observer: Observer,
         on_event: Callable[[LiveEvent], None] | None,
-        clock: Clock,
         follow: bool,
+        threads: bool,
     ) -> None:
         self.config = config
-        self.owned = source is None
-        self.source: Source = source or ChildSource(config.argv, config.environ)
-        self.observer = _GuardedObserver(observer)
+        self.owned = source.starts_server
+        self.source = source
+        self.make_prober = make_prober
+        self.gpus = gpus
+        self.observer = GuardedObserver(observer)
         self.on_event = on_event
         self.clock = clock
         self.follow = follow and not config.exit_when_ready
-        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.probe_requests: queue.SimpleQueue[tuple[ProbeKind, str, str | None] | None] = (
-            queue.SimpleQueue()
-        )
-        self.stopped = threading.Event()
-        self.notifier = Notifier(config.environ) if config.notify else None
+        self.threads = threads
+        self.inbox = Inbox(clock)
+        self.notifier = notify
         self.signum: int | None = None
         self.server_exit: int | None = None
         self.final_diagnosis: Diagnosis | None = None
@@ -222,6 +142,10 @@ class _Supervisor:
         self._last_watchdog = -1e9
         self._last_status = ""
         self._foreign_port = False
+        self._gpu_next_at = -1e9
+        self._gpu_in_flight = False
+        self._gpu_off = False
+        self._gpu_said = False
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -243,9 +167,7 @@ class _Supervisor:
             probe_interval_seconds=self.config.probe_interval_seconds,
             fallback_model=fallback,
         )
-        self.prober = HttpProber(
-            self.url, api_key=api_key_from(self.config.api_key, self.config.environ)
-        )
+        self.prober: Prober = self.make_prober(self.url)
         self.machine = StartupMachine(policy, self.clock.monotonic())
 
     def _http_spec(self) -> tuple[str, int]:
@@ -261,21 +183,22 @@ class _Supervisor:
         )
         return http.health_path, http.default_port
 
+    def _lane(self, name: str, on_close: Callable[[], None] | None = None) -> Lane:
+        if self.threads:
+            return ThreadLane(name, self.inbox.put, on_close)
+        return InlineLane(self.inbox.put, on_close)
+
     # -- the loop --------------------------------------------------------------------------
 
     def run(self) -> StartupResult:
         if not self.owned:
-            self.source.start(self.queue.put)  # first: its command line names host and port
+            self.source.start(self.inbox.put)  # first: its command line names host and port
         self._setup()
         if self.owned:
-            self._foreign_port = _port_busy(self.url)
-            self.source.start(self.queue.put)  # BringupError here: nothing was started
-        threads = [
-            threading.Thread(target=self._probe_loop, daemon=True, name="prober"),
-            threading.Thread(target=self._gpu_loop, daemon=True, name="gpu-sampler"),
-        ]
-        for t in threads:
-            t.start()
+            self._foreign_port = port_busy(self.url)
+            self.source.start(self.inbox.put)  # BringupError here: nothing was started
+        self.probe_lane = self._lane("prober", on_close=lambda: self.prober.close())
+        self.gpu_lane = self._lane("gpu-sampler")
         restore = self._install_signals()
         crashed = True
         try:
@@ -286,33 +209,27 @@ class _Supervisor:
             crashed = False
         finally:
             restore()
-            self.stopped.set()
-            self.probe_requests.put(None)
+            self.probe_lane.close()
+            self.gpu_lane.close()
             if crashed and self.owned:
-                self.source.stop(
-                    self.config.grace_seconds
-                )  # never leave a server nobody supervises
+                # never leave a server nobody supervises
+                self.source.stop(self.config.grace_seconds)
         return self._finish()
 
     def _loop(self) -> None:
         while True:
-            try:
-                item = self.queue.get(timeout=0.1)
-            except queue.Empty:
-                item = None
+            item = self.inbox.get(TICK_SECONDS)
             now = self.clock.monotonic()
             handled = 0
             while item is not None and handled < 1000:  # a burst, decided on once
                 self._handle(item, now)
                 handled += 1
-                try:
-                    item = self.queue.get_nowait()
-                except queue.Empty:
-                    item = None
+                item = self.inbox.get_nowait()
             if item is not None:
                 self._handle(item, now)
             self._report(self.machine.tick(now))
             self._send_probe(now)
+            self._sample_gpus(now)
             self._keep_systemd_informed(now)
             self.observer.refresh(self.machine, now)
             if self.signum is not None or self.machine.is_terminal:
@@ -327,10 +244,14 @@ class _Supervisor:
                 self._line(item.stream, text, now)
         elif isinstance(item, LineItem):
             self._line(item.stream, item.text, now)
-        elif isinstance(item, _ProbeItem):
+        elif isinstance(item, ProbeItem):
             self._report(m.on_probe(self._owned_port(item.obs), now))
-        elif isinstance(item, _GpuItem):
+        elif isinstance(item, GpuItem):
+            self._gpu_in_flight = False
             self._report(m.on_gpu(item.readings, now))
+        elif isinstance(item, GpuUnavailable):
+            self._gpu_in_flight = False
+            self._gpu_unavailable(item.error)
         elif isinstance(item, ExitItem):
             self.server_exit = item.code
             self.final_diagnosis = self.analyzer.finish(item.code)
@@ -356,10 +277,7 @@ class _Supervisor:
                 self.engine = Engine(event.engine)
                 self.health_path, port = self._http_spec()
                 if not self.config.url and not self.config.argv and self.source.command() is None:
-                    self.prober = HttpProber(
-                        resolve_url(None, None, port),
-                        api_key=api_key_from(self.config.api_key, self.config.environ),
-                    )
+                    self.prober = self.make_prober(resolve_url(None, None, port))
                     self.url = self.prober.base_url
 
     def _report(self, events: list[LiveEvent]) -> None:
@@ -369,25 +287,14 @@ class _Supervisor:
                 self.on_event(event)
             self._notify_event(event)
 
-    # -- probes and GPUs (threads) ---------------------------------------------------------
+    # -- probes and GPUs -------------------------------------------------------------------
 
     def _send_probe(self, now: float) -> None:
         kind = self.machine.next_probe(now)
         if kind is not None:
             self.machine.probe_sent(kind)
-            self.probe_requests.put((kind, self.health_path, self.machine.probe_model()))
-
-    def _probe_loop(self) -> None:
-        while (request := self.probe_requests.get()) is not None:
-            kind, path, model = request
-            try:
-                obs = self.prober.probe(kind, health_path=path, model=model)
-            except Exception as exc:  # a probe must never kill the supervisor
-                obs = ProbeObservation(
-                    kind, self.url, ok=False, error=f"{type(exc).__name__}: {exc}"
-                )
-            self.queue.put(_ProbeItem(obs))
-        self.prober.close()
+            prober, path, model = self.prober, self.health_path, self.machine.probe_model()
+            self.probe_lane.submit(lambda: probe_once(prober, kind, path, model))
 
     def _owned_port(self, obs: ProbeObservation) -> ProbeObservation:
         """When another process held the port before the start, its answers are not ours."""
@@ -408,28 +315,26 @@ class _Supervisor:
             latency_seconds=obs.latency_seconds,
         )
 
-    def _gpu_loop(self) -> None:
-        """Sample GPU memory every interval. NVML missing: off (said once). A readings file
-        that does not exist yet (the twin writes it) or is being rewritten: try again."""
-        source = gpu_adapter.open_source(self.config.gpus_from)
-        visible = self.config.environ.get("CUDA_VISIBLE_DEVICES")
-        said = False
-        while True:
-            try:
-                self.queue.put(_GpuItem(select_visible(source.read(), visible)))
-            except BringupError as exc:
-                if not self.config.gpus_from:
-                    self.queue.put(NoteItem(f"GPU sampling off: {exc}"))
-                    return
-                if not said:
-                    said = True
-                    self.queue.put(
-                        NoteItem(
-                            f"GPU readings not available yet ({exc}); trying every {self.config.gpu_interval_seconds:g}s"
-                        )
-                    )
-            if self.stopped.wait(self.config.gpu_interval_seconds):
-                return
+    def _sample_gpus(self, now: float) -> None:
+        """A GPU sample every interval, one at a time."""
+        if self._gpu_off or self._gpu_in_flight or now < self._gpu_next_at:
+            return
+        self._gpu_in_flight = True
+        self._gpu_next_at = now + self.config.gpu_interval_seconds
+        gpus, visible = self.gpus, self.config.environ.get("CUDA_VISIBLE_DEVICES")
+        self.gpu_lane.submit(lambda: read_gpus(gpus, visible))
+
+    def _gpu_unavailable(self, error: str) -> None:
+        """NVML missing: off (said once). A readings file that does not exist yet (the twin
+        writes it) or is being rewritten: try again."""
+        if not self.config.gpus_from:
+            self._gpu_off = True
+            self.observer.note(f"GPU sampling off: {error}")
+        elif not self._gpu_said:
+            self._gpu_said = True
+            self.observer.note(
+                f"GPU readings not available yet ({error}); trying every {self.config.gpu_interval_seconds:g}s"
+            )
 
     # -- systemd ---------------------------------------------------------------------------
 
@@ -444,7 +349,7 @@ class _Supervisor:
         elif event.event == "failure":
             n.status(f"failed: {event.fields['class']} during {event.fields['phase']}")
         elif event.event in ("phase", "progress", "gpu") and self.machine.state is State.STARTING:
-            text = status_text(self.machine)
+            text = status_text(self.machine.phase, self.machine.progress)
             if text != self._last_status:
                 self._last_status = text
                 n.status(text)
@@ -470,7 +375,7 @@ class _Supervisor:
         }  # SIGHUP: a closed ssh -tt
 
         def handler(signum: int, _frame: object) -> None:
-            self.queue.put(_SignalItem(signum))
+            self.inbox.put_from_signal(_SignalItem(signum))
 
         for s in previous:
             signal.signal(s, handler)
@@ -543,14 +448,3 @@ class _Supervisor:
         if m.state in (State.READY, State.STOPPED):
             return EXIT_READY
         return 128 + (self.signum or signal.SIGINT)
-
-
-def _port_busy(url: str) -> bool:
-    """Whether something already accepts connections at the URL's host and port."""
-    try:
-        hostport = url.split("://", 1)[1].split("/", 1)[0]
-        host, _, port = hostport.rpartition(":")
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=0.5):
-            return True
-    except (OSError, ValueError):
-        return False

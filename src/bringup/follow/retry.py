@@ -1,80 +1,55 @@
 """The retry loop behind ``--retry N`` on ``bringup run`` and ``bringup up``::
 
-    outcome = run_with_retry(ChildAttempts(config, make_observer), retries=2, on_retry=print)
+    outcome = run_with_retry(ChildAttempts(config, make_observer), argv, retries=2, on_retry=print)
     outcome.result.exit_code, [a.to_json() for a in outcome.attempts]
 
-Each attempt is followed to a verdict by the supervisor; on a failure before ready the
+Each attempt is followed to a verdict by the follower; on a failure before ready the
 pure policy (``bringup.core.retry_policy.decide``) names the change, the ``Attempts``
 object makes it (``run``: a new command line; ``up``: a systemd drop-in and a restart),
 and the next attempt starts, at most ``retries`` times. Every change is reported to the
 ``on_retry`` hook as a frozen ``RetryEvent`` before the next attempt; every attempt is
-kept as an ``AttemptRecord`` (the summary's ``"attempts"``).
+kept as an ``AttemptRecord`` (the summary's ``"attempts"``). The attempts take how to
+follow (``follow``), the GPUs and the clock as dependencies; the defaults are the real ones.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from bringup.adapters import gpus as gpu_adapter
 from bringup.adapters.clock import Clock, SystemClock
-from bringup.adapters.commands import Runner, check
-from bringup.adapters.sources import UnitSource
+from bringup.adapters.gpus import GpuSource
+from bringup.adapters.sources.items import Source
+from bringup.adapters.systemd import Systemctl, write_retry_dropin
 from bringup.core import engine_args, retry_policy, service
+from bringup.core.attempts import AttemptRecord, RetryEvent
 from bringup.core.gpu import GpuReading, select_visible
 from bringup.core.plan.result import Plan
 from bringup.core.retry_policy import Change, Decision
-from bringup.core.systemd_unit import Word, render_retry_dropin, retry_dropin_path
-from bringup.core.vocab import Outcome
+from bringup.core.startup import LiveEvent
+from bringup.core.systemd_unit import Word, render_retry_dropin
 from bringup.errors import AdapterError, BringupError, InputError
-from bringup.supervisor import Observer, StartupConfig, StartupResult, run_startup
+from bringup.follow.types import Observer, StartupConfig, StartupResult
+from bringup.follow.wiring import follow_local
 
 
-@dataclass(frozen=True, slots=True)
-class RetryEvent:
-    """A change made before attempt ``attempt`` (2 is the first retry)."""
+class Follow(Protocol):
+    """How one attempt is followed (``bringup.follow.wiring.follow_local``)."""
 
-    attempt: int
-    change: Change
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"event": "retry", "attempt", "change": {"flag", "value", "reason"}}``."""
-        return {"event": "retry", "attempt": self.attempt, "change": change_json(self.change)}
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptRecord:
-    """One attempt: the command it ran, how it ended, and the change made after it."""
-
-    attempt: int
-    argv: tuple[str, ...]
-    outcome: Outcome
-    exit_code: int
-    failure_class: str | None
-    phase: str | None
-    change: Change | None  # the change made before the next attempt; None for the last
-    stopped_because: str | None  # the last attempt's failure: why it was not retried
-
-    def to_json(self) -> dict[str, Any]:
-        """One entry of the summary's ``"attempts"``."""
-        return {
-            "attempt": self.attempt,
-            "argv": list(self.argv),
-            "outcome": self.outcome.value,
-            "exit_code": self.exit_code,
-            "class": self.failure_class,
-            "phase": self.phase,
-            "change": change_json(self.change) if self.change is not None else None,
-            "not_retried": self.stopped_because,
-        }
-
-
-def change_json(change: Change) -> dict[str, Any]:
-    """``{"flag", "value", "reason"}`` (flag and value null for a wait for the GPUs)."""
-    return {"flag": change.flag, "value": change.value, "reason": change.reason}
+    def __call__(
+        self,
+        config: StartupConfig,
+        *,
+        source: Source | None = None,
+        observer: Observer | None = None,
+        on_event: Callable[[LiveEvent], None] | None = None,
+        clock: Clock | None = None,
+        follow: bool = True,
+    ) -> StartupResult: ...
 
 
 @dataclass(frozen=True)
@@ -260,10 +235,15 @@ class _SharedAttempts:
 
     config: StartupConfig
     _observer: DeferredClose | None
+    _gpus: GpuSource | None
+
+    def gpus(self) -> GpuSource:
+        """The GPUs to wait for (given, else the readings file or NVML of the config)."""
+        return self._gpus or gpu_adapter.open_source(self.config.gpus_from)
 
     def can_wait(self) -> bool:
         try:
-            gpu_adapter.open_source(self.config.gpus_from).read()
+            self.gpus().read()
         except BringupError:
             return False
         return True
@@ -285,11 +265,15 @@ class ChildAttempts(_SharedAttempts):
         *,
         wait_timeout_seconds: float = 300.0,
         clock: Clock | None = None,
+        follow: Follow = follow_local,
+        gpus: GpuSource | None = None,
     ) -> None:
         self.config = config
         self.make_observer = make_observer
         self.wait_timeout_seconds = wait_timeout_seconds
         self.clock = clock
+        self.follow = follow
+        self._gpus = gpus
         self._observer: DeferredClose | None = None
 
     def attempt(self, number: int, argv: tuple[str, ...]) -> StartupResult:
@@ -297,17 +281,17 @@ class ChildAttempts(_SharedAttempts):
         config = dataclasses.replace(
             self.config, argv=argv, exit_when_ready=self.config.exit_when_ready
         )
-        return run_startup(config, observer=self._observer, clock=self.clock)
+        return self.follow(config, observer=self._observer, clock=self.clock)
 
     def change(self, change: Change, argv: tuple[str, ...]) -> bool:
         if not change.wait_for_gpus:
             return True
-        source = gpu_adapter.open_source(self.config.gpus_from)
         return wait_for_free_gpus(
-            source.read,
+            self.gpus().read,
             wanted_utilization(argv),
             self.wait_timeout_seconds,
             cuda_visible_devices=self.config.environ.get("CUDA_VISIBLE_DEVICES"),
+            clock=self.clock,
         )
 
 
@@ -356,32 +340,6 @@ class DeferredClose:
 # -- bringup up --retry ----------------------------------------------------------------------------
 
 
-class _UnitSource(UnitSource):
-    """``UnitSource`` for a system unit or, with ``user``, a unit of the user's manager."""
-
-    def __init__(
-        self, unit: str, environ: Mapping[str, str], *, runner: Runner, user: bool
-    ) -> None:
-        super().__init__(unit, environ, runner=runner)
-        self.user = user
-
-    def show(self) -> dict[str, str]:
-        if not self.user:
-            return super().show()
-        result = self.runner.run(
-            ["systemctl", "--user", "show", self.unit, f"--property={self.PROPERTIES}"]
-        )
-        if result.returncode != 0:
-            raise AdapterError(
-                f"systemctl --user show {self.unit} failed: {result.stderr.strip() or result.returncode}"
-            )
-        return service.parse_show(result.stdout)
-
-    def journal_argv(self) -> list[str]:
-        argv = super().journal_argv()
-        return ["journalctl", "--user-unit", self.unit, *argv[3:]] if self.user else argv
-
-
 class UnitAttempts(_SharedAttempts):
     """``bringup up``: start the unit, follow it; a retry writes the ``bringup-retry.conf``
     drop-in with the changed ``ExecStart=``, runs ``daemon-reload`` and restarts the unit."""
@@ -389,60 +347,47 @@ class UnitAttempts(_SharedAttempts):
     def __init__(
         self,
         unit: str,
-        runner: Runner,
+        systemctl: Systemctl,
         config: StartupConfig,
         make_observer: Callable[[int], Observer],
         *,
         unit_dir: Path,
-        user: bool = False,
         start_timeout_seconds: float = 60.0,
         wait_timeout_seconds: float = 300.0,
         clock: Clock | None = None,
         on_note: Callable[[str], None] | None = None,
+        follow: Follow = follow_local,
+        gpus: GpuSource | None = None,
     ) -> None:
         self.unit = unit
         self.on_note = on_note
-        self.runner = runner
+        self.systemctl = systemctl
         self.config = config
         self.make_observer = make_observer
         self.unit_dir = unit_dir
-        self.user = user
         self.start_timeout_seconds = start_timeout_seconds
         self.wait_timeout_seconds = wait_timeout_seconds
         self.clock = clock or SystemClock()
+        self.follow = follow
+        self._gpus = gpus
         self.words: tuple[Word, ...] = ()
         self.notes: list[str] = []
         self.dropin: Path | None = None
         self._observer: DeferredClose | None = None
 
-    def systemctl(self, *args: str) -> list[str]:
-        return ["systemctl", *(["--user"] if self.user else []), *args]
-
-    def show(self) -> dict[str, str]:
-        """``systemctl show NAME`` with the properties ``status`` and ``up`` read."""
-        result = check(
-            self.runner.run(
-                self.systemctl("show", self.unit, "--property=" + ",".join(service.SHOW_PROPERTIES))
-            )
-        )
-        return service.parse_show(result.stdout)
-
     def server_argv(self) -> tuple[str, ...]:
         """The unit's server command, from ``systemctl cat`` (else ``systemctl show -p ExecStart``)."""
-        cat = self.runner.run(self.systemctl("cat", self.unit))
-        words = service.exec_start_from_cat(cat.stdout) if cat.returncode == 0 else None
-        if words is None:
-            words = service.exec_start_from_show(self.show().get("ExecStart", ""))
+        words = self.systemctl.exec_start(self.unit)
         if not words:
             raise InputError(
                 f"cannot read the ExecStart= of {self.unit}",
-                hint=f"check it with `systemctl{' --user' if self.user else ''} cat {self.unit}`",
+                hint=f"check it with `{self.systemctl.name} cat {self.unit}`",
             )
         self.words = words
         return tuple(service.server_argv(words))
 
     def attempt(self, number: int, argv: tuple[str, ...]) -> StartupResult:
-        before = self.show()
+        before = self.systemctl.show(self.unit)
         if before.get("LoadState") == "not-found":
             raise InputError(
                 f"unit {self.unit} not found",
@@ -452,35 +397,33 @@ class UnitAttempts(_SharedAttempts):
         if number == 1 and running:
             self._note(f"{self.unit} is already {before['ActiveState']}: following its current run")
         else:
-            verb = "start" if number == 1 else "restart"
-            check(self.runner.run(self.systemctl(verb, "--no-block", self.unit)))
+            self.systemctl.start(self.unit, restart=number > 1)
             self._wait_new_invocation(before.get("InvocationID", ""))
         self._observer = DeferredClose(self.make_observer(number))
-        source = _UnitSource(self.unit, self.config.environ, runner=self.runner, user=self.user)
+        source = self.systemctl.unit_source(self.unit, self.config.environ)
         config = dataclasses.replace(self.config, argv=(), exit_when_ready=True)
-        return run_startup(
+        return self.follow(
             config, source=source, observer=self._observer, clock=self.clock, follow=False
         )
 
     def _wait_new_invocation(self, old: str) -> None:
         end = self.clock.monotonic() + self.start_timeout_seconds
         while True:
-            now = self.show()
+            now = self.systemctl.show(self.unit)
             if now.get("InvocationID", "") not in ("", old) or now.get("ActiveState") == "failed":
                 return
             if self.clock.monotonic() >= end:
                 raise AdapterError(
                     f"{self.unit} did not start within {self.start_timeout_seconds:g}s "
                     f"(state {now.get('ActiveState', '?')}/{now.get('SubState', '?')})",
-                    hint=f"look at `systemctl{' --user' if self.user else ''} status {self.unit}`",
+                    hint=f"look at `{self.systemctl.name} status {self.unit}`",
                 )
             self.clock.sleep(0.2)
 
     def change(self, change: Change, argv: tuple[str, ...]) -> bool:
         if change.wait_for_gpus or change.flag is None:
-            source = gpu_adapter.open_source(self.config.gpus_from)
             return wait_for_free_gpus(
-                source.read,
+                self.gpus().read,
                 wanted_utilization(argv),
                 self.wait_timeout_seconds,
                 cuda_visible_devices=self.config.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -490,18 +433,11 @@ class UnitAttempts(_SharedAttempts):
         self.notes.append(
             f"{change.flag}{' ' + change.value if change.value is not None else ''}: {change.reason}"
         )
-        path = self.unit_dir / retry_dropin_path(self.unit)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render_retry_dropin(self.words, self.notes), encoding="utf-8")
-        except OSError as exc:
-            raise InputError(
-                f"cannot write {path}: {exc.strerror or exc}",
-                hint="run as root for a system unit, or use --user for a user unit",
-            ) from exc
-        self.dropin = path
-        check(self.runner.run(self.systemctl("daemon-reload")))
-        self._note(f"wrote {path} and ran systemctl{' --user' if self.user else ''} daemon-reload")
+        self.dropin = write_retry_dropin(
+            self.unit_dir, self.unit, render_retry_dropin(self.words, self.notes)
+        )
+        self.systemctl.daemon_reload()
+        self._note(f"wrote {self.dropin} and ran {self.systemctl.name} daemon-reload")
         return True
 
     def _note(self, text: str) -> None:

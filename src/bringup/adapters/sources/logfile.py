@@ -1,0 +1,79 @@
+"""``FileSource``: a log file followed by name, like ``tail -F``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from bringup.adapters.process import decode_line
+from bringup.adapters.sources.items import Emit, LineItem, Stoppable
+from bringup.errors import InputError
+
+
+class FileSource(Stoppable):
+    """A log file followed by name, like ``tail -F``: from its start, across renames and truncation."""
+
+    def __init__(self, path: str, *, poll_seconds: float = 0.1) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.poll_seconds = poll_seconds
+        self.description = f"log {path}"
+
+    def start(self, emit: Emit) -> None:
+        if not self.path.exists():
+            raise InputError(
+                f"log file not found: {self.path}", hint="give the path the server writes to"
+            )
+        threading.Thread(target=self._follow, args=(emit,), daemon=True, name="follow-log").start()
+
+    def command(self) -> list[str] | None:
+        return None
+
+    def _follow(self, emit: Emit) -> None:
+        handle, inode, pending = None, None, b""
+        while not self._stopped.is_set():
+            if handle is None:
+                with contextlib.suppress(OSError):
+                    handle = self.path.open("rb")
+                    inode = os.fstat(handle.fileno()).st_ino
+                if handle is None:
+                    self._stopped.wait(self.poll_seconds)
+                    continue
+            chunk = handle.read(65536)
+            if chunk:
+                pending = _emit_lines(pending + chunk, "log", emit)
+                continue
+            moved, truncated = self._changed(handle, inode)
+            if moved or truncated:
+                if pending:
+                    emit(LineItem("log", decode_line(pending)))
+                pending = b""
+                if moved:
+                    handle.close()
+                    handle = None
+                else:
+                    handle.seek(0)
+                continue
+            self._stopped.wait(self.poll_seconds)
+        if handle is not None:
+            handle.close()
+
+    def _changed(self, handle: Any, inode: int | None) -> tuple[bool, bool]:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return False, False  # renamed away, not yet recreated: keep reading the old one
+        if st.st_ino != inode:
+            return True, False
+        return False, st.st_size < handle.tell()
+
+
+def _emit_lines(data: bytes, stream: str, emit: Emit) -> bytes:
+    """Emit every complete line of ``data``; return the unfinished rest."""
+    *lines, rest = data.split(b"\n")
+    for raw in lines:
+        emit(LineItem(stream, decode_line(raw)))
+    return rest

@@ -1,0 +1,137 @@
+"""What the follower is given and what it gives back: its configuration, its result, and the
+small interfaces of every dependency (source, prober, GPUs, clock, sd_notify, observer)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bringup.core.diagnosis import Diagnosis, Failure
+from bringup.core.startup import LiveEvent, ProbeKind, ProbeObservation, StartupMachine
+from bringup.core.vocab import Engine, Outcome
+
+EXIT_READY = 0
+EXIT_FAILED = 1
+EXIT_STALLED = 4
+
+
+@dataclass(frozen=True)
+class StartupConfig:
+    """What to follow and how. ``argv`` is the server command (run); empty for watch."""
+
+    argv: tuple[str, ...] = ()
+    engine: Engine | None = None  # None: from the command, else from the log
+    url: str | None = None  # None: the command's --host/--port, else the engine's default
+    stall_seconds: float | None = 300.0
+    deadline_seconds: float | None = 7200.0
+    grace_seconds: float = 10.0  # SIGTERM → SIGKILL
+    keep: bool = False  # leave the server running on failure (and with exit_when_ready)
+    exit_when_ready: bool = False  # return at ready instead of supervising
+    api_key: str | None = None
+    gpus_from: str | None = None
+    notify: bool = False  # speak sd_notify (run under systemd Type=notify)
+    environ: Mapping[str, str] = field(default_factory=dict)
+    detach_log: str | None = None  # where a kept server's output goes; None: a temp file
+    gpu_interval_seconds: float = 1.0
+    probe_interval_seconds: float = 0.25
+    wrapper_grace_seconds: float = 2.0
+
+
+@dataclass
+class StartupResult:
+    """How a followed startup ended."""
+
+    outcome: Outcome  # ready | failed | stalled (incomplete when interrupted before a verdict)
+    exit_code: (
+        int  # bringup's: 0 ready, 1 failed, 4 stalled/deadline, 128+N interrupted by signal N
+    )
+    failure: Failure | None
+    diagnosis: Diagnosis | None
+    argv: tuple[str, ...]  # the server command as run
+    time_to_ready_seconds: float | None
+    summary: dict[str, Any]  # the JSON summary line
+    url: str
+    model: str | None = None
+    server_exit_code: int | None = None
+    left_running_pid: int | None = None  # --keep: the server still running
+    detached_log: str | None = None  # --keep: where its output now goes
+    interrupted: bool = False
+
+
+class Prober(Protocol):
+    """The HTTP probes of one server (``adapters.http_probe.HttpProber``)."""
+
+    base_url: str
+
+    def probe(
+        self, kind: ProbeKind, *, health_path: str = "/health", model: str | None = None
+    ) -> ProbeObservation: ...
+
+    def close(self) -> None: ...
+
+
+ProberFactory = Callable[[str], Prober]  # base URL → prober
+
+
+class Notify(Protocol):
+    """sd_notify messages (``adapters.sd_notify.Notifier``)."""
+
+    def ready(self, status: str | None = None) -> bool: ...
+    def status(self, text: str) -> bool: ...
+    def extend_timeout(self, seconds: float) -> bool: ...
+    def watchdog(self) -> bool: ...
+    def stopping(self) -> bool: ...
+    def watchdog_interval_seconds(self) -> float | None: ...
+
+
+class Observer(Protocol):
+    """Renders a followed startup (``bringup.render.live``)."""
+
+    def event(self, event: LiveEvent) -> None: ...
+    def line(self, stream: str, text: str) -> None: ...
+    def note(self, text: str) -> None: ...
+    def refresh(self, machine: StartupMachine, now: float) -> None: ...
+    def close(self, result: StartupResult, machine: StartupMachine) -> None: ...
+
+
+class NullObserver:
+    """Renders nothing."""
+
+    def event(self, event: LiveEvent) -> None: ...
+    def line(self, stream: str, text: str) -> None: ...
+    def note(self, text: str) -> None: ...
+    def refresh(self, machine: StartupMachine, now: float) -> None: ...
+    def close(self, result: StartupResult, machine: StartupMachine) -> None: ...
+
+
+class GuardedObserver:
+    """Output is best effort: a closed pipe (``bringup run | head``) or a gone terminal must
+    never stop the supervision of the server, nor leave the server running unsupervised."""
+
+    def __init__(self, inner: Observer) -> None:
+        self.inner = inner
+        self.broken = False
+
+    def _call(self, name: str, *args: Any) -> None:
+        if self.broken:
+            return
+        try:
+            getattr(self.inner, name)(*args)
+        except OSError:  # BrokenPipeError, EIO on a closed terminal
+            self.broken = True
+
+    def event(self, event: LiveEvent) -> None:
+        self._call("event", event)
+
+    def line(self, stream: str, text: str) -> None:
+        self._call("line", stream, text)
+
+    def note(self, text: str) -> None:
+        self._call("note", text)
+
+    def refresh(self, machine: StartupMachine, now: float) -> None:
+        self._call("refresh", machine, now)
+
+    def close(self, result: StartupResult, machine: StartupMachine) -> None:
+        self._call("close", result, machine)

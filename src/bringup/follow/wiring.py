@@ -1,0 +1,55 @@
+"""The real dependencies of the follower, assembled in one place (the composition root)::
+
+    result = follow_local(StartupConfig(argv=("vllm", "serve", "m")), observer=observer)
+
+``run_startup`` itself takes every dependency; this module builds the ones bringup uses
+on a real machine: a child process (or the given source), HTTP probes with the API key,
+NVML or a readings file, the system clock, and sd_notify when ``config.notify``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bringup.adapters import gpus as gpu_adapter
+from bringup.adapters.clock import Clock, SystemClock
+from bringup.adapters.http_probe import HttpProber, api_key_from
+from bringup.adapters.sd_notify import Notifier
+from bringup.adapters.sources.child import ChildSource
+from bringup.adapters.sources.items import Source
+from bringup.core.startup import LiveEvent
+from bringup.follow.loop import run_startup
+from bringup.follow.types import Observer, Prober, ProberFactory, StartupConfig, StartupResult
+
+
+def http_prober(config: StartupConfig) -> ProberFactory:
+    """HTTP probes of a base URL, with the API key from ``config`` or the environment."""
+    key = api_key_from(config.api_key, config.environ)
+
+    def make(url: str) -> Prober:
+        return HttpProber(url, api_key=key)
+
+    return make
+
+
+def follow_local(
+    config: StartupConfig,
+    *,
+    source: Source | None = None,
+    observer: Observer | None = None,
+    on_event: Callable[[LiveEvent], None] | None = None,
+    clock: Clock | None = None,
+    follow: bool = True,
+) -> StartupResult:
+    """``run_startup`` with the real dependencies; no ``source``: start ``config.argv`` as a child."""
+    return run_startup(
+        config,
+        source=source or ChildSource(config.argv, config.environ),
+        prober=http_prober(config),
+        gpus=gpu_adapter.open_source(config.gpus_from),
+        clock=clock or SystemClock(),
+        notify=Notifier(config.environ) if config.notify else None,
+        observer=observer,
+        on_event=on_event,
+        follow=follow,
+    )
