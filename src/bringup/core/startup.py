@@ -3,7 +3,7 @@
 ``StartupMachine`` is fed what the supervisor loop observes (analyzer events, log lines,
 HTTP probe observations, GPU samples, the process exit) together with ``now`` (monotonic
 seconds, passed in) and answers with ``LiveEvent`` values to report. It never reads a
-clock, a socket or a process: ``bringup.supervisor`` does that and asks this module what
+clock, a socket or a process: ``bringup.follow`` does that and asks this module what
 it means.
 
 The rules (issue 5):
