@@ -38,4 +38,4 @@ def test_files_the_server_refuses_are_flagged(key: str, models: dict[str, Path])
     assert code == 1
     assert doc["ok"] is False
     kinds = {p["kind"] for p in doc["problems"]}  # type: ignore[attr-defined]
-    assert kinds & {"gguf_invalid", "truncated"}, kinds
+    assert kinds & {"bad_magic", "truncated"}, kinds

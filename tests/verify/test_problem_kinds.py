@@ -7,7 +7,7 @@ import os
 import struct
 from pathlib import Path
 
-from bringup.core.checkpoint import PROBLEM_KINDS
+from bringup.core.checkpoint import PROBLEM_KINDS, format_size
 
 from builders.gguf import write_tiny_llama_gguf
 from builders.safetensors import (
@@ -266,13 +266,62 @@ def test_gguf_invalid(tmp_path: Path, verify) -> None:
     assert result.kinds() == [("gguf_invalid", "tiny.gguf")]
 
 
-def test_gguf_truncated_data_is_gguf_invalid(tmp_path: Path, verify) -> None:
-    """A GGUF cut short inside its tensor data is gguf_invalid with the size on disk."""
+def test_gguf_truncated_data_is_truncated_with_both_sizes(tmp_path: Path, verify) -> None:
+    """A GGUF cut short inside its tensor data is truncated, with the size the table needs and
+    the size on disk."""
     (path,) = write_tiny_llama_gguf(tmp_path / "tiny.gguf")
+    full = path.stat().st_size
     os.truncate(path, 300_000)
-    problem = verify(path, "--json").problem("gguf_invalid")
-    assert "past the end" in problem["detail"]
-    assert "300.00 kB" in problem["detail"]
+    result = verify(path, "--json")
+    assert result.code == 1
+    assert result.kinds() == [("truncated", "tiny.gguf")]
+    assert result.problem("truncated")["detail"] == (
+        f"the tensor table says {format_size(full)} ({full:,} bytes), 300.00 kB (300,000 bytes) on disk"
+    )
+
+
+def test_gguf_cut_inside_its_header_is_truncated(tmp_path: Path, verify) -> None:
+    """A GGUF that ends inside its metadata (the vocabulary) is truncated, not a parser error."""
+    (path,) = write_tiny_llama_gguf(tmp_path / "tiny.gguf")
+    os.truncate(path, 2_000)
+    detail = verify(path, "--json").problem("truncated")["detail"]
+    assert detail.startswith("the file ends inside its GGUF header: it needs at least ")
+    assert detail.endswith(", 2,000 bytes on disk")
+
+
+def _tensor_info(path: Path, index: int) -> tuple[int, int]:
+    """Byte positions of tensor ``index``'s type and data offset in the tensor table."""
+    import gguf
+
+    field = gguf.GGUFReader(path).tensors[index].field
+    sizes = [int(part.nbytes) for part in field.parts]
+    return field.offset + sum(sizes[:-2]), field.offset + sum(sizes[:-1])
+
+
+def test_gguf_unknown_tensor_type_is_dtype_unknown(tmp_path: Path, verify) -> None:
+    (path,) = write_tiny_llama_gguf(tmp_path / "tiny.gguf")
+    type_at, _ = _tensor_info(path, 3)
+    data = bytearray(path.read_bytes())
+    data[type_at : type_at + 4] = struct.pack("<I", 4)  # Q4_2: removed from GGML long ago
+    path.write_bytes(bytes(data))
+    result = verify(path, "--json")
+    assert result.kinds() == [("dtype_unknown", "tiny.gguf")]
+    assert result.problem("dtype_unknown")["detail"].startswith(
+        "tensor 'blk.0.attn_norm.weight' has tensor type 4, which GGUF (gguf "
+    )
+
+
+def test_gguf_tensor_data_outside_the_file_is_offsets_invalid(tmp_path: Path, verify) -> None:
+    (path,) = write_tiny_llama_gguf(tmp_path / "tiny.gguf")
+    _, offset_at = _tensor_info(path, 3)
+    data = bytearray(path.read_bytes())
+    data[offset_at : offset_at + 8] = struct.pack("<Q", 10**15)
+    path.write_bytes(bytes(data))
+    detail = verify(path, "--json").problem("offsets_invalid")["detail"]
+    assert detail.startswith(
+        "tensor 'blk.0.attn_norm.weight' has data offset 1,000,000,000,000,000, expected "
+    )
+    assert detail.endswith(f": its data lies outside the file ({format_size(len(data))})")
 
 
 def test_split_missing(tmp_path: Path, verify) -> None:
@@ -302,15 +351,18 @@ def test_every_kind_is_covered() -> None:
         "quantization_mismatch",
         "gguf_invalid",
         "split_missing",
+        "bad_magic",
     )
     source = Path(__file__).read_text()
     assert all(f"def test_{kind}" in source for kind in PROBLEM_KINDS)
 
 
-def test_gguf_invalid_magic(tmp_path: Path, verify) -> None:
-    """A .gguf file that is not GGUF at all is gguf_invalid naming the magic, exit 1."""
+def test_bad_magic(tmp_path: Path, verify) -> None:
+    """A .gguf file that is not GGUF at all is bad_magic showing its first bytes, exit 1."""
     path = tmp_path / "model.gguf"
     path.write_bytes(b"PK\x03\x04" + b"\0" * 64)
     result = verify(path, "--json")
     assert result.code == 1
-    assert "magic" in result.problem("gguf_invalid")["detail"]
+    assert result.problem("bad_magic")["detail"] == (
+        "it does not start with the GGUF magic: its first bytes are b'PK\\x03\\x04'"
+    )

@@ -12,10 +12,11 @@ its snapshots; a single ``.safetensors`` file; a ``.gguf`` file (part 1 of a spl
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from bringup.adapters import gguf_file
+from bringup.adapters import files, gguf_file
 from bringup.core import safetensors
 from bringup.core.checkpoint import (
     INDEX_NAME,
@@ -34,23 +35,30 @@ from bringup.errors import InputError
 MAX_JSON_BYTES = 64 * 1024 * 1024  # config.json and the index are small; refuse absurd ones
 
 
+CHECKPOINT_HINT = "give a model folder, a .safetensors file or a .gguf file"
+
+
 def resolve_model_path(path: str | os.PathLike[str]) -> Path:
     """The folder or file to verify, from any of the accepted inputs (see module docstring)."""
     p = Path(os.path.abspath(Path(path).expanduser()))
     if p.suffix == ".gguf":
         return gguf_file.first_part(p) if _any_part_exists(p) else _missing(p)
-    if not p.exists():
+    st = stat_or_none(p)
+    if st is None:
         return _missing(p)
-    if p.is_file():
+    if stat.S_ISREG(st.st_mode):
         if p.suffix == ".safetensors":
             return p
+        raise InputError(f"{files.shown(p)} is not a checkpoint file", hint=CHECKPOINT_HINT)
+    if not stat.S_ISDIR(st.st_mode):
         raise InputError(
-            f"{p} is not a checkpoint file",
-            hint="give a model folder, a .safetensors file or a .gguf file",
+            f"{files.shown(p)} is {files.kind_of(st.st_mode)}, not a checkpoint",
+            hint=CHECKPOINT_HINT,
         )
-    if (p / "snapshots").is_dir():
+    listing = _listdir(p)  # first, so an unreadable folder is named, not a file inside it
+    if _is_dir(p / "snapshots"):
         return _cache_snapshot(p)
-    repos = sorted(c.name for c in _listdir(p) if c.name.startswith("models--"))
+    repos = sorted(c.name for c in listing if c.name.startswith("models--"))
     if repos and not _weight_names(p):
         raise InputError(
             f"{p} is a Hugging Face cache, not one model",
@@ -60,34 +68,48 @@ def resolve_model_path(path: str | os.PathLike[str]) -> Path:
 
 
 def _missing(p: Path) -> Path:
-    raise InputError(f"no such file or folder: {p}", hint="check the path")
+    raise InputError(f"no such file or folder: {files.shown(p)}", hint="check the path")
+
+
+def stat_or_none(path: Path) -> os.stat_result | None:
+    """``os.stat(path)``; None when nothing is there (a dangling link included). Any other
+    failure (permission denied on a folder above, a symlink loop) is an InputError."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise files.error(exc, path) from None
+
+
+def _is_dir(path: Path) -> bool:
+    st = stat_or_none(path)
+    return st is not None and stat.S_ISDIR(st.st_mode)
 
 
 def _any_part_exists(p: Path) -> bool:
-    return any(q.exists() for q in gguf_file.split_parts(gguf_file.first_part(p)))
+    return any(stat_or_none(q) is not None for q in gguf_file.split_parts(gguf_file.first_part(p)))
 
 
 def _cache_snapshot(repo: Path) -> Path:
     ref = repo / "refs" / "main"
-    if ref.is_file():
-        rev = ref.read_text(encoding="utf-8", errors="replace").strip()
-        if rev and (repo / "snapshots" / rev).is_dir():
+    ref_stat = stat_or_none(ref)
+    if ref_stat is not None and stat.S_ISREG(ref_stat.st_mode):
+        rev = files.read_text(ref, limit=4096, what="cache ref").strip()
+        if rev and "/" not in rev and _is_dir(repo / "snapshots" / rev):
             return repo / "snapshots" / rev
-    snaps = [s for s in _listdir(repo / "snapshots") if s.is_dir()]
+    snaps = [(st, s) for s in _listdir(repo / "snapshots") if (st := stat_or_none(s)) is not None]
+    snaps = [(st, s) for st, s in snaps if stat.S_ISDIR(st.st_mode)]
     if not snaps:
         raise InputError(
-            f"{repo} has no snapshots", hint="the download never finished; fetch the model again"
+            f"{files.shown(repo)} has no snapshots",
+            hint="the download never finished; fetch the model again",
         )
-    return max(snaps, key=lambda s: (s.stat().st_mtime, s.name))
+    return max(snaps, key=lambda x: (x[0].st_mtime, x[1].name))[1]
 
 
 def _listdir(folder: Path) -> list[Path]:
-    try:
-        return sorted(folder.iterdir())
-    except OSError as exc:
-        raise InputError(
-            f"cannot list {folder}: {exc.strerror}", hint="check its permissions"
-        ) from exc
+    return files.list_folder(folder, what="model folder")
 
 
 def _weight_names(folder: Path) -> list[str]:
@@ -103,7 +125,7 @@ def scan_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     root = resolve_model_path(path)
     if root.suffix == ".gguf":
         return gguf_file.scan_gguf(root)
-    if root.is_file():
+    if not _is_dir(root):
         tensors, problems, size = read_safetensors(root, root.name)
         return Checkpoint(
             root=str(root),
@@ -150,7 +172,7 @@ def _scan_folder(root: Path, weights: list[str]) -> Checkpoint:
     sizes: dict[str, int] = {}
     present: list[str] = []
     for name in weights:
-        if not (root / name).exists():  # a dangling cache symlink: the blob is gone
+        if stat_or_none(root / name) is None:  # a dangling cache symlink: the blob is gone
             continue
         present.append(name)
         tensors, found, sizes[name] = read_safetensors(root / name, name)
@@ -182,49 +204,46 @@ def _scan_folder(root: Path, weights: list[str]) -> Checkpoint:
 
 
 def _dangling(root: Path, name: str) -> Problem:
+    try:
+        target = files.shown(os.readlink(root / name))
+    except OSError:
+        target = "a file"
     return Problem(
         "missing_shard",
         name,
-        f"{root / name} points to {os.readlink(root / name)}, which is not there",
+        f"{files.shown(root / name)} points to {target}, which is not there",
         f"fetch {name} again: its download did not finish",
     )
 
 
 def read_safetensors(path: Path, name: str) -> tuple[list[TensorInfo], list[Problem], int]:
     """Read one safetensors file's header: its tensors, its problems and its size on disk."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            prefix = f.read(safetensors.PREFIX_BYTES)
-            head = safetensors.read_prefix(prefix, size, name)
-            if head.header_bytes is None:
-                return [], [head.problem] if head.problem else [], size
-            header = _read_header(f, prefix, head.header_bytes)
-    except OSError as exc:
-        raise InputError(
-            f"cannot read {path}: {exc.strerror}", hint="check its permissions"
-        ) from exc
+    with files.open_file(path, what="safetensors shard", hint=SHARD_HINT) as f:
+        size = os.fstat(f.fileno()).st_size
+        prefix = files.read_all(f, safetensors.PREFIX_BYTES, path=path)
+        head = safetensors.read_prefix(prefix, size, name)
+        if head.header_bytes is None:
+            return [], [head.problem] if head.problem else [], size
+        header = _read_header(f, path, prefix, head.header_bytes)
     tensors, problems = safetensors.parse_header(header, name, size)
     return tensors, problems, size
 
 
-def _read_header(f: BinaryIO, prefix: bytes, n_bytes: int) -> bytes:
+SHARD_HINT = "replace it with the real shard: fetch it again"
+
+
+def _read_header(f: BinaryIO, path: Path, prefix: bytes, n_bytes: int) -> bytes:
     start = safetensors.LENGTH_BYTES
     have = prefix[start : start + n_bytes]
     if len(have) == n_bytes:
         return have
-    return have + f.read(n_bytes - len(have))
+    # a file that shrank since its size was read gives a short header: parse_header says so
+    return have + files.read_all(f, n_bytes - len(have), path=path)
 
 
 def _read_text(path: Path) -> str | None:
     """A small text file's contents; None when it is absent (or a dangling link)."""
-    try:
-        with path.open("rb") as f:
-            data = f.read(MAX_JSON_BYTES + 1)
-    except FileNotFoundError:
+    if stat_or_none(path) is None:
         return None
-    except OSError as exc:
-        raise InputError(
-            f"cannot read {path}: {exc.strerror}", hint="check its permissions"
-        ) from exc
-    return data[:MAX_JSON_BYTES].decode("utf-8", errors="replace")
+    data = files.read_bytes(path, limit=MAX_JSON_BYTES, what=path.name)
+    return data.decode("utf-8", errors="replace")

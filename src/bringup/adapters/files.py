@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+from bringup.core.printable import printable
 from bringup.errors import InputError
 
 StrPath = str | os.PathLike[str]
@@ -35,26 +36,11 @@ Want = Literal["file", "folder", "any"]
 
 BLOCK_BYTES = 8 * 1024 * 1024
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def shown(path: StrPath) -> str:
-    """``path`` as one printable line: invalid UTF-8 as ``\\xNN``, control characters escaped.
-
-    A name may hold any byte but ``/`` and NUL; printed raw, a newline would split the
-    one-line error and an escape sequence would drive the terminal.
-    """
-    text = os.fsencode(path).decode("utf-8", "backslashreplace")
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
-
-
-def _escape(ch: str) -> str:
-    if ch in _ESCAPES:
-        return _ESCAPES[ch]
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+def shown(path: StrPath | bytes) -> str:
+    """``path`` as one printable line (see :func:`bringup.core.printable.printable`)."""
+    return printable(os.fsdecode(path))
 
 
 def kind_of(mode: int) -> str:

@@ -14,14 +14,17 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bringup.adapters import files
 from bringup.core.checkpoint import Digest, Expected
 from bringup.errors import InputError
 
 BUFFER_BYTES = 8 * 1024 * 1024
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # ~500,000 lines; a manifest is far smaller
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 _MANIFEST_LINE = re.compile(r"^\\?([0-9a-fA-F]{64}) [ *](.+)$")
@@ -36,27 +39,36 @@ def hash_file(
     progress: Progress | None = None,
     buffer_bytes: int = BUFFER_BYTES,
 ) -> Digest:
-    """sha256 (and optionally the git blob sha1) of one file, streamed."""
+    """sha256 (and optionally the git blob sha1) of one regular file, streamed."""
     buf = bytearray(buffer_bytes)
     view = memoryview(buf)
     sha = hashlib.sha256()
-    try:
-        with path.open("rb", buffering=0) as f:
-            size = os.fstat(f.fileno()).st_size
-            sha1 = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False) if git_sha1 else None
-            total = 0
-            while n := f.readinto(buf):
-                chunk = view[:n]
+    with files.open_file(path, what="file") as f:
+        size = os.fstat(f.fileno()).st_size
+        sha1 = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False) if git_sha1 else None
+        total = 0
+        readinto = f.readinto  # type: ignore[attr-defined]
+        try:
+            # never past the size it had when opened: a file written faster than it is read
+            # would otherwise keep the loop going for ever
+            while total < size and (n := readinto(view[: min(buffer_bytes, size - total)])):
+                chunk = view[:n] if n < buffer_bytes else view
                 sha.update(chunk)
                 if sha1 is not None:
                     sha1.update(chunk)
                 total += n
                 if progress is not None:
                     progress(n)
-    except OSError as exc:
+        except OSError as exc:
+            raise files.error(exc, path) from None
+        now = os.fstat(f.fileno()).st_size
+    if total != size or now != size:
         raise InputError(
-            f"cannot read {path}: {exc.strerror}", hint="check its permissions"
-        ) from exc
+            f"{files.shown(path)} changed while it was hashed: {size:,} bytes when hashing "
+            f"began, {now:,} now",
+            hint="something is still writing it; wait for the download or copy to finish, "
+            "then verify again",
+        )
     return Digest(sha.hexdigest(), sha1.hexdigest() if sha1 is not None else None, total)
 
 
@@ -83,19 +95,44 @@ def hash_files(
 def files_to_hash(root: Path) -> dict[str, Path]:
     """Every regular file under ``root`` (a folder, or one file), by name relative to it.
 
-    Symlinks are followed (cache snapshots are all symlinks); hidden folders (``.git``,
-    ``.cache``) are skipped.
+    Symlinks are followed (cache snapshots are all symlinks), each folder once (a link back
+    to a folder above is not a loop); hidden folders (``.git``, ``.cache``) are skipped;
+    dangling links are left to the header scan. A FIFO, socket or device inside, or a
+    folder that cannot be listed, is an InputError: a hash that skipped it would lie.
     """
-    if root.is_file():
+    st = files.check_path(root, what="checkpoint", want="any")
+    if stat.S_ISREG(st.st_mode):
         return {root.name: root}
     found: dict[str, Path] = {}
-    for folder, dirs, names in os.walk(root, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(names):
-            path = Path(folder, name)
-            if path.is_file():
-                found[path.relative_to(root).as_posix()] = path
-    return found
+    seen: set[tuple[int, int]] = set()
+    stack = [(root, "")]
+    while stack:
+        folder, prefix = stack.pop()
+        fst = files.check_path(folder, what="folder", want="folder")
+        if (fst.st_dev, fst.st_ino) in seen:
+            continue
+        seen.add((fst.st_dev, fst.st_ino))
+        subfolders = []
+        for path in files.list_folder(folder, what="model folder"):
+            try:
+                est = os.stat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                raise files.error(exc, path) from None
+            name = prefix + path.name
+            if stat.S_ISDIR(est.st_mode):
+                if not path.name.startswith("."):
+                    subfolders.append((path, name + "/"))
+            elif stat.S_ISREG(est.st_mode):
+                found[name] = path
+            else:
+                raise InputError(
+                    f"{files.shown(path)} is {files.kind_of(est.st_mode)} inside the checkpoint",
+                    hint="move it out of the model folder: --hash reads every file there",
+                )
+        stack.extend(reversed(subfolders))
+    return dict(sorted(found.items()))
 
 
 def cache_expectations(folder: Path, names: Iterable[str]) -> dict[str, Expected]:
@@ -115,12 +152,9 @@ def cache_expectations(folder: Path, names: Iterable[str]) -> dict[str, Expected
 
 def read_manifest(path: Path) -> dict[str, Expected]:
     """Parse a ``sha256sum`` manifest (``<hex>  <name>`` or ``<hex> *<name>`` per line)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(
-            f"cannot read manifest {path}: {exc.strerror}", hint="check the path"
-        ) from exc
+    text = files.read_text(
+        path, limit=MAX_MANIFEST_BYTES, what="manifest", hint="give a `sha256sum` output file"
+    )
     found: dict[str, Expected] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
@@ -128,7 +162,7 @@ def read_manifest(path: Path) -> dict[str, Expected]:
         m = _MANIFEST_LINE.match(line.rstrip("\r"))
         if m is None:
             raise InputError(
-                f"{path} line {number} is not `<sha256>  <file>`: {line[:60]!r}",
+                f"{files.shown(path)} line {number} is not `<sha256>  <file>`: {line[:60]!r}",
                 hint="write it with `sha256sum FILES > MANIFEST` or --write-manifest",
             )
         name = m[2].removeprefix("./")

@@ -161,4 +161,10 @@ def _split_dashes(args: list[str]) -> tuple[list[str], list[str] | None]:
 
 def entry() -> None:
     """Console-script entry point."""
+    for stream in (sys.stdout, sys.stderr):
+        # a name with invalid UTF-8 (a lone surrogate from the OS) prints as \udcff, never
+        # a UnicodeEncodeError; JSON keeps parsing (it is a valid \u escape)
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     sys.exit(main())

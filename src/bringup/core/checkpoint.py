@@ -20,8 +20,8 @@ PROBLEM_KINDS: tuple[str, ...] = (
     "header_invalid",  # the safetensors header (or the index) is not valid JSON of the right shape
     "header_too_large",  # the 8-byte header length is absurd; refused before allocating
     "lfs_pointer",  # a git-lfs pointer text file instead of the weights
-    "offsets_invalid",  # tensor byte spans wrong size, overlapping, gapped or out of bounds
-    "dtype_unknown",  # a dtype safetensors does not define
+    "offsets_invalid",  # tensor byte spans wrong size, overlapping, gapped or out of the file
+    "dtype_unknown",  # a dtype (GGUF: tensor type) the format does not define
     "duplicate_tensor",  # one tensor name in two shards
     "index_tensor_missing",  # the index maps a tensor to a shard whose header lacks it
     "hash_mismatch",  # sha256 differs from the HF cache blob name or the manifest
@@ -30,6 +30,7 @@ PROBLEM_KINDS: tuple[str, ...] = (
     "quantization_mismatch",  # quantization_config disagrees with the tensors
     "gguf_invalid",  # a GGUF file does not parse, or its tensor data runs past the end
     "split_missing",  # a part of a split GGUF is absent
+    "bad_magic",  # a GGUF file that does not start with the GGUF magic
 )
 
 INDEX_NAME = "model.safetensors.index.json"

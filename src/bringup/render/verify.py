@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from bringup.core.checkpoint import VerifyReport, format_size
+from bringup.core.printable import printable
 from bringup.units import format_seconds
 
 
@@ -38,7 +39,7 @@ def format_summary(report: VerifyReport, root: str) -> list[str]:
     dtypes = ", ".join(f"{d} {format_size(b)}" for d, b in report.bytes_by_dtype.items()) or "none"
     noun = "file" if report.files == 1 else "files"
     return [
-        f"checkpoint {escape(root)}",
+        f"checkpoint {escape(printable(root))}",
         (
             f"  {report.format}: {report.files} {noun}, {report.tensors} tensors, "
             f"{format_count(report.parameters)} parameters, {format_size(total)} of tensor data"
@@ -74,7 +75,7 @@ def print_report(
     console.print(f"[red]FAILED[/red]: {len(report.problems)} {noun}")
     for p in report.problems:
         console.print(
-            f"  [red]{p.kind}[/red] {escape(p.file or '(checkpoint)')}: {escape(p.detail)}"
+            f"  [red]{p.kind}[/red] {escape(printable(p.file or '(checkpoint)'))}: {escape(printable(p.detail))}"
         )
         console.print(f"    fix: {escape(p.fix)}")
 

@@ -9,6 +9,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from bringup.core import analyzer
+from bringup.core.printable import printable
 from bringup.core.vocab import Engine, Outcome
 from bringup.render import diagnosis as render
 from bringup.render.console import make_console
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.json:
         print_json(render.to_json(result), ctx.stdout)
     else:
-        source = "stdin" if args.file == "-" else args.file
+        source = "stdin" if args.file == "-" else printable(args.file)
         render.print_diagnosis(result, make_console(ctx.stdout, ctx.environ), source)
     return EXIT_CODES[result.outcome]
 

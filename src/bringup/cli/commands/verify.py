@@ -9,7 +9,7 @@ import argparse
 import time
 from pathlib import Path
 
-from bringup.adapters import hashing
+from bringup.adapters import files, hashing
 from bringup.adapters.checkpoint import scan_checkpoint
 from bringup.cli.main import Context
 from bringup.core.checkpoint import (
@@ -82,7 +82,7 @@ def _hash(
     expected = hashing.cache_expectations(_folder(checkpoint), paths)
     expected.update(manifest or {})
     sha1 = [name for name, e in expected.items() if e.algorithm == "git-sha1"]
-    total = sum(p.stat().st_size for p in paths.values())
+    total = sum(files.check_path(p).st_size for p in paths.values())
     console = make_console(ctx.stderr, ctx.environ)
     started = time.monotonic()
     with render.hash_progress(console, total, enabled=not args.json) as advance:
@@ -105,7 +105,7 @@ def _targets(checkpoint: Checkpoint) -> dict[str, Path]:
 
 def _folder(checkpoint: Checkpoint) -> Path:
     root = Path(checkpoint.root)
-    return root.parent if root.is_file() else root
+    return root.parent if checkpoint.format == "gguf" or root.suffix == ".safetensors" else root
 
 
 def _bytes(digests: dict[str, Digest]) -> int:
