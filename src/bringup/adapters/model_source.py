@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from bringup.adapters import files
 from bringup.core.checkpoint import Checkpoint, TensorInfo
 from bringup.errors import InputError
 
@@ -101,22 +103,38 @@ def _is_repo_id(name: str) -> bool:
     return len(parts) == 2 and all(parts) and not name.startswith((".", "~"))
 
 
+def _stat(path: Path) -> os.stat_result | None:
+    """``os.stat``; None when nothing is there. Permission denied on a folder above, a
+    symlink loop: one InputError line (they are not "not there")."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise files.error(exc, path) from None
+
+
+def _is_dir(path: Path) -> bool:
+    st = _stat(path)
+    return st is not None and stat.S_ISDIR(st.st_mode)
+
+
 def _snapshot(repo: Path, revision: str | None) -> Path | None:
     snaps = repo / "snapshots"
-    if revision and (snaps / revision).is_dir():
+    if revision and _is_dir(snaps / revision):
         return snaps / revision
     ref = repo / "refs" / (revision or "main")
-    try:
-        rev = ref.read_text(encoding="utf-8", errors="replace").strip() if ref.is_file() else ""
-    except OSError:
-        rev = ""
-    if rev and (snaps / rev).is_dir():
+    ref_stat = _stat(ref)
+    rev = ""
+    if ref_stat is not None and stat.S_ISREG(ref_stat.st_mode):
+        rev = files.read_text(ref, limit=4096, what="cache ref").strip()
+    if rev and "/" not in rev and _is_dir(snaps / rev):
         return snaps / rev
-    try:
-        found = [s for s in snaps.iterdir() if s.is_dir()]
-    except OSError:
+    if not _is_dir(snaps):
         return None
-    return max(found, key=lambda s: (s.stat().st_mtime, s.name)) if found else None
+    found = [(st, s) for s in files.list_folder(snaps) if (st := _stat(s)) is not None]
+    found = [(st, s) for st, s in found if stat.S_ISDIR(st.st_mode)]
+    return max(found, key=lambda x: (x[0].st_mtime, x[1].name))[1] if found else None
 
 
 def find_in_hf_cache(
@@ -126,7 +144,7 @@ def find_in_hf_cache(
     folder = "models--" + repo_id.replace("/", "--")
     for cache in hf_cache_dirs(environ):
         repo = cache / folder
-        if repo.is_dir():
+        if _is_dir(repo):
             snap = _snapshot(repo, revision)
             if snap is not None:
                 return snap
@@ -138,8 +156,9 @@ def locate_model(
 ) -> ModelSource:
     """Where ``name`` leads (see the module docstring); InputError when nowhere."""
     path = Path(name).expanduser()
-    if path.exists():
-        if path.is_file() and path.suffix == ".json":
+    st = _stat(path)
+    if st is not None:
+        if path.suffix == ".json" and not stat.S_ISDIR(st.st_mode):
             return ModelSource(name, "config", path, f"config file {path}")
         if path.suffix == ".gguf":
             return ModelSource(name, "gguf", path, f"GGUF file {path}")
@@ -165,21 +184,12 @@ def locate_model(
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """A config JSON object from ``path``; InputError when it cannot be read or is not one."""
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise InputError(
-            f"cannot read {path}: {exc.strerror or exc}", hint="check the path and permissions"
-        ) from exc
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise InputError(f"{path} is too large for a config JSON file")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path} is not valid JSON: {exc}") from exc
+    data = files.read_json(path, limit=MAX_CONFIG_BYTES, what="config JSON file")
     if not isinstance(data, dict):
-        raise InputError(f"{path} is not a config JSON object")
+        raise InputError(
+            f"{files.shown(path)} is not a config JSON object",
+            hint="give the model's config.json",
+        )
     return data
 
 
@@ -199,7 +209,7 @@ def load_model(source: ModelSource) -> LoadedModel:
     if source.kind == "gguf":
         raise InputError(f"{source.path}: a GGUF model has no config JSON to load here")
     folder = source.path
-    if folder.is_dir() and not _has_safetensors(folder) and (folder / "config.json").is_file():
+    if _is_dir(folder) and not _has_safetensors(folder) and _stat(folder / "config.json"):
         return LoadedModel(source, read_config_file(folder / "config.json"))
     from bringup.adapters.checkpoint import scan_checkpoint
 
@@ -216,12 +226,7 @@ def load_model(source: ModelSource) -> LoadedModel:
 
 
 def _has_safetensors(folder: Path) -> bool:
-    try:
-        return any(p.suffix == ".safetensors" for p in folder.iterdir())
-    except OSError as exc:
-        raise InputError(
-            f"cannot list {folder}: {exc.strerror or exc}", hint="check its permissions"
-        ) from exc
+    return any(p.suffix == ".safetensors" for p in files.list_folder(folder, what="model folder"))
 
 
 def resolve_model(
