@@ -84,7 +84,8 @@ def test_finish_settles_wrapper_only_evidence() -> None:
 
 
 def test_exit_without_any_cause_line() -> None:
-    """A process that exits before ready with nothing in the log fails at its last line; exit 0 after ready is fine."""
+    """A process that exits before ready with no cause in the log fails with no root-cause line
+    (its last line is where it stopped, not why); exit 0 after ready is fine."""
     analyzer = LogAnalyzer(Engine.LLAMACPP)
     analyzer.feed("main: loading model")
     analyzer.feed(
@@ -93,7 +94,8 @@ def test_exit_without_any_cause_line() -> None:
     d = analyzer.finish(1)
     assert d.failure is not None
     assert d.failure.failure_class is FailureClass.ENGINE_CORE_DIED
-    assert d.failure.line_number == 2
+    assert (d.failure.line_number, d.failure.line) == (0, "")
+    assert "line 2" in d.failure.summary
     ok = diagnose_bytes((LOGS / "vllm_0.33_ok_tp1.log").read_bytes())
     assert ok.outcome is Outcome.READY
     analyzer = LogAnalyzer()
@@ -141,5 +143,6 @@ def test_packs_are_complete_and_http_specs_match_engines() -> None:
         Engine.SGLANG: (30000, "/health_generate", False, True),
         Engine.TGI: (3000, "/health", True, False),
         Engine.LLAMACPP: (8080, "/health", False, True),
+        Engine.OLLAMA: (11434, "/api/version", True, False),
     }
     assert packs.get(Engine.LLAMACPP).http_variants["llama_cpp.server"].default_port == 8000

@@ -9,7 +9,24 @@ one ``bytes.find`` pass per substring and are never decoded.
 Root cause: the first line that states a cause wins; a wrapper (``Engine core
 initialization failed``) holds the place until a specific line arrives; a more specific
 line of the same class shortly after refines a generic one (the sampler-warmup line after
-the torch OOM it wraps). A new attempt in the same log (banner again) starts over.
+the torch OOM it wraps). An unhandled exception no signature knows (``ImportError: ...``,
+the last line of a traceback) is a cause too, but a weak one: a known signature shortly
+after it replaces it; a traceback logged at WARNING level is not a cause at all. A new
+attempt in the same log (banner again) starts over.
+
+What lies, and the rules that see through it:
+
+- the engine is not known: lines are read with ``packs.generic()`` (every pack's
+  signatures and the engine-agnostic ones), and a line only one engine prints names it;
+- a failure after the startup reached ``ready`` is the server's runtime failure, not a
+  startup failure (kept apart), except a bind error: a server that could not bind its port
+  never served (uvicorn prints ``Application startup complete.`` before it binds);
+- a bind error naming a port other than the one this server was told to use belongs to
+  another server in the same output;
+- a run of NUL bytes is a hole a truncated log file gets when another process still writes
+  at its old offset: what follows belongs to an older process and is not read;
+- a whole log that ends at a step known to hang (NCCL init, the P2P probe) is a hang there,
+  with no root-cause line (none states one).
 """
 
 from __future__ import annotations
@@ -41,6 +58,13 @@ _REFINE_WINDOW_LINES = 200  # a specific line this close after a generic one ref
 _MAX_PENDING = 5_000  # lines kept before the engine is recognised, replayed once it is
 _MAX_FRAMES = 400
 _KILLED_EXIT_CODES = frozenset({-9, 137})
+_NUL_RUN = "\x00" * 64  # a hole in a truncated file: what follows is an older process's
+# the last line of a Python traceback: "ValueError: ...", "torch.OutOfMemoryError: ..."
+_EXCEPTION = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Failure))(?::\s+(?P<text>\S.*))?$"
+)
+_CONFIG_ATTR = re.compile(r"'\w*Config' object has no attribute")
+_QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "I", "W", "D"})
 
 
 class _SafeGroups(dict[str, str]):
@@ -64,6 +88,8 @@ class LogAnalyzer:
         self._version: str | None = None
         self._pending: list[tuple[int, str]] = []
         self._last: tuple[int, str] | None = None
+        self._stale = False  # past a NUL hole: an older process's lines
+        self._owner: Engine | None = None  # engine named by a generic-pack signature
         self._reset_attempt()
 
     def _reset_attempt(self) -> None:
@@ -72,6 +98,10 @@ class LogAnalyzer:
         self._facts: dict[str, float | int | str] = {}
         self._failure: Failure | None = None
         self._priority = 0
+        self._weak = False  # the failure is an unknown exception line, not a signature
+        self._runtime: Failure | None = None  # the first failure after ready
+        self._hang_at: LogLine | None = None  # the last step, when it is one known to hang
+        self._quiet_tb: set[str] = set()  # processes inside a traceback logged as a warning
         self._frames: dict[str, list[str]] = {}
         self._heartbeats = 0
         self._progress_line: LogLine | None = None
@@ -95,6 +125,11 @@ class LogAnalyzer:
     def feed_numbered(self, number: int, line: str) -> list[Event]:
         """Read ``line`` as line ``number`` (lines in between were noise, skipped unread)."""
         self._number = max(self._number, number)
+        if self._stale:
+            return []
+        if _NUL_RUN in line:
+            self._stale = True
+            line = line[: line.find(_NUL_RUN)].rstrip("\x00")
         if line.strip():
             self._last = (number, line)
         if self._pack is None:
@@ -108,7 +143,7 @@ class LogAnalyzer:
         ):
             return []
         try:
-            return self._process(logline.parse(line, number))
+            return self._process(self._pack, logline.parse(line, number))
         except RecursionError:  # pragma: no cover - pathological regex input
             return []
 
@@ -121,9 +156,18 @@ class LogAnalyzer:
         """The verdict so far (``incomplete`` while the startup is still going)."""
         return self._verdict(self._failure)
 
-    def finish(self, exit_code: int | None = None) -> Diagnosis:
-        """The verdict at end of input, or when the process exited with ``exit_code``."""
-        return self._verdict(self._settle(exit_code))
+    def finish(self, exit_code: int | None = None, *, whole_log: bool = False) -> Diagnosis:
+        """The verdict at end of input, or when the process exited with ``exit_code``.
+
+        ``whole_log``: the input is a finished log (``diagnose``), not a live startup cut
+        short: a log that ends at a step known to hang is then a hang.
+        """
+        return self._verdict(self._settle(exit_code), whole_log=whole_log and exit_code is None)
+
+    @property
+    def runtime_failure(self) -> Failure | None:
+        """The first failure after the startup reached ready (not a startup failure)."""
+        return self._runtime
 
     # -- detection -------------------------------------------------------------------------
 
@@ -136,19 +180,32 @@ class LogAnalyzer:
             self._pending.append((number, line))
             if len(self._pending) > _MAX_PENDING:
                 del self._pending[: _MAX_PENDING // 10]
-            return []
+            try:
+                events = self._process(packs.generic(), logline.parse(line, number))
+            except RecursionError:  # pragma: no cover - pathological regex input
+                return []
+            if self._owner is None:
+                return events
+            pack = packs.get(self._owner)
+            line_given = False
+        else:
+            line_given = True
+        return self._switch(pack, (number, line) if line_given else None)
+
+    def _switch(self, pack: Pack, line: tuple[int, str] | None) -> list[Event]:
+        """The engine is known: read again, with its pack, what was read without it."""
+        assert pack.engine is not None
         self._pack = pack
+        self._reset_attempt()
         events: list[Event] = [EngineEvent(pack.engine.value, None)]
         pending, self._pending = self._pending, []
-        for n, text_line in [*pending, (number, line)]:
+        for n, text_line in [*pending, *([line] if line is not None else [])]:
             events.extend(self.feed_numbered(n, text_line))
         return events
 
     # -- one line --------------------------------------------------------------------------
 
-    def _process(self, ll: LogLine) -> list[Event]:
-        pack = self._pack
-        assert pack is not None
+    def _process(self, pack: Pack, ll: LogLine) -> list[Event]:
         msg = ll.message
         events: list[Event] = []
         if self._version is None:
@@ -166,19 +223,33 @@ class LogAnalyzer:
             return events
         if msg.startswith(_TRACEBACK):
             self._frames[key] = []
+            if ll.level in _QUIET_LEVELS:
+                self._quiet_tb.add(key)  # logged with exc_info at WARNING: not a cause
+            else:
+                self._quiet_tb.discard(key)
             return events
         if any(p.search(msg) for p in pack.exclusions):
             return events
         for sig in pack.signatures:
             m = sig.pattern.search(msg)
             if m:
-                self._offer(sig, m, ll, key, events)
+                if sig.until is not None and self._phase.order > sig.until.order:
+                    continue
+                self._offer(pack, sig, m, ll, key, events)
                 break
+        else:
+            quiet = ll.level in _QUIET_LEVELS or (ll.level is None and key in self._quiet_tb)
+            if not quiet:
+                m = _EXCEPTION.match(msg)
+                if m:
+                    self._offer_exception(pack, m, ll, key, events)
         self._progress_and_phase(pack, ll, events)
         self._read_facts(pack, msg, ll.number, events)
         return events
 
     def _find_version(self, pack: Pack, msg: str, events: list[Event]) -> None:
+        if pack.engine is None:
+            return
         for pattern in pack.version:
             m = pattern.search(msg)
             if m:
@@ -187,15 +258,22 @@ class LogAnalyzer:
                 return
 
     def _offer(
-        self, sig: Signature, m: re.Match[str], ll: LogLine, key: str, events: list[Event]
+        self,
+        pack: Pack,
+        sig: Signature,
+        m: re.Match[str],
+        ll: LogLine,
+        key: str,
+        events: list[Event],
     ) -> None:
         groups = _SafeGroups(
             {k.split("__")[0]: v for k, v in m.groupdict().items() if v is not None}, self._facts
         )
-        phase = sig.phase or self._frame_phase(key) or self._current_phase()
+        if sig.failure_class is FailureClass.PORT_IN_USE and _other_port(groups, self._facts):
+            return  # another server's bind error in the same output
+        phase = self._failure_phase(pack, sig.phase, key)
         ctx = RemedyContext(groups, dict(self._facts), phase)
-        assert self._pack is not None
-        echo = any(p.search(ll.message) for p in self._pack.echoes)
+        echo = any(p.search(ll.message) for p in pack.echoes)
         new = Failure(
             sig.failure_class,
             phase,
@@ -205,35 +283,93 @@ class LogAnalyzer:
             sig.remedy(ctx),
             not (sig.is_wrapper or echo),
         )
-        if self._takes(new, sig.priority):
-            self._failure, self._priority = new, sig.priority
+        if sig.owner is not None and self._pack is None and new.is_final:
+            self._owner = sig.owner
+        self._consider(new, sig.priority, weak=False, events=events)
+
+    def _offer_exception(
+        self, pack: Pack, m: re.Match[str], ll: LogLine, key: str, events: list[Event]
+    ) -> None:
+        kind = m.group("type")
+        text = m.group("text") or ""
+        cls = (
+            FailureClass.CONFIG_ERROR
+            if _CONFIG_ATTR.search(text)
+            else FailureClass.ENGINE_CORE_DIED
+        )
+        phase = self._failure_phase(pack, None, key)
+        groups = {"type": kind}
+        ctx = RemedyContext(groups, dict(self._facts), phase)
+        what = (
+            "the model's configuration lacks what this version's code expects (an architecture "
+            "this version does not support, or a mismatched transformers)"
+            if cls is FailureClass.CONFIG_ERROR
+            else "no known signature explains it"
+        )
+        new = Failure(
+            cls,
+            phase,
+            ll.text,
+            ll.number,
+            f"A process stopped on an unhandled {kind}; {what}.",
+            remedies.exception(ctx)
+            if cls is FailureClass.ENGINE_CORE_DIED
+            else remedies.fix_flags(ctx),
+            True,
+        )
+        self._consider(new, 0, weak=True, events=events)
+
+    def _consider(self, new: Failure, priority: int, *, weak: bool, events: list[Event]) -> None:
+        if self._phase is Phase.READY and new.failure_class is not FailureClass.PORT_IN_USE:
+            cur = self._runtime
+            if cur is None or (new.is_final and not cur.is_final):
+                self._runtime = new  # the server's runtime failure, not the startup's
+                events.append(FailureEvent(new))
+            return
+        if new.phase is Phase.READY:  # a bind error after "startup complete": not ready
+            new = dataclasses.replace(new, phase=Phase.API_SERVER_STARTING)
+        if self._takes(new, priority, weak):
+            self._failure, self._priority, self._weak = new, priority, weak
             events.append(FailureEvent(new))
 
-    def _takes(self, new: Failure, priority: int) -> bool:
+    def _takes(self, new: Failure, priority: int, weak: bool) -> bool:
         cur = self._failure
         if cur is None:
             return True
         if not cur.is_final:
             return new.is_final or priority > self._priority
+        near = new.line_number - cur.line_number <= _REFINE_WINDOW_LINES
+        if self._weak:  # an unknown exception: a known signature close after it explains it
+            return new.is_final and not weak and near
         return (
             new.is_final
+            and not weak
             and priority > self._priority
             and new.failure_class is cur.failure_class
-            and new.line_number - cur.line_number <= _REFINE_WINDOW_LINES
+            and near
         )
 
-    def _frame_phase(self, key: str) -> Phase | None:
+    def _failure_phase(self, pack: Pack, fixed: Phase | None, key: str) -> Phase:
+        """Where a failure happened: the signature's or the traceback's phase, but never
+        before the phase the log already reached."""
+        reached = self._current_phase_in(pack)
+        phase = fixed or self._frame_phase(pack, key) or reached
+        return reached if phase.order < reached.order else phase
+
+    def _frame_phase(self, pack: Pack, key: str) -> Phase | None:
         frames = set(self._frames.get(key, ()))
-        if not frames or self._pack is None:
+        if not frames:
             return None
-        for rule in self._pack.frames:
+        for rule in pack.frames:
             if frames & rule.functions:
                 return rule.phase
         return None
 
     def _current_phase(self) -> Phase:
-        assert self._pack is not None
-        return self._pack.phase_after.get(self._phase, self._phase)
+        return self._current_phase_in(self._pack or packs.generic())
+
+    def _current_phase_in(self, pack: Pack) -> Phase:
+        return pack.phase_after.get(self._phase, self._phase)
 
     def _progress_and_phase(self, pack: Pack, ll: LogLine, events: list[Event]) -> None:
         msg = ll.message
@@ -259,6 +395,10 @@ class LogAnalyzer:
                         self._advance(marker.phase, ll, events)
                         moved = True  # a phase line, even of the same phase, is progress
                     break
+        if any(p.search(msg) for p in pack.hang_points):
+            self._hang_at = ll
+        elif moved:
+            self._hang_at = None
         if moved:
             self._heartbeats = 0
             self._progress_line = ll
@@ -308,6 +448,8 @@ class LogAnalyzer:
             if cls is not failure.failure_class:
                 return self._exit_failure(exit_code, at=failure)
             return dataclasses.replace(failure, is_final=True)
+        if failure is None and exit_code is not None and self._runtime is not None:
+            return dataclasses.replace(self._runtime, is_final=True)  # it served, then died
         if (
             failure is None
             and exit_code is not None
@@ -320,19 +462,19 @@ class LogAnalyzer:
         killed = exit_code in _KILLED_EXIT_CODES
         cls = FailureClass.HOST_OOM if killed else FailureClass.ENGINE_CORE_DIED
         phase = self._current_phase() if self._pack is not None else self._phase
+        last = ""
         if at is not None:
             line, number, phase = at.line, at.line_number, at.phase
-        elif self._last is not None:
-            number, raw = self._last
-            line = logline.parse(raw, number).text
-        else:
+        else:  # no line states a cause: name none (the last line is only where it stopped)
             line, number = "", 0
+            if self._last is not None:
+                last = f" Its last line was line {self._last[0]}."
         base = self._pack.exit_summary if self._pack is not None else "The process exited."
         summary = (
             f"The process was killed with SIGKILL (exit {exit_code}), usually by the "
             "kernel's OOM killer."
             if killed
-            else f"{base} (exit code {exit_code})"
+            else f"{base} (exit code {exit_code}){last}"
         )
         ctx = RemedyContext({}, dict(self._facts), phase)
         remedy = remedies.host_oom(ctx) if killed else remedies.engine_died(ctx)
@@ -345,33 +487,60 @@ class LogAnalyzer:
         phase = self._current_phase()
         cls = pack.hang_classes.get(phase, FailureClass.TIMEOUTS)
         ll = self._progress_line
-        line, number = (ll.text, ll.number) if ll is not None else ("", 0)
+        after = f" after line {ll.number}" if ll is not None else ""
         ctx = RemedyContext({}, dict(self._facts), phase)
         remedy = remedies.nccl(ctx) if cls is FailureClass.NCCL_ERROR else remedies.stalled(ctx)
         summary = (
             f"The startup stopped in {phase.value}: {self._heartbeats} 'still waiting' "
-            "lines and no progress after this line."
+            f"lines and no progress{after}; no line states why."
         )
-        return Failure(cls, phase, line, number, summary, remedy, True)
+        return Failure(cls, phase, "", 0, summary, remedy, True)
 
-    def _verdict(self, failure: Failure | None) -> Diagnosis:
+    def _hang_point(self) -> Failure | None:
+        """A finished log that ends at a step known to hang, with nothing after it."""
+        ll = self._hang_at
+        if ll is None:
+            return None
+        pack = self._pack or packs.generic()
+        phase = self._failure_phase(pack, None, "")
+        cls = pack.hang_classes.get(phase, FailureClass.TIMEOUTS)
+        ctx = RemedyContext({}, dict(self._facts), phase)
+        remedy = remedies.nccl(ctx) if cls is FailureClass.NCCL_ERROR else remedies.stalled(ctx)
+        summary = (
+            f"The log ends at a step that is known to hang (line {ll.number}: "
+            f"{ll.message[:120]}) with nothing after it; no line states why it stopped."
+        )
+        return Failure(cls, phase, "", 0, summary, remedy, True)
+
+    def _verdict(self, failure: Failure | None, *, whole_log: bool = False) -> Diagnosis:
         outcome = Outcome.INCOMPLETE
+        phase = self._phase
         if failure is not None:
             outcome = Outcome.FAILED
         elif self._phase is Phase.READY:
             outcome = Outcome.READY
         else:
-            failure = self._hang()
+            failure = self._hang() or (self._hang_point() if whole_log else None)
             if failure is not None:
                 outcome = Outcome.HUNG
+            else:  # a milestone ("weights loaded") with lines after it: the next phase began
+                phase = self._current_phase()
+        if failure is not None and failure.phase is not Phase.READY:
+            # the header and the failure agree; a failed start never was ready
+            if failure.phase.order > phase.order:
+                phase = failure.phase
+            if phase is Phase.READY:
+                phase = Phase.API_SERVER_STARTING
+        engine = self.engine or (self._owner if failure is not None else None)
         return Diagnosis(
-            engine=self.engine.value if self.engine is not None else None,
+            engine=engine.value if engine is not None else None,
             engine_version=self._version,
             outcome=outcome,
-            phase=self._phase,
+            phase=phase,
             failure=failure,
             timeline=tuple(self._timeline),
             facts=dict(self._facts),
+            after_ready=self._runtime if outcome is Outcome.READY else None,
         )
 
 
@@ -392,23 +561,26 @@ def diagnose_lines(lines: Iterable[str], engine: Engine | None = None) -> Diagno
     analyzer = LogAnalyzer(engine)
     for line in lines:
         analyzer.feed(line)
-    return analyzer.finish()
+    return analyzer.finish(whole_log=True)
 
 
 def diagnose_bytes(data: bytes, engine: Engine | None = None) -> Diagnosis:
     """The verdict on a whole log given as bytes: the fast path (screen, then read)."""
+    hole = data.find(_NUL_RUN.encode())
+    if hole >= 0:  # an older process's lines follow the hole (the line reader stops there too)
+        data = data[:hole]
     pack = packs.get(engine) if engine is not None else detect_bytes(data)
     analyzer = LogAnalyzer(pack.engine if pack is not None else None)
     if pack is None or pack.screen is None or logline.needs_full_read(data):
         for number, line in enumerate(logline.iter_lines(data), start=1):
             analyzer.feed_numbered(number, line)
-        return analyzer.finish()
+        return analyzer.finish(whole_log=True)
     for number, line in logline.candidates(data, pack.screen):
         analyzer.feed_numbered(number, line)
     last = logline.last_line(data)
     if last is not None:
         analyzer.note_last(*last)
-    return analyzer.finish()
+    return analyzer.finish(whole_log=True)
 
 
 def detect_bytes(data: bytes) -> Pack | None:
@@ -416,3 +588,9 @@ def detect_bytes(data: bytes) -> Pack | None:
     tokens = tuple(t for pack in packs.all_packs() for t in pack.detect)
     first = logline.find_first(data, tokens)
     return detect_engine(first[1]) if first is not None else None
+
+
+def _other_port(groups: dict[str, str], facts: dict[str, float | int | str]) -> bool:
+    """A bind error naming a port other than the one this server was told to serve on."""
+    port, ours = groups.get("port"), facts.get("port")
+    return port is not None and port.isdigit() and ours is not None and int(port) != int(ours)

@@ -100,3 +100,4 @@ class Diagnosis:
     failure: Failure | None
     timeline: tuple[TimelineEntry, ...] = ()
     facts: dict[str, float | int | str] = field(default_factory=dict)
+    after_ready: Failure | None = None  # a failure after ready: the server's, not the startup's

@@ -7,6 +7,13 @@ in that order, and never raises: garbage in gives a LogLine whose message is the
 
 vLLM process prefixes stack (``(APIServer pid=1) (DPEngineCoreActor pid=2) ERROR ...``);
 the LAST group names the process that emitted the line (engines.md 1.2).
+
+Damage real pastes carry is repaired here too: ANSI colour whose ESC byte was lost (a bare
+``[1;36m``), replaced by U+FFFD, or rendered by rsyslog as ``#033[1;36m``; container-runtime
+timestamps (``docker logs -t``, ``kubectl logs --timestamps``) in front of the engine's own;
+a wrapper application re-logging each line (``2024-07-13 15:07:34,921 - INFO - vLLM: ...``,
+``INFO:tgi-server: ...``); a process prefix that lost its opening parenthesis; Ray's
+``[repeated 2x across cluster]`` suffix; Ollama's logfmt records (``msg="..."``).
 """
 
 from __future__ import annotations
@@ -18,6 +25,27 @@ from dataclasses import dataclass
 MAX_LINE_CHARS = 65_536  # longer lines are cut for matching; a cause is never that long
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# ANSI colour that lost its ESC: bare, as U+FFFD, or as rsyslog's octal "#033"
+_DAMAGED_ANSI = re.compile(r"(?:\ufffd|#033)\[[0-9;?]*[A-Za-z]|\[(?:\d{1,3};)*\d{1,3}m")
+# a container runtime's RFC 3339 timestamp before the engine's line (docker logs -t, kubectl)
+_RUNTIME_TS = re.compile(
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) "
+    r"(?!\s*(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR)\b)"
+)
+# an application re-logging the engine's lines through Python logging
+_RELOG = re.compile(
+    r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ - (?:[\w.]+ - )?"
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:[\w-]+: (?=[A-Z]+\b))?"
+)
+_PY_DEFAULT = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.-]+:\s*")
+_RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+_BROKEN_PREFIX = re.compile(
+    r"^(?P<name>[A-Za-z_]\w*(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s+"
+)
+_RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
+# llama.cpp 2026: elapsed time and a level letter ("0.01.181.838 E ggml_...")
+_LLAMA_ELAPSED = re.compile(r"^\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[DIWE]) ")
+_LOGFMT = re.compile(r"^time=\S+ level=(?P<level>[A-Z]+) source=\S+ msg=")
 _QUOTE = re.compile(r"^(?:\s{0,3}>[ \t]?)+")
 _DOCKER = re.compile(r"^[A-Za-z0-9][\w.-]*\s*\| ?")
 _JOURNALD = re.compile(
@@ -56,6 +84,8 @@ def strip_controls(raw: str) -> str:
     """Remove ANSI escapes and carriage returns (a tqdm redraw keeps its last state)."""
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
+    if "[" in raw:
+        raw = _DAMAGED_ANSI.sub("", raw)
     if "\r" in raw:
         parts = [p for p in raw.split("\r") if p.strip()]
         raw = parts[-1] if parts else ""
@@ -82,6 +112,19 @@ def parse(raw: str, number: int) -> LogLine:
     m = _DOCKER.match(text)
     if m and not text.startswith(("Loading", "Capturing")):
         text = text[m.end() :]
+    if text[:1].isdigit():
+        m = _RUNTIME_TS.match(text)
+        if m:
+            text = text[m.end() :]
+        m = _RELOG.match(text)
+        if m:
+            text = text[m.end() :]
+    elif text[:1] in "DIWEC":
+        m = _PY_DEFAULT.match(text)
+        if m:
+            text = text[m.end() :]
+    if text.endswith("]") and "[repeated" in text:
+        text = _RAY_REPEAT.sub("", text)
     return _engine_header(text, number, ts, level, process)
 
 
@@ -96,7 +139,30 @@ def _engine_header(
         if not m:
             break
         process, pid, pos = m.group("name"), int(m.group("pid")), m.end()
+    if pos == 0 and " pid=" in msg:
+        m = _BROKEN_PREFIX.match(msg)
+        if m:
+            process, pid, pos = m.group("name"), int(m.group("pid")), m.end()
+            while True:
+                m = _PREFIX.match(msg, pos)
+                if not m:
+                    break
+                process, pid, pos = m.group("name"), int(m.group("pid")), m.end()
     msg = msg[pos:]
+    if msg.startswith("[rank"):
+        m = _RANK.match(msg)
+        if m:
+            process, msg = f"rank{m.group('rank')}", msg[m.end() :]
+    if msg.startswith("time="):
+        m = _LOGFMT.match(msg)
+        if m:
+            return LogLine(
+                number, text, _logfmt_message(msg[m.end() :]), process, pid, m["level"], ts
+            )
+    elif msg[:1].isdigit():
+        m = _LLAMA_ELAPSED.match(msg)
+        if m:
+            return LogLine(number, text, msg[m.end() :], process, pid, m["level"], ts)
     for rx in (_VLLM_HEADER, _UVICORN, _BRACKET_TS, _ISO_HEADER):
         m = rx.match(msg)
         if m:
@@ -113,6 +179,25 @@ def _engine_header(
                     level, msg = m2.group("level"), msg[m2.end() :]
             break
     return LogLine(number, text, msg, process, pid, level, ts)
+
+
+def _logfmt_message(rest: str) -> str:
+    """Ollama's ``msg="..." key=value ...``: the message unquoted, then the other fields."""
+    if not rest.startswith('"'):
+        return rest
+    i, out = 1, []
+    while i < len(rest):
+        c = rest[i]
+        if c == "\\" and i + 1 < len(rest):
+            out.append(rest[i + 1])
+            i += 2
+            continue
+        if c == '"':
+            break
+        out.append(c)
+        i += 1
+    tail = rest[i + 1 :].strip()
+    return "".join(out) + (" " + tail if tail else "")
 
 
 def _json_record(text: str) -> tuple[str, str | None, str | None, str | None] | None:

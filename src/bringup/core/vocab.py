@@ -81,6 +81,7 @@ class Engine(StrEnum):
     SGLANG = "sglang"
     TGI = "tgi"
     LLAMACPP = "llamacpp"
+    OLLAMA = "ollama"
 
 
 class Outcome(StrEnum):

@@ -44,8 +44,8 @@ def _failure_json(f: Failure) -> dict[str, Any]:
     return {
         "class": f.failure_class.value,
         "phase": f.phase.value,
-        "line": f.line,
-        "line_number": f.line_number,
+        "line": f.line or None,  # None: no line in the log states the cause
+        "line_number": f.line_number or None,
         "summary": f.summary,
         "remedy": [remedy_json(r) for r in f.remedy],
     }
@@ -54,6 +54,14 @@ def _failure_json(f: Failure) -> dict[str, Any]:
 def remedy_json(r: Remedy) -> dict[str, str | None]:
     """One remedy as {"text", "flag", "value", "env"}."""
     return {"text": r.text, "flag": r.flag, "value": r.value, "env": r.env}
+
+
+def remedy_text(r: Remedy) -> str:
+    """The remedy's sentence, and the flag or variable it sets when the sentence lacks it."""
+    setting = (f"{r.flag} {r.value}" if r.value else r.flag) if r.flag else (r.env or "")
+    if setting and setting not in r.text:
+        return f"{r.text} [{setting}]"
+    return r.text
 
 
 def next_args(remedies: tuple[Remedy, ...]) -> str:
@@ -76,7 +84,7 @@ def format_plain(d: Diagnosis, source: str) -> str:
     """Plain text: a headline, the phase timeline, facts, and the diagnosis."""
     out = [_headline(d, source)]
     if d.engine is None:
-        out.append("  the engine was not recognised; pass --engine vllm|sglang|tgi|llamacpp")
+        out.append("  the engine was not recognised; pass --engine vllm|sglang|tgi|llamacpp|ollama")
     if d.timeline:
         out.append("timeline:")
         out += [
@@ -94,19 +102,30 @@ def format_plain(d: Diagnosis, source: str) -> str:
             if d.outcome.value == "ready"
             else "diagnosis: no verdict yet (the log ends mid-startup)"
         )
+        if d.after_ready is not None:
+            a = d.after_ready
+            out.append(
+                f"after ready: {a.failure_class.value} at {_where(a)} (the server's runtime "
+                "failure, not the startup's)"
+            )
         return "\n".join(out) + "\n"
     out += [
         "diagnosis:",
         f"  class     {f.failure_class.value} (in {f.phase.value})",
-        f"  line {f.line_number}: {f.line}",
+        f"  {_where(f)}",
         f"  summary   {f.summary}",
     ]
     for i, r in enumerate(f.remedy, start=1):
-        out.append(f"  remedy {i}  {r.text}")
+        out.append(f"  remedy {i}  {remedy_text(r)}")
     args = next_args(f.remedy)
     if args:
         out.append(f"  next run  {args}")
     return "\n".join(out) + "\n"
+
+
+def _where(f: Failure) -> str:
+    """The root-cause line, or that no line states one."""
+    return f"line {f.line_number}: {f.line}" if f.line else "no line in the log states the cause"
 
 
 def _facts(d: Diagnosis) -> list[tuple[str, str]]:
@@ -140,10 +159,13 @@ def print_diagnosis(d: Diagnosis, console: Console, source: str) -> None:
     body.add_column(style="bold")
     body.add_column()
     body.add_row("class", f"{f.failure_class.value} (in {f.phase.value})")
-    body.add_row(f"line {f.line_number}", Text(f.line))
+    if f.line:
+        body.add_row(f"line {f.line_number}", Text(f.line))
+    else:
+        body.add_row("line", "no line in the log states the cause")
     body.add_row("summary", f.summary)
     for i, r in enumerate(f.remedy, start=1):
-        body.add_row(f"remedy {i}", r.text)
+        body.add_row(f"remedy {i}", remedy_text(r))
     args = next_args(f.remedy)
     parts: list[Any] = [body]
     if args:

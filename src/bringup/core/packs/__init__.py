@@ -1,19 +1,38 @@
 """Knowledge packs: one per engine, all data. ``get(engine)`` and ``all_packs()`` are the API.
 
 The supervisor reads ``get(engine).http`` (an ``HttpSpec``) to probe readiness; the
-analyzer walks a pack's tables to read a log.
+analyzer walks a pack's tables to read a log. Every pack also carries the engine-agnostic
+signatures of ``common``; ``generic()`` is what the analyzer reads with while the engine is
+not known: the common signatures first, then every pack's own (each marked with its owner,
+so a line only one engine prints names that engine).
 """
 
 from __future__ import annotations
 
-from bringup.core.packs import llamacpp, sglang, tgi, vllm
+import dataclasses
+from functools import cache
+
+from bringup.core.packs import common, llamacpp, ollama, sglang, tgi, vllm
 from bringup.core.packs.types import HttpSpec, Pack
 from bringup.core.vocab import Engine
 
-__all__ = ["HttpSpec", "Pack", "all_packs", "get"]
+__all__ = ["HttpSpec", "Pack", "all_packs", "generic", "get"]
+
+# every line a common signature matches carries one of these
+_COMMON_SCREEN = ("rror", "out of memory", "Killed", "NCCL", "oom-kill", "Timeout")
+
+
+def _with_common(pack: Pack) -> Pack:
+    screen = pack.screen
+    if screen is not None:
+        screen = screen + tuple(t for t in _COMMON_SCREEN if t not in screen)
+    return dataclasses.replace(pack, signatures=pack.signatures + common.SIGNATURES, screen=screen)
+
 
 _PACKS: dict[Engine, Pack] = {
-    pack.engine: pack for pack in (vllm.PACK, sglang.PACK, tgi.PACK, llamacpp.PACK)
+    pack.engine: _with_common(pack)
+    for pack in (vllm.PACK, sglang.PACK, tgi.PACK, ollama.PACK, llamacpp.PACK)
+    if pack.engine is not None
 }
 
 
@@ -25,3 +44,34 @@ def get(engine: Engine) -> Pack:
 def all_packs() -> tuple[Pack, ...]:
     """Every pack, vLLM first (the order auto-detection tries them in)."""
     return tuple(_PACKS.values())
+
+
+@cache
+def generic() -> Pack:
+    """The pack for a log whose engine is not known: every pack's tables, merged."""
+    own = tuple(
+        dataclasses.replace(sig, owner=pack.engine)
+        for pack in all_packs()
+        for sig in pack.signatures
+        if sig not in common.SIGNATURES
+    )
+    base = all_packs()[0]
+    return dataclasses.replace(
+        base,
+        engine=None,
+        detect=(),
+        version=(),
+        phases=tuple(m for p in all_packs() for m in p.phases),
+        progress=tuple(r for p in all_packs() for r in p.progress),
+        facts=tuple(f for p in all_packs() for f in p.facts),
+        signatures=common.SIGNATURES + own,
+        exclusions=tuple(x for p in all_packs() for x in p.exclusions),
+        frames=tuple(f for p in all_packs() for f in p.frames),
+        screen=None,
+        heartbeats=(),
+        hang_classes={k: v for p in all_packs() for k, v in p.hang_classes.items()},
+        phase_after={k: v for p in all_packs() for k, v in p.phase_after.items()},
+        restart=(),
+        echoes=tuple(e for p in all_packs() for e in p.echoes),
+        hang_points=tuple(h for p in all_packs() for h in p.hang_points),
+    )

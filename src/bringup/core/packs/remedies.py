@@ -362,3 +362,68 @@ def tgi_prefill(ctx: RemedyContext) -> tuple[Remedy, ...]:
             "Or lower --max-total-tokens / --max-input-tokens, or use more shards (--num-shard)."
         ),
     )
+
+
+def spawn(_: RemedyContext) -> tuple[Remedy, ...]:
+    """Workers forked after CUDA was initialised."""
+    return (
+        Remedy(
+            "Start workers with the spawn method: VLLM_WORKER_MULTIPROC_METHOD=spawn (and do "
+            "not touch CUDA in the launching script before the engine starts).",
+            env="VLLM_WORKER_MULTIPROC_METHOD=spawn",
+        ),
+    )
+
+
+def hf_token(_: RemedyContext) -> tuple[Remedy, ...]:
+    """A gated or private Hugging Face repository."""
+    return (
+        Remedy(
+            "Accept the model's licence on its Hugging Face page with the account whose token "
+            "the server uses, then pass that token: HF_TOKEN=<token> (or `hf auth login`).",
+            env="HF_TOKEN=<token>",
+        ),
+    )
+
+
+def rendezvous_timeout(_: RemedyContext) -> tuple[Remedy, ...]:
+    """torch.distributed's store waited for ranks that never came."""
+    return (
+        Remedy(
+            "The other ranks never joined: their own log has the error (look for the first "
+            "traceback of every rank), or they could not reach this node's address and port."
+        ),
+    )
+
+
+def exception(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """An unhandled exception no signature knows: say what it is, invent nothing."""
+    kind = ctx.groups.get("type", "exception")
+    return (
+        Remedy(
+            f"The process stopped on this {kind}; bringup knows no remedy for it. Search the "
+            "message with the engine's version, and check the versions of the packages the "
+            "traceback names."
+        ),
+    )
+
+
+def ollama_gpu_layers(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """Ollama put more layers on the GPU than fit."""
+    layers = number(ctx, "layers_offloaded")
+    fewer = f" (it offloaded {int(layers)})" if layers else ""
+    return (
+        Remedy(
+            f"Put fewer layers on the GPU{fewer}: set the model's num_gpu parameter lower "
+            "(a Modelfile `PARAMETER num_gpu N`, or options.num_gpu in the request)."
+        ),
+        Remedy(
+            "Or free the GPU (another process may hold its memory), use a smaller quant, or "
+            "a smaller context (OLLAMA_CONTEXT_LENGTH).",
+        ),
+    )
+
+
+def ollama_pull(_: RemedyContext) -> tuple[Remedy, ...]:
+    """The model is not in Ollama's store."""
+    return (Remedy("Pull the model first: `ollama pull <model>`."),)

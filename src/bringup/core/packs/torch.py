@@ -8,3 +8,7 @@ TORCH_OOM = (
     r"|CUDA out of memory\. Tried to allocate"
     r"|CUDA error: out of memory"
 )
+
+# Any accelerator's allocator: HIP and Ascend's NPU say it in their own words, Inductor's
+# autotuning wraps it ("InductorError: ... CUDA out of memory"), a message cut after "GPU".
+ACCELERATOR_OOM = TORCH_OOM + r"|(?:CUDA|HIP|NPU|XPU) out of memory|hipErrorOutOfMemory"

@@ -110,6 +110,8 @@ class Signature:
     phase: Phase | None = None  # fixed phase; None: from traceback frames, else the current phase
     is_wrapper: bool = False  # consequence only: a later specific line replaces it
     priority: int = 1  # a nearby later line of the same class and higher priority refines it
+    owner: Engine | None = None  # set in the generic pack: the engine whose message this is
+    until: Phase | None = None  # applies only while the startup has not gone past this phase
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ class FrameRule:
 class Pack:
     """Everything bringup knows about one engine's startup log."""
 
-    engine: Engine
+    engine: Engine | None  # None only for the generic pack (engine not known yet)
     detect: tuple[str, ...]  # substrings; the earliest in the log names the engine
     version: tuple[re.Pattern[str], ...]  # group "version"
     phases: tuple[PhaseMarker, ...]
@@ -147,6 +149,9 @@ class Pack:
     echoes: tuple[re.Pattern[str], ...] = ()
     exit_summary: str = "The engine process exited before it was ready, without printing why."
     multinode: MultiNodeSpec | None = None  # None: bringup cannot spread this engine over nodes
+    # steps known to hang without an error (NCCL communicator init, the P2P probe): a whole log
+    # that ends at one of them, with no later progress, is a hang there
+    hang_points: tuple[re.Pattern[str], ...] = ()
 
 
 def rx(pattern: str) -> re.Pattern[str]:

@@ -1,0 +1,98 @@
+"""Failure signatures that do not depend on the engine.
+
+Every Python engine prints PyTorch's, NCCL's, uvicorn's and the kernel's own messages, and a
+pasted fragment often holds nothing else: these signatures apply to every pack, and they are
+what bringup reads when the engine is not (yet) known (``packs.generic()``).
+"""
+
+from __future__ import annotations
+
+from bringup.core.packs import remedies as r
+from bringup.core.packs.torch import ACCELERATOR_OOM
+from bringup.core.packs.types import Signature, rx
+from bringup.core.vocab import FailureClass, Phase
+
+F = FailureClass
+P = Phase
+
+# The port groups let the analyzer tell this server's bind error from another server's.
+BIND = (
+    r"\[Errno 98\] (?:error while attempting to bind on address \('?(?P<host>[^',]*)'?, "
+    r"(?P<port>\d+)\): )?[Aa]ddress already in use"
+    r"|listen tcp (?P<host__2>[^\s:]*):(?P<port__2>\d+): bind: address already in use"
+    r"|EADDRINUSE"
+)
+
+SIGNATURES = (
+    Signature(
+        "bind",
+        rx(BIND),
+        F.PORT_IN_USE,
+        "Port {port} is already in use, so the server could not bind it.",
+        r.port_in_use,
+    ),
+    Signature(
+        "accelerator_oom",
+        rx(ACCELERATOR_OOM),
+        F.CUDA_OOM,
+        "The GPU ran out of memory.",
+        r.cuda_oom,
+    ),
+    Signature(
+        "nccl",
+        rx(
+            r"NCCL [Ee]rror|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError"
+            r"|NCCL WARN (?:Cuda failure|Call to|NET/|Error|ncclOsSocketPollConnect|.*failed to extend /dev/shm)"
+        ),
+        F.NCCL_ERROR,
+        "NCCL (GPU-to-GPU communication) failed.",
+        r.nccl,
+        priority=2,
+    ),
+    Signature(
+        "no_kernel_image",
+        rx(
+            r"no kernel image is available for execution on the device|HIP error: invalid device function"
+            r"|is not compatible with the current PyTorch installation"
+        ),
+        F.UNSUPPORTED_HARDWARE,
+        "This build has no GPU kernels for this GPU's architecture.",
+        r.wrong_build,
+        priority=2,
+    ),
+    Signature(
+        "forked_cuda",
+        rx(r"Cannot re-initialize CUDA in forked subprocess"),
+        F.CONFIG_ERROR,
+        "A worker was forked after CUDA was initialised; CUDA needs the 'spawn' start method.",
+        r.spawn,
+        P.DISTRIBUTED_INIT,
+    ),
+    Signature(
+        "hf_gated",
+        rx(
+            r"GatedRepoError|Cannot access gated repo|401 Client Error|Access to model \S+ is restricted"
+            r"|You are trying to access a gated repo"
+        ),
+        F.MISSING_OR_CORRUPT_WEIGHTS,
+        "The model's Hugging Face repository is gated or private and this token may not read it.",
+        r.hf_token,
+        P.CONFIG,
+    ),
+    Signature(
+        "kernel_oom_kill",
+        rx(r"Out of memory: Killed process|oom-kill:|invoked oom-killer"),
+        F.HOST_OOM,
+        "The kernel's OOM killer ended a process: host RAM ran out.",
+        r.host_oom,
+        priority=2,
+    ),
+    Signature(
+        "rendezvous_timeout",
+        rx(r"DistStoreError: Timed out after \d+ seconds waiting for clients|Socket Timeout"),
+        F.TIMEOUTS,
+        "torch.distributed waited for the other ranks and they never joined.",
+        r.rendezvous_timeout,
+        P.DISTRIBUTED_INIT,
+    ),
+)

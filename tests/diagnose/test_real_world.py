@@ -1,0 +1,210 @@
+"""What real pasted logs do that documentation-written ones do not (issue 14).
+
+Every line here is written for the test in the engines' formats; none is copied from a
+real log. Each test names the rule it checks.
+"""
+
+from __future__ import annotations
+
+from bringup.core import logline
+from bringup.core.analyzer import LogAnalyzer, diagnose_bytes
+from bringup.core.vocab import FailureClass, Outcome, Phase
+
+ESC = "\x1b"
+
+
+def _diag(*lines: str) -> object:
+    return diagnose_bytes(("\n".join(lines) + "\n").encode())
+
+
+# -- fragments: the engine is not known, the cause still is ------------------------------
+
+
+def test_fragment_without_banner_is_classified_by_engine_agnostic_signatures() -> None:
+    """A few pasted lines with no banner still give the class and the line."""
+    d = _diag(
+        '  File "/opt/app/server.py", line 12, in main',
+        "    sock.bind(addr)",
+        "OSError: [Errno 98] Address already in use",
+    )
+    assert d.outcome is Outcome.FAILED
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.PORT_IN_USE
+    assert d.failure.line == "OSError: [Errno 98] Address already in use"
+
+
+def test_fragment_oom_and_nccl_without_engine() -> None:
+    """PyTorch's OOM and an NCCL error are recognised with no engine line at all."""
+    oom = _diag("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0")
+    assert oom.failure is not None and oom.failure.failure_class is FailureClass.CUDA_OOM
+    nccl = _diag("RuntimeError: NCCL error: unhandled system error, NCCL version 2.21.5")
+    assert nccl.failure is not None and nccl.failure.failure_class is FailureClass.NCCL_ERROR
+
+
+def test_a_line_only_one_engine_prints_names_the_engine() -> None:
+    """vLLM's own KV message, alone, is classified and names vLLM."""
+    d = _diag(
+        "ValueError: The model's max seq len (65536) is larger than the maximum number of tokens "
+        "that can be stored in KV cache (20000). Try increasing `gpu_memory_utilization` or "
+        "decreasing `max_model_len` when initializing the engine."
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.KV_CACHE_INSUFFICIENT
+    assert d.engine == "vllm"
+
+
+def test_traceback_frames_give_a_fragment_its_phase_and_the_header_agrees() -> None:
+    """Frames of the weight loader put a bare exception in weights_loading; the header says so too."""
+    d = _diag(
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/vllm/worker/worker.py", line 40, in load_model',
+        "    self.model_runner.load_model()",
+        "AttributeError: 'FooConfig' object has no attribute 'hidden_size'",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.CONFIG_ERROR
+    assert d.failure.phase is Phase.WEIGHTS_LOADING
+    assert d.phase is Phase.WEIGHTS_LOADING
+
+
+# -- prefixes, wrappers and damage ----------------------------------------------------------
+
+
+def test_damaged_ansi_forms_are_removed() -> None:
+    """ESC lost, ESC as U+FFFD, ESC as rsyslog's #033: all give the same bare message."""
+    body = "{on}(VllmWorker rank=1 pid=77){off} ERROR 05-01 10:00:00 [worker.py:10] boom"
+    for esc in (ESC, "", "\ufffd", "#033"):
+        line = body.format(on=f"{esc}[1;36m", off=f"{esc}[0;0m")
+        ll = logline.parse(line, 1)
+        assert ll.message == "boom", line
+        assert ll.process == "VllmWorker rank=1"
+
+
+def test_wrappers_are_peeled() -> None:
+    """syslog, docker -t timestamps, a re-logging app, Python's default format, a lost "(", Ray's suffix."""
+    cases = {
+        "Mar  9 08:01:02 gpu7 llm[4242]: INFO 03-09 08:01:02 [loader.py:5] hello": "hello",
+        '2025-03-09T08:01:02.123456789Z   File "/x.py", line 3, in f': '  File "/x.py", line 3, in f',
+        "2025-03-09 08:01:02,123 - INFO - vLLM: INFO 03-09 08:01:02 [loader.py:5] hello": "hello",
+        "2025-03-09 08:01:02,123 - vllm.engine - WARNING - careful": "careful",
+        "INFO:wrapper-app:    plain text": "plain text",
+        "EngineCore_0 pid=12) ERROR 03-09 08:01:02 [core.py:9] lost paren": "lost paren",
+        "(EngineCore_0 pid=9) (RayWorkerWrapper pid=4, ip=10.0.0.2) INFO 03-09 08:01:02 [x.py:1] hi "
+        "[repeated 3x across cluster]": "hi",
+        "[rank0]: RuntimeError: HIP error: invalid device function": "RuntimeError: HIP error: invalid device function",
+    }
+    for raw, message in cases.items():
+        assert logline.parse(raw, 1).message == message, raw
+
+
+def test_ollama_logfmt_record_gives_message_and_fields() -> None:
+    """msg="..." is unquoted; the other fields follow it."""
+    ll = logline.parse(
+        'time=2025-02-01T10:00:00.000Z level=ERROR source=sched.go:10 msg="load failed" error="boom \\"x\\""',
+        1,
+    )
+    assert ll.level == "ERROR"
+    assert ll.message == 'load failed error="boom \\"x\\""'
+
+
+def test_nul_hole_ends_the_log_an_older_process_wrote_after_it() -> None:
+    """The tail after a run of NUL bytes is another process's: it cannot make the failure ready."""
+    head = (
+        "INFO 05-01 10:00:00 [api_server.py:1] vLLM API server version 0.9.0\n"
+        "RuntimeError: Failed to infer device type\n"
+    )
+    tail = "INFO:     Application startup complete.\nINFO:     Uvicorn running on http://0.0.0.0:8000\n"
+    data = (head + "\x00" * 500 + tail).encode()
+    d = diagnose_bytes(data)
+    assert d.outcome is Outcome.FAILED
+    analyzer = LogAnalyzer()
+    for line in data.decode().split("\n"):
+        analyzer.feed(line)
+    assert analyzer.finish(whole_log=True).outcome is Outcome.FAILED
+
+
+# -- where the cause is, and what lies ------------------------------------------------------
+
+_V1_HEAD = (
+    "(APIServer pid=10) INFO 05-01 10:00:00 [api_server.py:1] vLLM API server version 0.11.0",
+    "(EngineCore_DP0 pid=20) INFO 05-01 10:00:01 [gpu_model_runner.py:2] Starting to load model m...",
+)
+
+
+def test_unknown_exception_is_the_cause_and_the_final_wrapper_is_not() -> None:
+    """The exception line in the traceback, not 'Engine core initialization failed', is the cause."""
+    d = _diag(
+        *_V1_HEAD,
+        "(EngineCore_DP0 pid=20) ERROR 05-01 10:00:02 [core.py:7] EngineCore failed to start.",
+        "(EngineCore_DP0 pid=20) ERROR 05-01 10:00:02 [core.py:7] Traceback (most recent call last):",
+        "(EngineCore_DP0 pid=20) ERROR 05-01 10:00:02 [core.py:7] ImportError: libfoo.so: undefined symbol: bar",
+        "ImportError: libfoo.so: undefined symbol: bar",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.ENGINE_CORE_DIED
+    assert d.failure.line_number == 5
+    assert "ImportError" in d.failure.summary
+
+
+def test_traceback_logged_as_warning_is_not_a_cause() -> None:
+    """An optional module's import traceback at WARNING level is noise; the later error is the cause."""
+    d = _diag(
+        *_V1_HEAD,
+        "(EngineCore_DP0 pid=20) WARNING 05-01 10:00:02 [import_utils.py:4] Module x failed to import",
+        "(EngineCore_DP0 pid=20) WARNING 05-01 10:00:02 [import_utils.py:4] Traceback (most recent call last):",
+        "(EngineCore_DP0 pid=20) WARNING 05-01 10:00:02 [import_utils.py:4] AssertionError",
+        "(EngineCore_DP0 pid=20) ERROR 05-01 10:00:09 [core.py:7] RuntimeError: Could not find the compiler",
+    )
+    assert d.failure is not None and d.failure.line_number == 6
+
+
+def test_failure_after_ready_is_not_a_startup_failure() -> None:
+    """A crash after 'Application startup complete.' is the server's runtime failure."""
+    d = _diag(
+        *_V1_HEAD,
+        "(APIServer pid=10) INFO 05-01 10:00:05 [api_server.py:9] Starting vLLM API server 0 on http://0.0.0.0:8000",
+        "(APIServer pid=10) INFO:     Application startup complete.",
+        "(EngineCore_DP0 pid=20) ERROR 05-01 11:00:00 [core.py:7] RuntimeError: CUDA error: an illegal memory access",
+    )
+    assert d.outcome is Outcome.READY
+    assert d.failure is None
+    assert d.after_ready is not None and d.after_ready.line_number == 5
+
+
+def test_bind_error_after_startup_complete_is_a_startup_failure() -> None:
+    """uvicorn prints 'Application startup complete.' before it binds: the bind error wins."""
+    d = _diag(
+        "INFO 05-01 10:00:00 api_server.py:1] vLLM API server version 0.6.2",
+        "INFO 05-01 10:00:05 api_server.py:9] Starting vLLM API server on http://0.0.0.0:8000",
+        "INFO:     Application startup complete.",
+        "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use",
+    )
+    assert d.outcome is Outcome.FAILED
+    assert d.failure is not None and d.failure.failure_class is FailureClass.PORT_IN_USE
+    assert d.phase is Phase.API_SERVER_STARTING and d.failure.phase is Phase.API_SERVER_STARTING
+
+
+def test_another_servers_bind_error_is_not_ours() -> None:
+    """A bind error on a port other than the one the engine serves belongs to another server."""
+    d = _diag(
+        "INFO 05-01 10:00:00 [api_server.py:1] vLLM API server version 0.9.1",
+        "INFO 05-01 10:00:00 [cli_args.py:2] non-default args: {'port': 8000}",
+        "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8080): address already in use",
+        "INFO 05-01 10:00:09 [api_server.py:9] Starting vLLM API server 0 on http://0.0.0.0:8000",
+        "INFO:     Application startup complete.",
+    )
+    assert d.outcome is Outcome.READY and d.failure is None
+
+
+# -- no invented causes ---------------------------------------------------------------------
+
+
+def test_exit_without_a_cause_names_no_line() -> None:
+    """`sh -c 'echo hello; exit 3'`: the verdict does not call 'hello' the root cause."""
+    analyzer = LogAnalyzer()
+    analyzer.feed("hello")
+    d = analyzer.finish(3)
+    assert d.failure is not None
+    assert (d.failure.line, d.failure.line_number) == ("", 0)
+    assert "hello" not in d.failure.summary
