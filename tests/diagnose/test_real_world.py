@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from bringup.core import logline
 from bringup.core.analyzer import LogAnalyzer, diagnose_bytes
+from bringup.core.diagnosis import Diagnosis
 from bringup.core.vocab import FailureClass, Outcome, Phase
 
 ESC = "\x1b"
 
 
-def _diag(*lines: str) -> object:
+def _diag(*lines: str) -> Diagnosis:
     return diagnose_bytes(("\n".join(lines) + "\n").encode())
 
 
@@ -36,9 +37,11 @@ def test_fragment_without_banner_is_classified_by_engine_agnostic_signatures() -
 def test_fragment_oom_and_nccl_without_engine() -> None:
     """PyTorch's OOM and an NCCL error are recognised with no engine line at all."""
     oom = _diag("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0")
-    assert oom.failure is not None and oom.failure.failure_class is FailureClass.CUDA_OOM
+    assert oom.failure is not None
+    assert oom.failure.failure_class is FailureClass.CUDA_OOM
     nccl = _diag("RuntimeError: NCCL error: unhandled system error, NCCL version 2.21.5")
-    assert nccl.failure is not None and nccl.failure.failure_class is FailureClass.NCCL_ERROR
+    assert nccl.failure is not None
+    assert nccl.failure.failure_class is FailureClass.NCCL_ERROR
 
 
 def test_a_line_only_one_engine_prints_names_the_engine() -> None:
@@ -156,7 +159,8 @@ def test_traceback_logged_as_warning_is_not_a_cause() -> None:
         "(EngineCore_DP0 pid=20) WARNING 05-01 10:00:02 [import_utils.py:4] AssertionError",
         "(EngineCore_DP0 pid=20) ERROR 05-01 10:00:09 [core.py:7] RuntimeError: Could not find the compiler",
     )
-    assert d.failure is not None and d.failure.line_number == 6
+    assert d.failure is not None
+    assert d.failure.line_number == 6
 
 
 def test_failure_after_ready_is_not_a_startup_failure() -> None:
@@ -169,7 +173,8 @@ def test_failure_after_ready_is_not_a_startup_failure() -> None:
     )
     assert d.outcome is Outcome.READY
     assert d.failure is None
-    assert d.after_ready is not None and d.after_ready.line_number == 5
+    assert d.after_ready is not None
+    assert d.after_ready.line_number == 5
 
 
 def test_bind_error_after_startup_complete_is_a_startup_failure() -> None:
@@ -181,8 +186,10 @@ def test_bind_error_after_startup_complete_is_a_startup_failure() -> None:
         "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use",
     )
     assert d.outcome is Outcome.FAILED
-    assert d.failure is not None and d.failure.failure_class is FailureClass.PORT_IN_USE
-    assert d.phase is Phase.API_SERVER_STARTING and d.failure.phase is Phase.API_SERVER_STARTING
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.PORT_IN_USE
+    assert d.phase is Phase.API_SERVER_STARTING
+    assert d.failure.phase is Phase.API_SERVER_STARTING
 
 
 def test_another_servers_bind_error_is_not_ours() -> None:
@@ -194,7 +201,8 @@ def test_another_servers_bind_error_is_not_ours() -> None:
         "INFO 05-01 10:00:09 [api_server.py:9] Starting vLLM API server 0 on http://0.0.0.0:8000",
         "INFO:     Application startup complete.",
     )
-    assert d.outcome is Outcome.READY and d.failure is None
+    assert d.outcome is Outcome.READY
+    assert d.failure is None
 
 
 # -- no invented causes ---------------------------------------------------------------------
