@@ -14,7 +14,7 @@ import pytest
 from bringup.core import fleet
 from bringup.errors import InputError
 
-from builders.sshd import SSHD, SshServer, cli, running_sshd, ssh_env
+from builders.sshd import SshServer, cli, require_sshd, running_sshd, ssh_env
 
 BANNER = "(APIServer pid=1) INFO 11-30 09:47:00 [api_server.py:1] vLLM API server version 0.33.0"
 LOADING = "(EngineCore pid=2) INFO 11-30 09:47:01 [core.py:139] Starting to load model m..."
@@ -82,8 +82,7 @@ def _host(base: Path, units: dict[str, tuple[str, list[str]]], gpu_used_mib: int
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[SshServer], Path]]:
     """Two real sshd hosts with fake systemd and nvidia-smi, and one ssh_config reaching both."""
-    if SSHD is None:
-        pytest.skip("sshd is not installed (apt-get install openssh-server)")
+    require_sshd()
     base = tmp_path_factory.mktemp("fleet")
     a = _host(
         base / "a",

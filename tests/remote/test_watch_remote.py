@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from builders.sshd import REPO, SSHD, SshServer, running_sshd, ssh_env, write_ssh_config
+from builders.sshd import REPO, SshServer, require_sshd, running_sshd, ssh_env, write_ssh_config
 
 OOM = (
     "(EngineCore pid=2) ERROR 11-30 09:47:02 [core.py:700] torch.OutOfMemoryError: CUDA out of memory "
@@ -41,8 +41,7 @@ while True:  # follow the entries file like journalctl -f
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SshServer, Path, Path]]:
     """An sshd whose sessions find fake journalctl/systemctl first on PATH; its ssh_config; the fakes' folder."""
-    if SSHD is None:
-        pytest.skip("sshd is not installed (apt-get install openssh-server)")
+    require_sshd()
     base = tmp_path_factory.mktemp("watch")
     bin_dir = base / "bin"
     bin_dir.mkdir()
