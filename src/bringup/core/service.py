@@ -254,6 +254,16 @@ def parse_journal(text: str) -> list[JournalEntry]:
     return out
 
 
+OWN_PREFIX = "bringup:"
+
+
+def is_own_line(line: str) -> bool:
+    """A line ``bringup run`` itself wrote into the unit's journal (its plain output: phases,
+    probes, the verdict and the root cause it quotes), not one of the server's. The journal
+    of a unit written by ``bringup unit`` holds both; only the server's are evidence."""
+    return line.startswith(OWN_PREFIX)
+
+
 def _message(value: Any) -> str | None:
     if isinstance(value, str):
         return value

@@ -33,7 +33,7 @@ from bringup.core.endpoint import resolve_url
 from bringup.core.gpu import select_visible
 from bringup.core.startup import ProbeKind, ProbeObservation, failure_fields, probe_fields
 from bringup.core.systemd_unit import unit_name
-from bringup.core.vocab import Phase
+from bringup.core.vocab import Engine, Phase
 from bringup.errors import BringupError, UsageError
 from bringup.render.json_out import print_json
 from bringup.render.service import print_status
@@ -128,8 +128,8 @@ def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> d
     )
     state = service.UnitState.from_show(props)
     argv = _server_argv(runner, user, unit, props)
-    diagnosis, ready_us = _journal(runner, user, unit, state)
     engine = engine_args.parse_server_command(argv).engine if argv else None
+    diagnosis, ready_us = _journal(runner, user, unit, state, engine)
     url = (
         remote_host.probe_url(_url(args.url, argv, engine), runner)
         if not args.url
@@ -186,7 +186,7 @@ def _server_argv(runner: Runner, user: list[str], unit: str, props: dict[str, st
 
 
 def _journal(
-    runner: Runner, user: list[str], unit: str, state: service.UnitState
+    runner: Runner, user: list[str], unit: str, state: service.UnitState, engine: Engine | None
 ) -> tuple[Diagnosis | None, int | None]:
     """The current invocation's journal, analysed; and when it reached ready (µs since the epoch)."""
     if not state.invocation_id:
@@ -204,15 +204,19 @@ def _journal(
     )
     if result.returncode != 0:
         return None, None
-    analyzer = LogAnalyzer(None)
+    analyzer = LogAnalyzer(engine)
     ready_us: int | None = None
     for entry in service.parse_journal(result.stdout):
         for line in entry.message.split("\n"):
+            if service.is_own_line(line):
+                if ready_us is None and "READY: " in line:
+                    ready_us = entry.realtime_us
+                continue  # bringup run's own report, not the server's evidence
             events = analyzer.feed(line)
             reached = any(
                 isinstance(e, PhaseEvent) and e.entry.phase is Phase.READY for e in events
             )
-            if ready_us is None and (reached or "READY: " in line):
+            if ready_us is None and reached:
                 ready_us = entry.realtime_us
     running = state.active_state in ("active", "activating", "reloading", "deactivating")
     return (analyzer.diagnosis() if running else analyzer.finish(state.exec_main_status)), ready_us
