@@ -4,7 +4,7 @@
    ``--token-rate``): measured single-stream decode and TPOT against the configured rate,
    and output throughput at each concurrency against ``concurrency x rate``.
 2. llama-cpp-python's server on a tiny GGUF: what it delivers at concurrency 1, 2, 4, beside
-   the ceiling predicted for the GGUF on an L4 (meaningless for a CPU run; it shows the
+   the plan's decode speed for the GGUF on an L4 (meaningless for a CPU run; it shows the
    arithmetic), and with its default ``interrupt_requests=True``, what happens to
    concurrent streams.
 
@@ -147,7 +147,7 @@ def llamacpp_section(work: Path) -> list[str]:
             "--interrupt_requests",
             interrupt,
         ]
-        predicted, _ = predict(_Args(str(model)))
+        predicted, _ = predict(_Args(str(model)), os.environ)
         with serving(argv, port, work / f"llamacpp-{interrupt}.log") as url:
             report = run_bench(
                 BenchConfig(
@@ -169,6 +169,13 @@ def llamacpp_section(work: Path) -> list[str]:
 class _Args:
     def __init__(self, checkpoint: str) -> None:
         self.gpu, self.gpus, self.tp, self.checkpoint, self.model = "L4", None, 1, checkpoint, None
+        self.device, self.interconnect, self.memory_bandwidth, self.threads = (
+            "cuda",
+            None,
+            None,
+            None,
+        )
+        self.input_tokens = 256
 
 
 def _level_table(report: BenchReport) -> list[str]:
@@ -193,15 +200,14 @@ def _level_table(report: BenchReport) -> list[str]:
 
 
 def _ceiling_lines(report: BenchReport) -> list[str]:
-    c = report.ceiling
+    d = report.decode
     single = report.single_stream_decode_tokens_per_second
-    if c.predicted is None:
-        return [f"Ceiling: {c.note}", ""]
+    if d.plan is None:
+        return [f"Plan: {d.note}", ""]
     return [
         (
-            f"Single-stream decode {single or 0:.1f} tok/s; predicted ceiling "
-            f"{c.predicted.decode_tokens_per_second:.0f} tok/s ({c.predicted.basis}); "
-            f"measured/predicted {c.measured_over_predicted or 0:.4f}."
+            f"Single-stream decode {single or 0:.1f} tok/s; the plan for an L4: "
+            f"{d.plan.ceiling_line()}; measured/ceiling {d.measured_over_ceiling or 0:.4f}."
         ),
         "",
     ]

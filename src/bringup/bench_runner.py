@@ -25,7 +25,7 @@ from typing import Any
 
 from bringup.adapters.openai_stream import COMPLETIONS, OpenAIStream, StreamRequest
 from bringup.core.bench_stats import LevelStats, RequestTiming, summarize_level
-from bringup.core.ceiling import DecodeCeiling
+from bringup.core.plan.decode import DecodeSpeed
 from bringup.errors import AdapterError, UsageError
 
 EXIT_UNREACHABLE = 3
@@ -57,8 +57,8 @@ class BenchConfig:
     duration_seconds: float = 60.0  # the whole run, calibration included
     api_key: str | None = None
     endpoint: str = COMPLETIONS  # "completions" or "chat"
-    predicted: DecodeCeiling | None = None  # computed beforehand (core.ceiling)
-    no_ceiling_reason: str = "no ceiling computed: give --gpu and a model config to predict one"
+    predicted: DecodeSpeed | None = None  # the plan's decode prediction (core.plan.decode)
+    no_ceiling_reason: str = "no prediction: give --checkpoint and --gpu (or --device cpu)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,19 +71,14 @@ class PromptInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class PredictedCeiling:
-    """The predicted batch-1 decode ceiling, as it appears in the report."""
+class DecodeReport:
+    """Measured single-stream decode beside the plan's ceiling and expected speed; ``note``
+    says why a ratio is missing."""
 
-    decode_tokens_per_second: float
-    basis: str
-
-
-@dataclass(frozen=True, slots=True)
-class CeilingReport:
-    """Predicted ceiling beside the measurement; ``note`` says why when there is none."""
-
-    predicted: PredictedCeiling | None
-    measured_over_predicted: float | None
+    measured_tokens_per_s: float | None
+    plan: DecodeSpeed | None  # the ``decode`` object of ``plan --json``
+    measured_over_ceiling: float | None
+    measured_over_expected: float | None
     note: str | None = None
 
 
@@ -99,7 +94,7 @@ class BenchReport:
     prompt: PromptInfo
     levels: tuple[LevelStats, ...]
     single_stream_decode_tokens_per_second: float | None
-    ceiling: CeilingReport
+    decode: DecodeReport
     stop_reason: str  # "completed", "errors", or "duration" (a level ran out of its time share)
     failed: int  # failed requests over all levels
     skipped_concurrency: tuple[int, ...] = ()  # levels not run (errors or time)
@@ -385,24 +380,25 @@ def _report(
         prompt=prompt,
         levels=tuple(levels),
         single_stream_decode_tokens_per_second=single,
-        ceiling=ceiling_report(config.predicted, single, config.no_ceiling_reason),
+        decode=decode_report(config.predicted, single, config.no_ceiling_reason),
         stop_reason=stop,
         failed=sum(lv.failed for lv in levels),
         skipped_concurrency=skipped,
     )
 
 
-def ceiling_report(
-    predicted: DecodeCeiling | None, measured_tokens_per_second: float | None, reason: str
-) -> CeilingReport:
-    """The ceiling section: the prediction, measured/predicted, or why there is none."""
+def decode_report(
+    predicted: DecodeSpeed | None, measured: float | None, reason: str
+) -> DecodeReport:
+    """The decode section: measured over the plan's ceiling and expected, or why not."""
     if predicted is None:
-        return CeilingReport(None, None, reason)
-    ratio = None
-    note = None
-    if measured_tokens_per_second is None:
+        return DecodeReport(measured, None, None, None, reason)
+    if measured is None:
         note = "no single-stream measurement (concurrency 1 was not run or failed)"
-    else:
-        ratio = measured_tokens_per_second / predicted.decode_tokens_per_second
-    shown = PredictedCeiling(predicted.decode_tokens_per_second, predicted.basis)
-    return CeilingReport(shown, ratio, note)
+        return DecodeReport(None, predicted, None, None, note)
+    return DecodeReport(
+        measured,
+        predicted,
+        measured / predicted.ceiling_tokens_per_s,
+        measured / predicted.expected_tokens_per_s,
+    )

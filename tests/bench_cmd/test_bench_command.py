@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bringup.cli.main import Context, main
+from plan.helpers import DECODE_KEYS
 
 from builders.safetensors import write_checkpoint
 
@@ -71,8 +72,8 @@ def test_known_rate_gives_known_metrics(sse_server: FakeServer) -> None:
     assert report["stop_reason"] == "completed"
 
 
-def test_json_has_vllm_key_names_and_the_ceiling_section(sse_server: FakeServer) -> None:
-    """The JSON report uses vLLM's snake_case keys and always carries a ceiling section."""
+def test_json_has_vllm_key_names_and_the_decode_section(sse_server: FakeServer) -> None:
+    """The JSON report uses vLLM's snake_case keys and always carries a decode section."""
     _, report = bench_json(sse_server, "--concurrency", "1", "--requests", "1")
     level = report["levels"][0]
     for key in (
@@ -91,9 +92,13 @@ def test_json_has_vllm_key_names_and_the_ceiling_section(sse_server: FakeServer)
         "p90_e2el_ms",
     ):
         assert key in level
-    assert report["ceiling"]["predicted"] is None
-    assert report["ceiling"]["measured_over_predicted"] is None
-    assert "no ceiling computed" in report["ceiling"]["note"]
+    assert report["decode"]["plan"] is None
+    assert report["decode"]["measured_over_ceiling"] is None
+    assert (
+        report["decode"]["measured_tokens_per_s"]
+        == report["single_stream_decode_tokens_per_second"]
+    )
+    assert "no prediction: give --checkpoint" in report["decode"]["note"]
 
 
 def test_every_prompt_is_unique(sse_server: FakeServer) -> None:
@@ -260,10 +265,10 @@ def test_bad_flags_are_one_line_exit_2(argv: list[str], needle: str) -> None:
     assert err.count("\n") == 1
 
 
-def test_human_output_and_plot_with_predicted_ceiling(
+def test_human_output_and_plot_with_the_plans_decode_speed(
     sse_server: FakeServer, tmp_path: Path
 ) -> None:
-    """The table has vLLM's labels, the ceiling line shows measured/predicted, the SVG parses."""
+    """The table has vLLM's labels, the plan's lines show measured/ceiling and /expected, the SVG parses."""
     model = write_checkpoint(tmp_path / "model", n_shards=1)
     plot = tmp_path / "bench.svg"
     code, out, _ = bench(
@@ -298,17 +303,21 @@ def test_human_output_and_plot_with_predicted_ceiling(
         "P90 E2EL (ms):",
     ):
         assert label in out
-    assert "Predicted decode ceiling:" in out
-    assert "Measured / predicted:" in out
+    assert "Plan: decode ceiling:" in out
+    assert "Plan: decode expected:" in out
+    assert "Measured / ceiling:" in out
+    assert "measured / expected:" in out
     root = ET.parse(plot).getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
-    assert "predicted batch-1 decode ceiling" in texts
+    assert "planned batch-1 decode ceiling" in texts
     assert len(list(root.iter("{http://www.w3.org/2000/svg}polyline"))) == 5
 
 
-def test_ceiling_in_json_is_measured_over_predicted(sse_server: FakeServer, tmp_path: Path) -> None:
-    """With --gpu and a checkpoint, the JSON has the prediction, its basis and the ratio."""
+def test_decode_in_json_is_the_plans_with_the_ratios(
+    sse_server: FakeServer, tmp_path: Path
+) -> None:
+    """With --gpu and a checkpoint, the JSON has plan's decode object and measured over each."""
     model = write_checkpoint(tmp_path / "model", n_shards=1)
     _, report = bench_json(
         sse_server,
@@ -323,13 +332,17 @@ def test_ceiling_in_json_is_measured_over_predicted(sse_server: FakeServer, tmp_
         "-tp",
         "2",
     )
-    ceiling = report["ceiling"]
-    predicted = ceiling["predicted"]
-    assert set(predicted) == {"decode_tokens_per_second", "basis"}
-    assert "tp=2 over NVLink" in predicted["basis"]
+    section = report["decode"]
+    plan = section["plan"]
+    assert set(plan) == DECODE_KEYS
+    assert plan["collectives_per_token"] > 0  # tp 2: all-reduces over NVLink
+    assert plan["collective_latency_seconds"] == pytest.approx(8e-6)
     measured = report["single_stream_decode_tokens_per_second"]
-    assert ceiling["measured_over_predicted"] == pytest.approx(
-        measured / predicted["decode_tokens_per_second"]
+    assert section["measured_over_ceiling"] == pytest.approx(
+        measured / plan["ceiling_tokens_per_s"]
+    )
+    assert section["measured_over_expected"] == pytest.approx(
+        measured / plan["expected_tokens_per_s"]
     )
 
 

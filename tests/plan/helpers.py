@@ -14,6 +14,15 @@ from bringup.core.plan.settings import Settings
 from bringup.core.plan.synth import synthesize
 
 GiB = 1024**3
+# the "decode" object of plan --json (issue 16 gives these keys)
+DECODE_KEYS = {
+    "ceiling_tokens_per_s",
+    "expected_tokens_per_s",
+    "bound_by",
+    "bytes_per_token_per_gpu",
+    "collectives_per_token",
+    "collective_latency_seconds",
+}
 
 
 def bundled_config(name: str) -> dict[str, Any]:

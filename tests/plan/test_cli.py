@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bringup.cli.main import Context, main
+from plan.helpers import DECODE_KEYS
 
 from builders.safetensors import write_checkpoint
 
@@ -43,7 +44,16 @@ def test_json_has_exactly_the_issue_fields() -> None:
     )
     data = json.loads(out)
     assert code == 1
-    assert set(data) == {"model", "settings", "per_gpu", "kv_cache", "verdict", "recommendations"}
+    assert set(data) == {
+        "model",
+        "settings",
+        "per_gpu",
+        "kv_cache",
+        "verdict",
+        "recommendations",
+        "decode",
+    }
+    assert set(data["decode"]) == DECODE_KEYS
     assert set(data["model"]) == {"architecture", "parameters", "weights_bytes_total"}
     assert set(data["per_gpu"]) == {
         "total_bytes",

@@ -1,4 +1,4 @@
-"""``bringup bench`` for people: the metric table, the ceiling line, and an SVG plot.
+"""``bringup bench`` for people: the metric table, the plan's decode lines, and an SVG plot.
 
 Metric labels are exactly those ``vllm bench serve`` prints, one column per concurrency
 level, so the numbers can be set side by side with vLLM's own benchmark.
@@ -12,7 +12,7 @@ from xml.sax.saxutils import escape
 from rich.console import Console
 from rich.table import Table
 
-from bringup.bench_runner import BenchReport, CeilingReport
+from bringup.bench_runner import BenchReport, DecodeReport
 from bringup.core.bench_stats import LevelStats
 
 Row = tuple[str, Callable[[LevelStats], float | int | None], str]
@@ -61,7 +61,7 @@ def format_footer(report: BenchReport) -> list[str]:
             if single is None
             else f"{single:.1f} tok/s (1000 / mean TPOT at concurrency 1)"
         ),
-        *format_ceiling(report.ceiling),
+        *format_decode(report.decode),
     ]
     if report.stop_reason == "errors":
         lines.append("Stopped early: the server kept failing (errors above).")
@@ -79,26 +79,24 @@ def format_footer(report: BenchReport) -> list[str]:
     return lines
 
 
-def format_ceiling(ceiling: CeilingReport) -> list[str]:
-    """One or two lines: predicted ceiling and measured/predicted, or why there is none."""
-    if ceiling.predicted is None:
-        return [f"Ceiling: {ceiling.note}"]
-    lines = [
-        (
-            f"Predicted decode ceiling: {ceiling.predicted.decode_tokens_per_second:.1f} tok/s"
-            f" ({ceiling.predicted.basis})"
-        )
-    ]
-    if ceiling.measured_over_predicted is not None:
-        ratio = ceiling.measured_over_predicted
+def format_decode(decode: DecodeReport) -> list[str]:
+    """The plan's ceiling and expected speed, and measured over each; or why there is none."""
+    plan = decode.plan
+    if plan is None:
+        return [f"Plan: {decode.note}"]
+    lines = [f"Plan: {plan.ceiling_line()}", f"Plan: {plan.expected_line()}"]
+    if decode.measured_over_ceiling is not None and decode.measured_over_expected is not None:
         lines.append(
-            f"Measured / predicted: {ratio:.2f}"
-            if ratio >= 0.01
-            else f"Measured / predicted: {ratio:.2g}"
+            f"Measured / ceiling: {_ratio(decode.measured_over_ceiling)}; "
+            f"measured / expected: {_ratio(decode.measured_over_expected)}"
         )
-    elif ceiling.note:
-        lines.append(f"Measured / predicted: - ({ceiling.note})")
+    elif decode.note:
+        lines.append(f"Measured / ceiling: - ({decode.note})")
     return lines
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}" if value >= 0.01 else f"{value:.2g}"
 
 
 def format_table(levels: tuple[LevelStats, ...]) -> list[str]:
@@ -170,10 +168,8 @@ def render_svg(report: BenchReport) -> str:
     latency: Series = [
         (name, [getattr(lv, attr) for lv in levels], color) for name, attr, color in _LATENCY_SERIES
     ]
-    ceiling = report.ceiling.predicted
-    guide = (
-        (ceiling.decode_tokens_per_second, "predicted batch-1 decode ceiling") if ceiling else None
-    )
+    plan = report.decode.plan
+    guide = (plan.ceiling_tokens_per_s, "planned batch-1 decode ceiling") if plan else None
     parts = [
         (
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '

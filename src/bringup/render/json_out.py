@@ -14,12 +14,15 @@ def to_jsonable(value: Any) -> Any:
 
     Dataclass fields keep their names unless the field's metadata names its JSON key:
     ``field(metadata={"json": "class"})`` writes ``failure_class`` as ``class``, the spelling
-    ``diagnose`` and ``run`` use (``plan``'s verdict keeps ``failure_class``, as its issue says).
+    ``diagnose`` and ``run`` use (``plan``'s verdict keeps ``failure_class``, as its issue says);
+    ``field(metadata={"json": None})`` keeps a field out of JSON (for people only).
     """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out: dict[str, Any] = {}
         for f in dataclasses.fields(value):
             key = f.metadata.get("json", f.name)
+            if key is None:
+                continue
             out[key] = to_jsonable(getattr(value, f.name))
         return out
     if isinstance(value, enum.Enum):

@@ -60,7 +60,14 @@ def format_plan(plan: Plan) -> Group:
         f"KV cache: {kv.bytes_per_token:,} bytes per token, {kv.tokens:,} tokens, "
         f"max concurrency {kv.max_concurrency:.2f} at {s.max_model_len:,} tokens per request"
     )
-    return Group(head, table, kv_line, _verdict(plan), *_recommendations(plan))
+    return Group(head, table, kv_line, *_decode(plan), _verdict(plan), *_recommendations(plan))
+
+
+def _decode(plan: Plan) -> list[Text]:
+    d = plan.decode
+    if d is None:
+        return [Text("decode: no memory bandwidth known for this GPU (give --memory-bandwidth)")]
+    return [Text(d.ceiling_line()), Text(d.expected_line())]
 
 
 def _verdict(plan: Plan) -> Text:

@@ -8,14 +8,13 @@ not be asked at all (unreachable, no model, a first streamed request failed).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from bringup.bench_runner import BenchConfig, BenchReport, run_bench
 from bringup.cli.main import Context
-from bringup.core import ceiling as ceiling_core
+from bringup.core.plan import decode
 from bringup.errors import InputError, UsageError
 from bringup.render import bench as bench_render
 from bringup.render.console import make_console
@@ -30,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         help="served model name (default: the first /v1/models lists);"
-        " a local checkpoint folder or config.json also feeds the ceiling",
+        " a local checkpoint folder or config.json also feeds the plan's prediction",
     )
     parser.add_argument("--input-tokens", type=int, default=512, help="prompt length (512)")
     parser.add_argument("--output-tokens", type=int, default=128, help="tokens per answer (128)")
@@ -50,20 +49,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plot", metavar="FILE", help="write throughput and latency against concurrency (SVG)"
     )
-    ceiling = parser.add_argument_group("predicted ceiling")
-    ceiling.add_argument("--gpu", help="GPU model, e.g. H100, L40S, 'RTX PRO 6000'")
-    ceiling.add_argument("--gpus", type=int, help="number of GPUs the server uses (default: -tp)")
-    ceiling.add_argument(
+    plan = parser.add_argument_group("the plan's decode speed, beside the measurement")
+    plan.add_argument(
+        "--checkpoint",
+        metavar="MODEL",
+        help="what `plan` accepts: a bundled model name, a model folder, an HF cache name, "
+        "a GGUF file or any config JSON",
+    )
+    plan.add_argument("--gpu", help="GPU model, e.g. H100, L40S, 'RTX PRO 6000'")
+    plan.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cpu: the server decodes on this machine's CPU (vLLM CPU, llama.cpp)",
+    )
+    plan.add_argument("--gpus", type=int, help="number of GPUs the server uses (default: -tp)")
+    plan.add_argument(
         "-tp",
         "--tensor-parallel-size",
         dest="tp",
         type=int,
         help="tensor parallel size (default: --gpus, else 1)",
     )
-    ceiling.add_argument(
-        "--checkpoint",
-        metavar="PATH",
-        help="model folder, GGUF file or config.json for the ceiling",
+    plan.add_argument("--interconnect", choices=decode.INTERCONNECTS, help="link between GPUs")
+    plan.add_argument(
+        "--memory-bandwidth", metavar="RATE", help="per GPU or of the CPU, e.g. 20GB/s"
+    )
+    plan.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="--device cpu: threads the engine decodes with (default: every core)",
     )
 
 
@@ -87,7 +103,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 def build_config(args: argparse.Namespace, ctx: Context) -> BenchConfig:
     """Flags and environment to a ``BenchConfig`` (the ceiling predicted here, if possible)."""
-    predicted, reason = predict(args)
+    predicted, reason = predict(args, ctx.environ)
     model = args.model
     if model and _is_local_model(model) and not args.checkpoint:
         model = None  # a path: the served name is whatever /v1/models says
@@ -121,72 +137,35 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     return levels
 
 
-def predict(args: argparse.Namespace) -> tuple[ceiling_core.DecodeCeiling | None, str]:
-    """The predicted decode ceiling, or None and the reason none was computed."""
-    path = args.checkpoint or (args.model if args.model and _is_local_model(args.model) else None)
-    if not args.gpu or not path:
-        missing = " and ".join(n for n, v in (("--gpu", args.gpu), ("--checkpoint", path)) if not v)
-        return None, f"no ceiling computed: give {missing} to predict one"
-    from bringup.core import gpu_catalog
+def predict(
+    args: argparse.Namespace, environ: Mapping[str, str]
+) -> tuple[decode.DecodeSpeed | None, str]:
+    """The plan's decode prediction for the checkpoint, or None and the reason why not."""
+    from bringup.cli.commands import plan as plan_cmd
 
-    gpu = gpu_catalog.lookup(args.gpu)
+    path = args.checkpoint or (args.model if args.model and _is_local_model(args.model) else None)
+    cpu = args.device == "cpu"
+    if not path or not (args.gpu or cpu):
+        missing = [
+            n
+            for n, v in (("--checkpoint", path), ("--gpu or --device cpu", args.gpu or cpu))
+            if not v
+        ]
+        return None, f"no prediction: give {' and '.join(missing)} to compare with the plan"
     tp = args.tp or args.gpus or 1
     if tp < 1:
         raise UsageError("-tp/--gpus must be at least 1")
-    shape, source = _model_shape(path)
-    if isinstance(shape, str):
-        return None, f"no ceiling computed: {shape}"
-    inputs = ceiling_core.DecodeInputs(
-        active_weight_bytes=ceiling_core.active_weight_bytes(shape.weight_bytes, shape.moe),
-        num_layers=shape.num_layers,
-        hidden_size=shape.hidden_size,
+    bandwidth = plan_cmd.parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
+    speed = plan_cmd.predict_decode(
+        path,
+        gpu=None if cpu else args.gpu,
+        memory_bandwidth=bandwidth,
         tensor_parallel=tp,
-        memory_bandwidth_bytes_per_second=gpu.memory_bandwidth_bytes_per_second,
-        link=ceiling_core.link_for(gpu.interconnect, gpu.interconnect_bytes_per_second),
-        gpu_name=gpu.name,
+        setup=decode.DecodeSetup(args.interconnect, 1, args.input_tokens),
+        environ=environ,
+        cpu_threads=args.threads,
     )
-    predicted = ceiling_core.predict_decode_ceiling(inputs)
-    return dataclasses.replace(predicted, basis=f"{predicted.basis}; {source}"), ""
-
-
-def _model_shape(path: str) -> tuple[ceiling_core.ModelShape | str, str]:
-    """The model's shape from its weights, or from config.json alone; and where it came from."""
-    from bringup.adapters.checkpoint import scan_checkpoint
-
-    target = Path(path)
-    if not target.exists():
-        raise InputError(
-            f"no such checkpoint: {path}", hint="give a model folder, GGUF file or config.json"
-        )
-    if target.name == "config.json":
-        return _shape_from_config(target), "weights estimated from config.json"
-    try:
-        checkpoint = scan_checkpoint(target)
-    except InputError:
-        if not (target / "config.json").is_file():
-            raise
-        return _shape_from_config(target / "config.json"), "weights estimated from config.json"
-    shape = ceiling_core.model_shape(
-        checkpoint.tensors, checkpoint.config, checkpoint.gguf_metadata
-    )
-    return shape, f"weights from the {checkpoint.format} headers"
-
-
-def _shape_from_config(path: Path) -> ceiling_core.ModelShape | str:
-    """Synthesise the tensor list from config.json with the planner's architecture model."""
-    from bringup.core.plan.arch import parse_architecture
-    from bringup.core.plan.quant import format_from_config
-    from bringup.core.plan.synth import synthesize
-
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from exc
-    if not isinstance(config, dict):
-        raise InputError(f"{path} is not a JSON object")
-    arch = parse_architecture(config)
-    tensors = synthesize(arch, format_from_config(arch.quantization, None))
-    return ceiling_core.model_shape(tensors, config)
+    return speed, ""
 
 
 def _is_local_model(text: str) -> bool:

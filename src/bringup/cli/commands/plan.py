@@ -6,6 +6,7 @@ Exit codes: 0 fits, 1 does not fit, 2 usage or bad input.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,7 +21,9 @@ from bringup.core.plan import (
     GpuSet,
     Planner,
     Requested,
+    Settings,
     cpu,
+    decode,
     parse_architecture,
     resolve,
 )
@@ -98,6 +101,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="context length for a GGUF plan (default: the model's training context)",
     )
+    dec = parser.add_argument_group("decode speed (batch 1)")
+    dec.add_argument(
+        "--interconnect",
+        choices=decode.INTERCONNECTS,
+        help="link between the GPUs (default: the GPU catalog's); pcie-numa: GPUs split "
+        "across CPU sockets",
+    )
+    dec.add_argument(
+        "-dcp",
+        "--decode-context-parallel-size",
+        dest="decode_context_parallel_size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="shard the KV cache over N GPUs of the TP group (vLLM's -dcp)",
+    )
+    dec.add_argument(
+        "--context-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="tokens already in the context when decoding (default 0)",
+    )
+    dec.add_argument(
+        "--memory-bandwidth",
+        metavar="RATE",
+        help="memory bandwidth of one GPU (or the CPU), e.g. 3.35TB/s, 20GB/s "
+        "(default: the GPU catalog's peak; on a CPU, measured)",
+    )
     parser.add_argument(
         "--calibrate", metavar="LOG", help="a successful startup log of this model and GPUs"
     )
@@ -139,11 +171,111 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.calibrate:
         planner.calibration = calibrate(planner, settings, _facts(args.calibrate))
     plan = planner.plan(settings)
+    plan = dataclasses.replace(plan, decode=_decode(args, command, arch, planner, settings, gpus))
     if args.json:
         print_json(plan, ctx.stdout)
     else:
         print_plan(plan, make_console(ctx.stdout, ctx.environ))
     return 0 if plan.verdict.fits else 1
+
+
+def _decode(
+    args: argparse.Namespace,
+    command: engine_args.ServerCommand | None,
+    arch: Architecture,
+    planner: Planner,
+    s: Settings,
+    gpus: GpuSet,
+) -> decode.DecodeSpeed | None:
+    """Batch-1 decode speed of this setup; None when no bandwidth is known for the GPU."""
+    setup = decode_setup(args, command.flags if command else ())
+    decode.check_setup(setup, s.tensor_parallel_size)
+    model = gpu_catalog.find(args.gpu or gpus.name)
+    bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
+    if model is None and bandwidth is None:
+        return None
+    processor = (
+        decode.gpu_processor(model, bandwidth)
+        if model is not None
+        else decode.Processor(gpus.name, "gpu", float(bandwidth or 0), "given")
+    )
+    workload = decode.workload_for(arch, planner.tensors, s, setup)
+    return decode.predict(workload, processor, decode.gpu_link(model, setup.interconnect))
+
+
+def predict_decode(
+    model_arg: str,
+    *,
+    gpu: str | None,
+    memory_bandwidth: float | None,
+    tensor_parallel: int,
+    setup: decode.DecodeSetup,
+    environ: Mapping[str, str],
+    cpu_threads: int | None = None,
+) -> decode.DecodeSpeed:
+    """Batch-1 decode speed of the model ``plan`` would plan for ``model_arg`` (bench uses it):
+    on ``gpu`` (catalog name), or on this machine's CPU when ``gpu`` is None (its read
+    bandwidth measured with ``cpu_threads`` threads, unless ``memory_bandwidth`` is given)."""
+    model = gpu_catalog.lookup(gpu) if gpu else None
+    processor = (
+        decode.gpu_processor(model, memory_bandwidth)
+        if model is not None
+        else cpu_processor(memory_bandwidth, cpu_threads)
+    )
+    decode.check_setup(setup, tensor_parallel)
+    gguf = _gguf_checkpoint(model_arg)
+    if gguf is not None:
+        from bringup.cli.commands import plan_gguf
+
+        workload = plan_gguf.decode_workload(gguf, setup.context_tokens)
+    else:
+        config, tensors, _origin = _load_model(model_arg, environ)
+        arch = parse_architecture(config)
+        if tensors is None:
+            tensors = synthesize(arch, format_from_config(arch.quantization, None))
+        workload = decode.vllm_workload(
+            arch,
+            tensors,
+            tensor_parallel=tensor_parallel,
+            pipeline_parallel=1,
+            expert_parallel=False,
+            kv_cache_dtype="auto",
+            setup=setup,
+        )
+    return decode.predict(workload, processor, decode.gpu_link(model, setup.interconnect))
+
+
+def cpu_processor(memory_bandwidth: float | None, threads: int | None) -> decode.Processor:
+    """This machine's CPU: the given bandwidth, or its read bandwidth measured now."""
+    if memory_bandwidth:
+        return decode.Processor("CPU", "cpu", memory_bandwidth, "given")
+    from bringup.adapters.membw import cached_read_bandwidth, usable_cores
+
+    n = threads or usable_cores()
+    measured = cached_read_bandwidth(n)
+    return decode.Processor(f"CPU ({n} threads)", "cpu", measured, f"measured, {n} threads")
+
+
+def decode_setup(args: argparse.Namespace, flags: Sequence[str]) -> decode.DecodeSetup:
+    """The decode flags (``-dcp`` also read from the server command)."""
+    dcp = args.decode_context_parallel_size
+    if dcp is None:
+        text = engine_args.get_flag(flags, "--decode-context-parallel-size", "-dcp")
+        dcp = _convert("--decode-context-parallel-size", text, int) if text else 1
+    return decode.DecodeSetup(args.interconnect, dcp, args.context_tokens)
+
+
+def parse_rate(text: str) -> float:
+    """``"3.35TB/s"``, ``"20GB/s"``, ``"20 GB"`` → bytes per second."""
+    value = text.strip()
+    for suffix in ("/s", "ps", "/sec"):
+        if value.lower().endswith(suffix):
+            value = value[: -len(suffix)]
+            break
+    rate = parse_size(value)
+    if rate <= 0:
+        raise UsageError(f"--memory-bandwidth {text}: must be positive", hint="e.g. 20GB/s")
+    return float(rate)
 
 
 def _requested(args: argparse.Namespace, flags: Sequence[str]) -> Requested:
@@ -316,6 +448,12 @@ def _run_cpu(
         memory_total_bytes=total,
         pool_is_estimate=estimate,
     )
+    setup = decode_setup(args, flags)
+    decode.check_setup(setup, settings.tensor_parallel_size)
+    bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
+    workload = decode.workload_for(arch, tensors, settings, setup)
+    speed = decode.predict(workload, cpu_processor(bandwidth, None), None)
+    plan = dataclasses.replace(plan, decode=speed)
     if args.json:
         print_json(plan, ctx.stdout)
     else:

@@ -18,8 +18,9 @@ import psutil
 from bringup.cli.main import Context
 from bringup.core import engine_args
 from bringup.core.checkpoint import Checkpoint
-from bringup.core.gguf_plan import GgufPlan, plan_gguf
+from bringup.core.gguf_plan import GgufPlan, plan_gguf, read_shape, row_bytes
 from bringup.core.gpu_catalog import lookup
+from bringup.core.plan import decode
 from bringup.errors import UsageError
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
@@ -30,6 +31,7 @@ _PARALLEL = ("-np", "--parallel", "--n-parallel")
 _TYPE_K = ("-ctk", "--cache-type-k")
 _TYPE_V = ("-ctv", "--cache-type-v")
 _FLASH = ("-fa", "--flash-attn", "--flash_attn")
+_THREADS = ("-t", "--threads", "--n_threads")
 
 
 def run_gguf(ckpt: Checkpoint, args: Any, passthrough: Sequence[str], ctx: Context) -> int:
@@ -47,11 +49,55 @@ def run_gguf(ckpt: Checkpoint, args: Any, passthrough: Sequence[str], ctx: Conte
     plan = _plan(ckpt, settings)
     memory_bytes, where = _memory(args)
     result = _result(ckpt, settings, plan, memory_bytes, where)
+    result["decode"] = _decode(ckpt, args, words)
     if args.json:
         print_json(result, ctx.stdout)
     else:
         _print(result, ctx)
     return 0 if result["verdict"]["fits"] else 1
+
+
+def decode_workload(ckpt: Checkpoint, context_tokens: int) -> decode.Workload:
+    """What one token costs llama.cpp: the GGUF's tensors and its f16 KV cache at the context."""
+    shape = read_shape(ckpt.gguf_metadata or {}, ckpt.tensors)
+    kv_per_token = sum(
+        row_bytes("f16", shape.head_dim_k * heads) + row_bytes("f16", shape.head_dim_v * heads)
+        for heads in shape.n_head_kv
+    )
+    return decode.gguf_workload(
+        dict(ckpt.gguf_metadata or {}),
+        ckpt.tensors,
+        kv_bytes_per_token=kv_per_token,
+        context_tokens=context_tokens,
+    )
+
+
+def _decode(ckpt: Checkpoint, args: Any, words: Sequence[str]) -> decode.DecodeSpeed | None:
+    """Batch-1 decode on the GPU given, else on this CPU with the server's thread count; None
+    for a GPU known only by its memory (``--gpu-memory``) and no ``--memory-bandwidth``."""
+    from bringup.cli.commands.plan import cpu_processor, parse_rate
+
+    bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
+    workload = decode_workload(ckpt, args.context_tokens)
+    if args.gpu:
+        return decode.predict(workload, decode.gpu_processor(lookup(args.gpu), bandwidth), None)
+    if args.gpu_memory:
+        if bandwidth is None:
+            return None
+        return decode.predict(workload, decode.Processor("GPU", "gpu", bandwidth, "given"), None)
+    return decode.predict(workload, cpu_processor(bandwidth, llamacpp_threads(words)), None)
+
+
+def llamacpp_threads(words: Sequence[str]) -> int:
+    """Threads llama.cpp decodes with: ``-t``/``--n_threads``, else its default (llama-server:
+    every core; llama-cpp-python's server: half of them, at least one)."""
+    import os
+
+    given = engine_args.get_flag(words, *_THREADS)
+    if given and given.isdigit() and int(given) > 0:
+        return int(given)
+    cores = len(os.sched_getaffinity(0))
+    return max(1, cores // 2) if any("llama_cpp" in w for w in words) else cores
 
 
 def _plan(ckpt: Checkpoint, settings: dict[str, Any], **override: Any) -> GgufPlan:
@@ -176,6 +222,12 @@ def _print(result: dict[str, Any], ctx: Context) -> None:
     )
     for r in result["recommendations"]:
         console.print(f"  append {r['flag']} {r['value']}   # {r['why']}")
+    speed = result["decode"]
+    if speed is None:
+        console.print("decode: no memory bandwidth known for this GPU (give --memory-bandwidth)")
+    else:
+        console.print(speed.ceiling_line(), markup=False)
+        console.print(speed.expected_line(), markup=False)
 
 
 def check_not_mixed(args: Any) -> None:

@@ -1,7 +1,8 @@
 """The plan as values: exactly the ``bringup plan --json`` object.
 
 ``{"model": {...}, "settings": {...}, "per_gpu": {...}, "kv_cache": {...},
-"verdict": {"fits", "failure_class", "phase", "reason"}, "recommendations": [{"flag", "value", "why"}]}``
+"verdict": {"fits", "failure_class", "phase", "reason"}, "recommendations": [{"flag", "value", "why"}],
+"decode": {...} or null}`` (``decode``: :class:`~bringup.core.plan.decode.DecodeSpeed`)
 (the verdict's ``failure_class`` keeps that name in JSON, as the issue spells it).
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bringup.core.plan.decode import DecodeSpeed
 from bringup.core.plan.settings import Settings
 from bringup.core.vocab import FailureClass, Phase
 
@@ -74,3 +76,4 @@ class Plan:
     kv_cache: KvCache
     verdict: Verdict
     recommendations: tuple[Recommendation, ...] = ()
+    decode: DecodeSpeed | None = None  # batch-1 decode speed; None when the bandwidth is unknown
