@@ -216,3 +216,103 @@ def test_exit_without_a_cause_names_no_line() -> None:
     assert d.failure is not None
     assert (d.failure.line, d.failure.line_number) == ("", 0)
     assert "hello" not in d.failure.summary
+
+
+def test_traceback_source_lines_are_code_not_output() -> None:
+    """`raise ValueError("No available memory ...")` under a frame is code; the exception line is the cause."""
+    d = _diag(
+        "ERROR 04-01 10:00:00 [core.py:3] EngineCore failed to start.",
+        "ERROR 04-01 10:00:00 [core.py:3] Traceback (most recent call last):",
+        'ERROR 04-01 10:00:00 [core.py:3]   File "/v/vllm/v1/engine/core.py", line 9, in _initialize_kv_caches',
+        'ERROR 04-01 10:00:00 [core.py:3]     raise ValueError("No available memory for the cache blocks. "',
+        "ERROR 04-01 10:00:00 [core.py:3] ValueError: No available memory for the cache blocks. Try increasing "
+        "`gpu_memory_utilization` when initializing the engine.",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.KV_CACHE_INSUFFICIENT
+    assert d.failure.line_number == 5
+
+
+def test_chained_exception_raised_last_is_the_cause() -> None:
+    """'During handling of the above exception': the later exception of the same kind stopped it."""
+    d = _diag(
+        '2024-06-01T10:00:00.000001Z  INFO text_generation_launcher: Args { model_id: "m" }',
+        "2024-06-01T10:00:01.000001Z ERROR download: text_generation_launcher: Download encountered an error: ",
+        "huggingface_hub.utils._errors.EntryNotFoundError: No .safetensors weights found for model m",
+        "During handling of the above exception, another exception occurred:",
+        "huggingface_hub.utils._errors.EntryNotFoundError: No .bin weights found for model m",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.MISSING_OR_CORRUPT_WEIGHTS
+    assert d.failure.line_number == 5
+
+
+def test_shell_prompt_lines_are_the_users_command() -> None:
+    """A pasted prompt with --trust-remote-code in the command is not a failure line."""
+    d = _diag(
+        "root@gpu-3:~/work# vllm serve some/model --trust-remote-code --tensor-parallel-size 16",
+        "ERROR 02-01 10:00:00 engine.py:9] ValueError: Ray does not allocate any GPUs on the driver node.",
+    )
+    assert d.engine == "vllm"
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.CONFIG_ERROR
+    assert d.failure.line_number == 2
+
+
+def test_log_ending_at_a_step_known_to_hang_is_a_hang_without_a_cause_line() -> None:
+    """Nothing after the P2P probe: hung in distributed_init, and no line is called the cause."""
+    d = _diag(
+        "INFO 07-01 08:00:00 api_server.py:1] vLLM API server version 0.5.3",
+        "INFO 07-01 08:00:01 pynccl.py:63] vLLM is using nccl==2.20.5",
+        "INFO 07-01 08:00:02 custom_all_reduce_utils.py:2] generating GPU P2P access cache in /tmp/p2p.json",
+    )
+    assert d.outcome is Outcome.HUNG
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.NCCL_ERROR
+    assert (d.failure.line, d.failure.line_number) == ("", 0)
+    analyzer = LogAnalyzer()  # a live startup cut short is not called hung from content alone
+    for line in (
+        "INFO 07-01 08:00:00 api_server.py:1] vLLM API server version 0.5.3",
+        "INFO 07-01 08:00:01 pynccl.py:63] vLLM is using nccl==2.20.5",
+    ):
+        analyzer.feed(line)
+    assert analyzer.diagnosis().outcome is Outcome.INCOMPLETE
+
+
+def test_a_server_answering_requests_is_ready() -> None:
+    """No startup lines at all, only metrics and access logs: the server is up; a later crash is runtime."""
+    d = _diag(
+        'INFO:     10.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        "INFO 04-03 17:38:52 metrics.py:9] Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 1.0",
+        "ERROR 04-03 17:39:00 core.py:9] RuntimeError: worker crashed",
+    )
+    assert d.outcome is Outcome.READY
+    assert d.failure is None
+
+
+def test_gated_repository_asks_for_a_token_not_a_checkpoint_check() -> None:
+    """A 401 names HF_TOKEN and the licence, whatever exception carries it."""
+    d = _diag(
+        "INFO 05-01 10:00:00 [api_server.py:1] vLLM API server version 0.10.0",
+        "OSError: You are trying to access a gated repo. 401 Client Error. Cannot access gated repo for url",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.MISSING_OR_CORRUPT_WEIGHTS
+    envs = [r.env for r in d.failure.remedy]
+    assert "HF_TOKEN=<token>" in envs
+    assert not any("verify" in r.text for r in d.failure.remedy)
+
+
+def test_v0_worker_header_repeats_the_error_the_exception_line_states() -> None:
+    """'Exception in worker ... while processing method m: <error>' echoes; the torch line is the cause."""
+    d = _diag(
+        "INFO 09-01 10:00:00 api_server.py:1] vLLM API server version 0.6.1",
+        "(VllmWorkerProcess pid=5) ERROR 09-01 10:00:05 multiproc_worker_utils.py:2] Exception in worker "
+        "VllmWorkerProcess while processing method determine_num_available_blocks: CUDA out of memory. "
+        "Tried to allocate 2.00 GiB, Traceback (most recent call last):",
+        "(VllmWorkerProcess pid=5) ERROR 09-01 10:00:05 multiproc_worker_utils.py:2] torch.OutOfMemoryError: "
+        "CUDA out of memory. Tried to allocate 2.00 GiB.",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.CUDA_OOM
+    assert d.failure.line_number == 3

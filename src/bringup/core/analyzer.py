@@ -63,7 +63,15 @@ _NUL_RUN = "\x00" * 64  # a hole in a truncated file: what follows is an older p
 _EXCEPTION = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Failure))(?::\s+(?P<text>\S.*))?$"
 )
-_CONFIG_ATTR = re.compile(r"'\w*Config' object has no attribute")
+# a model's config or implementation lacks what the code asks of it: unsupported for this version
+_CONFIG_ATTR = re.compile(
+    r"'\w*(?:Config|For(?:CausalLM|ConditionalGeneration)\w*)' object has no attribute"
+)
+# a shell prompt with the user's command, pasted with the log: input, not output
+_PROMPT = re.compile(r"^(?:\(\S+\) )?[\w.-]+@[\w.-]+:\S*[#$] |^\$ \S")
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+# classes that are consequences of an error, never the explanation of one
+_CONSEQUENCES = frozenset({FailureClass.TIMEOUTS, FailureClass.ENGINE_CORE_DIED})
 _QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "I", "W", "D"})
 
 
@@ -102,6 +110,9 @@ class LogAnalyzer:
         self._runtime: Failure | None = None  # the first failure after ready
         self._hang_at: LogLine | None = None  # the last step, when it is one known to hang
         self._quiet_tb: set[str] = set()  # processes inside a traceback logged as a warning
+        self._in_source: set[str] = set()  # processes whose next indented line is source code
+        self._chained = False  # a chained traceback began, in the failing process, after it
+        self._failure_key = ""  # the process the failure came from
         self._frames: dict[str, list[str]] = {}
         self._heartbeats = 0
         self._progress_line: LogLine | None = None
@@ -220,6 +231,18 @@ class LogAnalyzer:
             frames = self._frames.setdefault(key, [])
             frames.append(frame.group("func"))
             del frames[:-_MAX_FRAMES]
+            self._in_source.add(key)
+            return events
+        if key in self._in_source:
+            if msg.startswith(
+                "    "
+            ):  # the source line (or carets) under a frame: code, not output
+                return events
+            self._in_source.discard(key)
+        if msg.startswith(_CHAINED):
+            self._chained = self._failure is not None and key == self._failure_key
+            return events
+        if _PROMPT.match(msg):
             return events
         if msg.startswith(_TRACEBACK):
             self._frames[key] = []
@@ -285,7 +308,7 @@ class LogAnalyzer:
         )
         if sig.owner is not None and self._pack is None and new.is_final:
             self._owner = sig.owner
-        self._consider(new, sig.priority, weak=False, events=events)
+        self._consider(new, sig.priority, weak=False, key=key, events=events)
 
     def _offer_exception(
         self, pack: Pack, m: re.Match[str], ll: LogLine, key: str, events: list[Event]
@@ -317,9 +340,11 @@ class LogAnalyzer:
             else remedies.fix_flags(ctx),
             True,
         )
-        self._consider(new, 0, weak=True, events=events)
+        self._consider(new, 0, weak=True, key=key, events=events)
 
-    def _consider(self, new: Failure, priority: int, *, weak: bool, events: list[Event]) -> None:
+    def _consider(
+        self, new: Failure, priority: int, *, weak: bool, key: str, events: list[Event]
+    ) -> None:
         if self._phase is Phase.READY and new.failure_class is not FailureClass.PORT_IN_USE:
             cur = self._runtime
             if cur is None or (new.is_final and not cur.is_final):
@@ -328,11 +353,12 @@ class LogAnalyzer:
             return
         if new.phase is Phase.READY:  # a bind error after "startup complete": not ready
             new = dataclasses.replace(new, phase=Phase.API_SERVER_STARTING)
-        if self._takes(new, priority, weak):
+        if self._takes(new, priority, weak, key):
             self._failure, self._priority, self._weak = new, priority, weak
+            self._failure_key = key
             events.append(FailureEvent(new))
 
-    def _takes(self, new: Failure, priority: int, weak: bool) -> bool:
+    def _takes(self, new: Failure, priority: int, weak: bool, key: str) -> bool:
         cur = self._failure
         if cur is None:
             return True
@@ -340,7 +366,16 @@ class LogAnalyzer:
             return new.is_final or priority > self._priority
         near = new.line_number - cur.line_number <= _REFINE_WINDOW_LINES
         if self._weak:  # an unknown exception: a known signature close after it explains it
-            return new.is_final and not weak and near
+            return new.is_final and not weak and near and new.failure_class not in _CONSEQUENCES
+        if (
+            self._chained
+            and key == self._failure_key
+            and new.is_final
+            and not weak
+            and new.failure_class is cur.failure_class
+        ):
+            self._chained = False
+            return True  # a chained traceback: the exception raised last is the one that stopped it
         return (
             new.is_final
             and not weak

@@ -19,14 +19,26 @@ from bringup.core.vocab import Engine
 __all__ = ["HttpSpec", "Pack", "all_packs", "generic", "get"]
 
 # every line a common signature matches carries one of these
-_COMMON_SCREEN = ("rror", "out of memory", "Killed", "NCCL", "oom-kill", "Timeout")
+_COMMON_SCREEN = (
+    "rror",
+    "out of memory",
+    "Killed",
+    "NCCL",
+    "oom-kill",
+    "Timeout",
+    "gated",
+    "error:",
+    "actor is dead",
+)
 
 
 def _with_common(pack: Pack) -> Pack:
     screen = pack.screen
     if screen is not None:
         screen = screen + tuple(t for t in _COMMON_SCREEN if t not in screen)
-    return dataclasses.replace(pack, signatures=pack.signatures + common.SIGNATURES, screen=screen)
+    return dataclasses.replace(
+        pack, signatures=common.EARLY + pack.signatures + common.SIGNATURES, screen=screen
+    )
 
 
 _PACKS: dict[Engine, Pack] = {
@@ -53,7 +65,7 @@ def generic() -> Pack:
         dataclasses.replace(sig, owner=pack.engine)
         for pack in all_packs()
         for sig in pack.signatures
-        if sig not in common.SIGNATURES
+        if sig not in common.SIGNATURES and sig not in common.EARLY
     )
     base = all_packs()[0]
     return dataclasses.replace(
@@ -64,7 +76,7 @@ def generic() -> Pack:
         phases=tuple(m for p in all_packs() for m in p.phases),
         progress=tuple(r for p in all_packs() for r in p.progress),
         facts=tuple(f for p in all_packs() for f in p.facts),
-        signatures=common.SIGNATURES + own,
+        signatures=common.EARLY + common.SIGNATURES + own,
         exclusions=tuple(x for p in all_packs() for x in p.exclusions),
         frames=tuple(f for p in all_packs() for f in p.frames),
         screen=None,

@@ -23,6 +23,21 @@ BIND = (
     r"|EADDRINUSE"
 )
 
+# before every pack's own: a 401 is an access problem whichever exception carries it
+EARLY = (
+    Signature(
+        "hf_gated",
+        rx(
+            r"GatedRepoError|Cannot access gated repo|401 Client Error|Access to model \S+ is restricted"
+            r"|You are trying to access a gated repo"
+        ),
+        F.MISSING_OR_CORRUPT_WEIGHTS,
+        "The model's Hugging Face repository is gated or private and this token may not read it.",
+        r.hf_token,
+        P.CONFIG,
+    ),
+)
+
 SIGNATURES = (
     Signature(
         "bind",
@@ -69,23 +84,48 @@ SIGNATURES = (
         P.DISTRIBUTED_INIT,
     ),
     Signature(
-        "hf_gated",
-        rx(
-            r"GatedRepoError|Cannot access gated repo|401 Client Error|Access to model \S+ is restricted"
-            r"|You are trying to access a gated repo"
-        ),
-        F.MISSING_OR_CORRUPT_WEIGHTS,
-        "The model's Hugging Face repository is gated or private and this token may not read it.",
-        r.hf_token,
-        P.CONFIG,
-    ),
-    Signature(
         "kernel_oom_kill",
         rx(r"Out of memory: Killed process|oom-kill:|invoked oom-killer"),
         F.HOST_OOM,
         "The kernel's OOM killer ended a process: host RAM ran out.",
         r.host_oom,
         priority=2,
+    ),
+    Signature(
+        "usage",
+        rx(
+            r"^error: (?:a value is required for|unexpected argument|invalid value|the following required arguments)|^\S+: error: (?:argument |unrecognized arguments)"
+        ),
+        F.CONFIG_ERROR,
+        "The command line is invalid.",
+        r.fix_flags,
+        P.START,
+    ),
+    Signature(
+        "unknown_architecture",
+        rx(
+            r"Transformers does not recognize this architecture|model type `[^`]+` but Transformers does not"
+        ),
+        F.CONFIG_ERROR,
+        "The installed transformers does not know this model's architecture.",
+        r.upgrade_transformers,
+        P.CONFIG,
+    ),
+    Signature(
+        "api_skew",
+        rx(r"TypeError: \S+ got an unexpected keyword argument"),
+        F.CONFIG_ERROR,
+        "Two installed packages do not match: one calls the other with an argument it does not know.",
+        r.version_skew,
+    ),
+    Signature(
+        "ray_actor_died",
+        rx(
+            r"The actor is dead because its worker process has died.*killed by SIGKILL by OOM killer"
+        ),
+        F.HOST_OOM,
+        "A Ray worker died; Ray names the kernel's OOM killer (host RAM) as the first suspect.",
+        r.host_oom,
     ),
     Signature(
         "rendezvous_timeout",

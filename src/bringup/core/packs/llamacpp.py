@@ -274,6 +274,16 @@ PACK = Pack(
             r.port_in_use,
             P.API_SERVER_STARTING,
         ),
+        # a CPU buffer refused while the weights load (no mmap): host RAM, not the context
+        Signature(
+            "weights_host_ram",
+            rx(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size"),
+            F.HOST_OOM,
+            "Host RAM (or the commit limit) ran out while loading the weights.",
+            r.host_oom,
+            P.WEIGHTS_LOADING,
+            until=P.WEIGHTS_LOADED,
+        ),
         # host RAM (CPU runs): the first refused allocation is the cause; the lines after wrap it
         Signature(
             "host_malloc",

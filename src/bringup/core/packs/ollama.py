@@ -49,15 +49,6 @@ SIGNATURES = (
         P.START,
     ),
     Signature(
-        "weights_host_ram",
-        rx(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size"),
-        F.HOST_OOM,
-        "Host RAM (or the commit limit) ran out while the runner loaded the weights.",
-        r.host_oom,
-        P.WEIGHTS_LOADING,
-        until=P.WEIGHTS_LOADED,
-    ),
-    Signature(
         "runner_oom",
         rx(r"unable to allocate (?P<device>CUDA\d*|ROCm\d*|Metal|Vulkan\d*) buffer"),
         F.CUDA_OOM,

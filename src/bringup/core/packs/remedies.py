@@ -427,3 +427,68 @@ def ollama_gpu_layers(ctx: RemedyContext) -> tuple[Remedy, ...]:
 def ollama_pull(_: RemedyContext) -> tuple[Remedy, ...]:
     """The model is not in Ollama's store."""
     return (Remedy("Pull the model first: `ollama pull <model>`."),)
+
+
+def p2p(_: RemedyContext) -> tuple[Remedy, ...]:
+    """vLLM's custom all-reduce P2P probe failed or hung."""
+    return (
+        Remedy(
+            "Skip vLLM's custom all-reduce (it needs the P2P probe): --disable-custom-all-reduce.",
+            "--disable-custom-all-reduce",
+        ),
+        Remedy(
+            "If the GPUs cannot reach each other directly, disable NCCL's P2P transport.",
+            env="NCCL_P2P_DISABLE=1",
+        ),
+    )
+
+
+def ray_gpus(_: RemedyContext) -> tuple[Remedy, ...]:
+    """Ray sees fewer GPUs than the parallel layout needs."""
+    return (
+        Remedy(
+            "Check `ray status`: every node must have joined with its GPUs, and "
+            "tensor x pipeline parallel must not exceed the GPUs Ray reports; start the server "
+            "on a node that has GPUs."
+        ),
+    )
+
+
+def reinstall(_: RemedyContext) -> tuple[Remedy, ...]:
+    """The engine's compiled extension does not match the installed torch."""
+    return (
+        Remedy(
+            "Install the engine with the torch it was built against (the CUDA or ROCm build "
+            "the wheel or container names), in a fresh virtual environment."
+        ),
+    )
+
+
+def no_device(_: RemedyContext) -> tuple[Remedy, ...]:
+    """No accelerator visible."""
+    return (
+        Remedy(
+            "Run on a machine (or container: --gpus all) where the GPU and its driver are "
+            "visible (`nvidia-smi` or `rocm-smi` works), or install the engine's CPU build."
+        ),
+    )
+
+
+def upgrade_transformers(_: RemedyContext) -> tuple[Remedy, ...]:
+    """transformers does not know the architecture."""
+    return (
+        Remedy(
+            "Upgrade transformers (and the engine) to a version that knows this model type, "
+            "or use an image that ships one."
+        ),
+    )
+
+
+def version_skew(_: RemedyContext) -> tuple[Remedy, ...]:
+    """Two packages' APIs do not match."""
+    return (
+        Remedy(
+            "Install the versions of the two packages the traceback names that the engine's "
+            "release pins (its requirements file), in a fresh environment."
+        ),
+    )

@@ -119,7 +119,7 @@ PACK = Pack(
         ),
         Signature(
             "graph_capture_failed",
-            rx(r"Capture cuda graph failed"),
+            rx(r"Capture cuda graph failed: .*out of memory"),
             F.CUDA_OOM,
             "CUDA graph capture ran out of memory.",
             r.mem_fraction_lower,
@@ -196,8 +196,19 @@ PACK = Pack(
             P.WEIGHTS_LOADING,
         ),
         Signature(
+            "old_gpu",
+            rx(r"SGLang only supports sm(?P<sm>\d+) and above"),
+            F.UNSUPPORTED_HARDWARE,
+            "This GPU is older than SGLang supports (sm{sm} and above).",
+            r.wrong_build,
+            P.WEIGHTS_LOADING,
+        ),
+        Signature(
             "remote_code",
-            rx(r"trust_remote_code=True|--trust-remote-code"),
+            # the message, not the flag: an args dump containing the flag is no failure
+            rx(
+                r"contains custom code which must be executed|pass the argument .trust_remote_code=True|consider setting .trust_remote_code"
+            ),
             F.CONFIG_ERROR,
             "The model needs its own code; pass --trust-remote-code.",
             r.trust_remote_code,

@@ -147,7 +147,8 @@ PACK = Pack(
         Signature(
             "weights",
             rx(
-                r"Download encountered an error|RepositoryNotFoundError|Repository Not Found|SafetensorError|does not appear to have a file named|No such file or directory: .*\.safetensors|No safetensors weights found"
+                # "No safetensors weights found ... Downloading PyTorch weights." is a WARN, not this
+                r"RepositoryNotFoundError|Repository Not Found|SafetensorError|does not appear to have a file named|No such file or directory: .*\.safetensors|EntryNotFoundError: No \S+ weights found"
             ),
             F.MISSING_OR_CORRUPT_WEIGHTS,
             "Model files are missing or could not be downloaded.",
@@ -155,8 +156,19 @@ PACK = Pack(
             P.CONFIG,
         ),
         Signature(
+            "cpu_quantize",
+            rx(r"quantization is not available on CPU"),
+            F.CONFIG_ERROR,
+            "Quantization was asked for on a machine without a GPU.",
+            r.fix_flags,
+            P.WEIGHTS_LOADING,
+        ),
+        Signature(
             "remote_code",
-            rx(r"trust_remote_code=True|--trust-remote-code"),
+            # the message, not the flag: an args dump containing the flag is no failure
+            rx(
+                r"contains custom code which must be executed|pass the argument .trust_remote_code=True|consider setting .trust_remote_code"
+            ),
             F.CONFIG_ERROR,
             "The model needs its own code; pass --trust-remote-code.",
             r.trust_remote_code,
@@ -184,7 +196,7 @@ PACK = Pack(
         Signature(
             "wrapper",
             rx(
-                r"Shard \d+ failed to start|Error: ShardCannotStart|Shard \d+ crashed|Error: ShardFailed|Webserver Crashed|Error: WebserverFailed|Error when initializing model|Method Warmup encountered an error|signaled to shutdown with signal"
+                r"Download encountered an error|Shard \d+ failed to start|Error: ShardCannotStart|Shard \d+ crashed|Error: ShardFailed|Webserver Crashed|Error: WebserverFailed|Error when initializing model|Method Warmup encountered an error|signaled to shutdown with signal"
             ),
             F.ENGINE_CORE_DIED,
             "A shard died; no more specific cause is in the log.",

@@ -67,6 +67,14 @@ PHASES = (
         P.API_SERVER_STARTING,
     ),
     PhaseMarker(rx(r"^Application startup complete\.$"), P.READY, requires=P.API_SERVER_STARTING),
+    # a server answering requests is ready whatever the log shows of its start; so is an offline
+    # LLM() processing prompts
+    PhaseMarker(
+        rx(
+            r"Avg prompt throughput: |\"(?:POST|GET) /v1/\S* HTTP/1\.[01]\" 200|^Processed prompts: "
+        ),
+        P.READY,
+    ),
 )
 
 PROGRESS = (
@@ -207,6 +215,7 @@ SIGNATURES = (
         "The weights do not fit in GPU memory.",
         r.cuda_oom,
         P.WEIGHTS_LOADING,
+        is_wrapper=True,  # vLLM's explanation; the torch OOM it explains follows
         priority=2,
     ),
     Signature("cuda_oom", rx(_OOM), F.CUDA_OOM, "The GPU ran out of memory.", r.cuda_oom),
@@ -298,6 +307,49 @@ SIGNATURES = (
         r.wrong_build,
     ),
     Signature(
+        "p2p_probe",
+        rx(r"Error happened when batch testing peer-to-peer access"),
+        F.NCCL_ERROR,
+        "vLLM's GPU peer-to-peer probe failed.",
+        r.p2p,
+        P.DISTRIBUTED_INIT,
+        priority=2,
+    ),
+    Signature(
+        "placement_group_gpus",
+        rx(
+            r"The number of required GPUs exceeds the total number of available GPUs in the placement group|Ray does not allocate any GPUs on the driver node"
+        ),
+        F.CONFIG_ERROR,
+        "Ray cannot give this engine the GPUs it needs: fewer are visible than tensor x pipeline parallel asks for.",
+        r.ray_gpus,
+        P.DISTRIBUTED_INIT,
+    ),
+    Signature(
+        "broken_install",
+        rx(r"Failed to import from vllm\.\w+ with ImportError"),
+        F.CONFIG_ERROR,
+        "vLLM's compiled extension does not load: the installed torch is not the one this vLLM was built for.",
+        r.reinstall,
+        P.START,
+    ),
+    Signature(
+        "no_device",
+        rx(r"Failed to infer device type"),
+        F.UNSUPPORTED_HARDWARE,
+        "vLLM found no GPU (or other device) it can use on this machine.",
+        r.no_device,
+        P.START,
+    ),
+    Signature(
+        "config_unreadable",
+        rx(r"No supported config format found in (?P<model>\S+)"),
+        F.MISSING_OR_CORRUPT_WEIGHTS,
+        "vLLM could not read the model's config.json ({model}): path, hub access or cache.",
+        r.redownload,
+        P.CONFIG,
+    ),
+    Signature(
         "no_weights",
         rx(r"Cannot find any model weights with"),
         F.MISSING_OR_CORRUPT_WEIGHTS,
@@ -326,7 +378,7 @@ SIGNATURES = (
     Signature(
         "no_such_model",
         rx(
-            r"Invalid repository ID or local directory specified|RepositoryNotFoundError|LocalEntryNotFoundError|GatedRepoError|Cannot access gated repo|401 Client Error|We couldn't connect to 'https://huggingface\.co'"
+            r"Invalid repository ID or local directory specified|RepositoryNotFoundError|LocalEntryNotFoundError|We couldn't connect to 'https://huggingface\.co'"
         ),
         F.MISSING_OR_CORRUPT_WEIGHTS,
         "The model could not be found or fetched (path, repository id, token or network).",
@@ -366,7 +418,7 @@ SIGNATURES = (
     Signature(
         "ready_timeout",
         rx(
-            r"Timed out waiting for engine(?:s to send initial message| core processes to start)(?:.*?Waited (?P<seconds>\d+)s)?|Did not receive response from front-end process within \d+ minutes"
+            r"Timed out waiting for engine(?:s to send ?initial message| core processes to start)(?:.*?Waited (?P<seconds>\d+)s)?|Did not receive response from front-end process within \d+ minutes"
         ),
         F.TIMEOUTS,
         "vLLM's own startup timeout fired before the engine was ready.",
@@ -378,6 +430,15 @@ SIGNATURES = (
         F.ENGINE_CORE_DIED,
         "A process crashed ({what}); nothing more specific is in the log.",
         r.engine_died,
+        is_wrapper=True,  # the stack dump after it may say where (an NCCL frame)
+        priority=2,
+    ),
+    Signature(
+        "nccl_segfault",
+        rx(r"PC: @\s+0x[0-9a-f]+\s+\S+\s+(?:\w*nccl\w*|addProxyOp\w*)"),
+        F.NCCL_ERROR,
+        "A process crashed inside NCCL (GPU-to-GPU communication).",
+        r.nccl,
     ),
     # Wrappers: consequences that point at a cause above; a later specific line replaces them.
     Signature(
@@ -454,6 +515,10 @@ PACK = Pack(
         "(APIServer pid=",
         "(EngineCore",
         "(VllmWorker",
+        "(RayWorkerVllm",
+        "(ApiServer_",
+        "vllm serve",
+        "vllm.entrypoints",
         "LLM engine (v",
         "non-default args: {",
     ),
@@ -467,7 +532,8 @@ PACK = Pack(
     facts=FACTS,
     signatures=SIGNATURES,
     exclusions=EXCLUSIONS,
-    echoes=(rx(r"Worker failed with error '"),),
+    # V0's "Exception in worker X while processing method m: <error>" repeats the error
+    echoes=(rx(r"Worker failed with error '|Exception in worker \S+ while processing method"),),
     frames=FRAMES,
     http=HttpSpec(
         default_port=8000,
@@ -491,11 +557,22 @@ PACK = Pack(
         "Killed",
         "not compatible",
         "Process EngineCore",
+        # lines users paste without the logging header
+        "max seq len",
+        "custom code",
+        "KV cache",
+        "placement group",
+        "device type",
+        "PC: @",
+        "peer-to-peer",
     ),
     heartbeats=(
         rx(r"Waiting for \d+ (?:local, \d+ remote )?core engine proc\(s\) to (?:start|connect)"),
     ),
     stall_heartbeats=30,
+    hang_points=(
+        rx(r"vLLM is using nccl==|generating GPU P2P access cache in|Found nccl from library"),
+    ),
     hang_classes=MappingProxyType({P.DISTRIBUTED_INIT: F.NCCL_ERROR}),
     phase_after=MappingProxyType({P.WEIGHTS_LOADED: P.MEMORY_PROFILING}),
     restart=(
