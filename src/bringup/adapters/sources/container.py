@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from bringup.adapters.commands import LocalRunner, Runner
+from bringup.adapters.commands import Runner, system_runner
 from bringup.adapters.process import read_lines
 from bringup.adapters.sources.items import Emit, ExitItem, LineItem, NoteItem
 from bringup.adapters.sources.reader import ReaderCommand
@@ -23,9 +23,10 @@ class ContainerSource(ReaderCommand):
     def __init__(
         self, name: str, environ: Mapping[str, str], *, runner: Runner | None = None
     ) -> None:
+        runner = runner or system_runner(environ)
         super().__init__(environ, getattr(runner, "streaming_argv", None))
         self.name = name
-        self.runner = runner or LocalRunner(environ)
+        self.runner = runner
         self.description = f"container {name}"
         self.since: str | None = None  # timestamp of the last line seen
         self._seen_at_since = 0  # lines seen with exactly that timestamp

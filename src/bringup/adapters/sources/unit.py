@@ -6,7 +6,7 @@ import json
 import threading
 from collections.abc import Mapping
 
-from bringup.adapters.commands import LocalRunner, Runner
+from bringup.adapters.commands import Runner, system_runner
 from bringup.adapters.sources.items import Emit, ExitItem, LineItem, NoteItem
 from bringup.adapters.sources.reader import (
     RECONNECT_ATTEMPTS,
@@ -35,9 +35,10 @@ class UnitSource(ReaderCommand):
         poll_seconds: float = 1.0,
         user: bool = False,
     ) -> None:
+        runner = runner or system_runner(environ)
         super().__init__(environ, getattr(runner, "streaming_argv", None))
         self.unit = unit
-        self.runner = runner or LocalRunner(environ)
+        self.runner = runner
         self.poll_seconds = poll_seconds
         self.user = user
         self.description = f"unit {unit}"
@@ -87,8 +88,10 @@ class UnitSource(ReaderCommand):
         ).start()
 
     def command(self) -> list[str] | None:
+        """The server command of the unit: after ``bringup run ... --`` when it wraps one, so
+        the probes go to that command's --host/--port."""
         words = service.exec_start_from_show(self._state.get("ExecStart", ""))
-        return None if words is None else [w for w in words if isinstance(w, str)]
+        return None if words is None else service.server_argv(words)
 
     def _read_journal(self, emit: Emit) -> None:
         failures = 0
@@ -127,7 +130,8 @@ class UnitSource(ReaderCommand):
         message = journal_message(entry.get("MESSAGE"))
         if message is not None:
             for line in message.split("\n"):
-                emit(LineItem("journal", line.removesuffix("\r")))
+                if not service.is_own_line(line):  # bringup run's own report: said by us, once
+                    emit(LineItem("journal", line.removesuffix("\r")))
 
     def _poll_state(self, emit: Emit) -> None:
         while not self._stopped.wait(self.poll_seconds):

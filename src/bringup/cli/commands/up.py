@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bringup.adapters import remote_host
-from bringup.adapters.commands import LocalRunner, Runner
+from bringup.adapters.commands import Runner, system_runner
 from bringup.adapters.ssh import SshRunner
 from bringup.adapters.systemd import Systemctl
 from bringup.cli import remote
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
     reporter = _reporter(args, ctx)
     attempts = UnitAttempts(
         name,
-        Systemctl(runner or LocalRunner(ctx.environ), user=args.user),
+        Systemctl(runner or system_runner(ctx.environ), user=args.user),
         config,
         _observers(args, ctx, f"bringup up {name}"),
         unit_dir=unit_dir(args.user, args.root, dict(ctx.environ)),
