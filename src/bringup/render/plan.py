@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from bringup.core.plan.decode import DecodeSpeed
 from bringup.core.plan.result import Plan
 from bringup.units import format_bytes
 
@@ -92,3 +95,47 @@ def _recommendations(plan: Plan) -> list[Text]:
 def print_plan(plan: Plan, console: Console) -> None:
     """Print the plan."""
     console.print(format_plan(plan))
+
+
+@dataclass(frozen=True, slots=True)
+class CompareRow:
+    """One setup of ``plan --compare``: what the table shows of it."""
+
+    label: str
+    hardware: str
+    fits: bool
+    verdict: str
+    weights_bytes: int  # per GPU
+    kv_tokens: int
+    max_concurrency: float
+    context: int  # max_model_len (vLLM) or n_ctx (llama.cpp)
+    decode: DecodeSpeed | None
+
+
+def format_compare(rows: list[CompareRow]) -> Table:
+    """Setups side by side, one column each: fits, KV capacity, decode speed."""
+    table = Table(title="setups compared", title_justify="left")
+    table.add_column("")
+    for r in rows:
+        table.add_column(r.label, justify="right")
+
+    def line(name: str, cells: list[str]) -> None:
+        table.add_row(name, *cells)
+
+    def speed(d: DecodeSpeed | None, which: str) -> str:
+        return "-" if d is None else f"{getattr(d, which):,.1f} tok/s"
+
+    line("hardware", [r.hardware for r in rows])
+    line("fits", [("yes" if r.fits else f"NO: {r.verdict}") for r in rows])
+    line("weights per GPU", [format_bytes(r.weights_bytes) for r in rows])
+    line("KV cache tokens", [f"{r.kv_tokens:,}" for r in rows])
+    line("max concurrency", [f"{r.max_concurrency:.2f} at {r.context:,} tokens" for r in rows])
+    line("decode ceiling", [speed(r.decode, "ceiling_tokens_per_s") for r in rows])
+    line("decode expected", [speed(r.decode, "expected_tokens_per_s") for r in rows])
+    line("bound by", [r.decode.bound_by if r.decode else "-" for r in rows])
+    return table
+
+
+def print_compare(rows: list[CompareRow], console: Console) -> None:
+    """Print the comparison table."""
+    console.print(format_compare(rows))

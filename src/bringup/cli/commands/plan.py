@@ -29,6 +29,7 @@ from bringup.core.plan import (
 )
 from bringup.core.plan.calibrate import calibrate
 from bringup.core.plan.quant import format_from_config
+from bringup.core.plan.result import Plan
 from bringup.core.plan.synth import synthesize
 from bringup.errors import AdapterError, InputError, UsageError
 from bringup.render.console import make_console
@@ -134,10 +135,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--calibrate", metavar="LOG", help="a successful startup log of this model and GPUs"
     )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument(
+        "--compare",
+        nargs=argparse.REMAINDER,
+        metavar="MODEL [FLAGS]",
+        help="plan another setup beside this one (repeatable): its model and its own flags; "
+        "GPU, interconnect, bandwidth, context and engine flags given once apply to all",
+    )
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Make the plan and print it; 0 fits, 1 does not fit."""
+    """Make the plan (or the plans of ``--compare``) and print it; 0 fits, 1 does not fit."""
+    if args.compare is not None:
+        from bringup.cli.commands import plan_compare
+
+        return plan_compare.run_compare(args, ctx)
+    made = make(args, ctx)
+    if args.json:
+        print_json(made, ctx.stdout)
+    elif isinstance(made, Plan):
+        print_plan(made, make_console(ctx.stdout, ctx.environ))
+    else:
+        from bringup.cli.commands import plan_gguf
+
+        plan_gguf.print_result(made, ctx)
+    return 0 if fits(made) else 1
+
+
+def fits(made: Plan | dict[str, Any]) -> bool:
+    """Whether a plan (vLLM's, or the GGUF plan's JSON object) fits."""
+    return made.verdict.fits if isinstance(made, Plan) else bool(made["verdict"]["fits"])
+
+
+def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
+    """The plan for the parsed flags: a ``Plan`` (vLLM), or the GGUF plan's JSON object."""
     command = engine_args.parse_server_command(args.passthrough) if args.passthrough else None
     req = _requested(args, command.flags if command else ())
     model_arg = args.model or (command.model if command else None)
@@ -150,7 +181,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         from bringup.cli.commands import plan_gguf
 
         plan_gguf.check_not_mixed(args)
-        return plan_gguf.run_gguf(gguf, args, args.passthrough or (), ctx)
+        return plan_gguf.build_gguf(gguf, args, args.passthrough or ())
     revision = engine_args.get_flag(command.flags, "--revision") if command else None
     config, tensors, _origin = _load_model(model_arg, ctx.environ, revision)
     arch = parse_architecture(config)
@@ -171,12 +202,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.calibrate:
         planner.calibration = calibrate(planner, settings, _facts(args.calibrate))
     plan = planner.plan(settings)
-    plan = dataclasses.replace(plan, decode=_decode(args, command, arch, planner, settings, gpus))
-    if args.json:
-        print_json(plan, ctx.stdout)
-    else:
-        print_plan(plan, make_console(ctx.stdout, ctx.environ))
-    return 0 if plan.verdict.fits else 1
+    return dataclasses.replace(plan, decode=_decode(args, command, arch, planner, settings, gpus))
 
 
 def _decode(
@@ -413,7 +439,7 @@ def _run_cpu(
     arch: Architecture,
     tensors: list[TensorInfo] | None,
     flags: Sequence[str],
-) -> int:
+) -> Plan:
     """``plan --device cpu``: the KV pool of vLLM's CPU build (``core.plan.cpu``)."""
     total = parse_size(args.gpu_memory) if args.gpu_memory else _cpu_memory_total()
     settings = resolve(
@@ -453,9 +479,4 @@ def _run_cpu(
     bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
     workload = decode.workload_for(arch, tensors, settings, setup)
     speed = decode.predict(workload, cpu_processor(bandwidth, None), None)
-    plan = dataclasses.replace(plan, decode=speed)
-    if args.json:
-        print_json(plan, ctx.stdout)
-    else:
-        print_plan(plan, make_console(ctx.stdout, ctx.environ))
-    return 0 if plan.verdict.fits else 1
+    return dataclasses.replace(plan, decode=speed)

@@ -35,7 +35,17 @@ _THREADS = ("-t", "--threads", "--n_threads")
 
 
 def run_gguf(ckpt: Checkpoint, args: Any, passthrough: Sequence[str], ctx: Context) -> int:
-    """Plan a GGUF model; 0 fits, 1 does not fit."""
+    """Plan a GGUF model and print it; 0 fits, 1 does not fit."""
+    result = build_gguf(ckpt, args, passthrough)
+    if args.json:
+        print_json(result, ctx.stdout)
+    else:
+        print_result(result, ctx)
+    return 0 if result["verdict"]["fits"] else 1
+
+
+def build_gguf(ckpt: Checkpoint, args: Any, passthrough: Sequence[str]) -> dict[str, Any]:
+    """The GGUF plan as the ``plan --json`` object."""
     metadata = ckpt.gguf_metadata or {}
     words = [*(["--n-ctx", args.n_ctx] if args.n_ctx else []), *passthrough]
     n_ctx = int(engine_args.get_flag(words, *_N_CTX) or _train_ctx(metadata))
@@ -50,11 +60,7 @@ def run_gguf(ckpt: Checkpoint, args: Any, passthrough: Sequence[str], ctx: Conte
     memory_bytes, where = _memory(args)
     result = _result(ckpt, settings, plan, memory_bytes, where)
     result["decode"] = _decode(ckpt, args, words)
-    if args.json:
-        print_json(result, ctx.stdout)
-    else:
-        _print(result, ctx)
-    return 0 if result["verdict"]["fits"] else 1
+    return result
 
 
 def decode_workload(ckpt: Checkpoint, context_tokens: int) -> decode.Workload:
@@ -198,7 +204,8 @@ def _recommend(
     return out
 
 
-def _print(result: dict[str, Any], ctx: Context) -> None:
+def print_result(result: dict[str, Any], ctx: Context) -> None:
+    """The GGUF plan for people."""
     console = make_console(ctx.stdout, ctx.environ)
     m, s, v = result["memory"], result["settings"], result["verdict"]
     console.print(
