@@ -73,7 +73,9 @@ def test_retry_applies_the_native_context_remedy() -> None:
     d = _diagnose(LOGS / "llamacpp_server_cpu_kv_host_ram.log")
     assert d.failure is not None
     decision = retry_policy.decide(
-        d.failure, ["llama-server", "-m", "m.gguf", "-c", "1048576", "-np", "4"]
+        d.failure,
+        ["llama-server", "-m", "m.gguf", "-c", "1048576", "-np", "4"],
+        pack=packs.get(Engine.LLAMACPP),
     )
     assert decision.change is not None
     assert (decision.change.flag, decision.change.value) == ("-c", "131072")

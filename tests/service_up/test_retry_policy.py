@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from bringup.core import retry_policy
 from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Failure, Remedy
+from bringup.core.packs import vllm as vllm_pack
 from bringup.core.plan.result import Recommendation
 from bringup.core.retry_policy import Change, decide
 from bringup.core.vocab import FailureClass, Phase
@@ -31,6 +32,7 @@ FREE_MEMORY = [
     + "ValueError: Free memory on device cuda:0 (20.5/79.19 GiB) on startup is less than desired GPU memory "
     "utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
 ]
+VLLM_PACK = vllm_pack.PACK
 VLLM = ["vllm", "serve", "MiniMaxAI/MiniMax-M2.5", "--port", "8000"]
 
 
@@ -59,7 +61,7 @@ def graph_oom() -> Failure:
 
 def test_sampler_oom_lowers_max_num_seqs_to_the_pack_value():
     """A sampler warmup OOM sets --max-num-seqs to the pack's remedy value, with a one-line reason."""
-    d = decide(failure_of(SAMPLER_OOM), VLLM)
+    d = decide(failure_of(SAMPLER_OOM), VLLM, pack=VLLM_PACK)
     assert d.change is not None
     assert (d.change.flag, d.change.value) == ("--max-num-seqs", "256")
     assert "from 1024 to 256" in d.reason
@@ -72,7 +74,7 @@ def test_sampler_oom_prefers_the_plan_value():
     plan = type(
         "FakePlan", (), {"recommendations": (Recommendation("--max-num-seqs", "384", "fits"),)}
     )()
-    d = decide(failure_of(SAMPLER_OOM), VLLM, plan=plan)  # type: ignore[arg-type]
+    d = decide(failure_of(SAMPLER_OOM), VLLM, plan=plan, pack=VLLM_PACK)  # type: ignore[arg-type]
     assert d.change is not None
     assert d.change.value == "384"
     assert "plan" in d.reason
@@ -80,10 +82,10 @@ def test_sampler_oom_prefers_the_plan_value():
 
 def test_sampler_oom_again_halves_instead_of_repeating():
     """The same change is never made twice: a second sampler OOM at 256 halves to 128."""
-    first = decide(failure_of(SAMPLER_OOM), VLLM).change
+    first = decide(failure_of(SAMPLER_OOM), VLLM, pack=VLLM_PACK).change
     assert first is not None
     argv = retry_policy.apply(VLLM, first)
-    second = decide(failure_of(SAMPLER_OOM), argv, history=[first]).change
+    second = decide(failure_of(SAMPLER_OOM), argv, history=[first], pack=VLLM_PACK).change
     assert second is not None
     assert (second.flag, second.value) == ("--max-num-seqs", "128")
 
@@ -91,7 +93,7 @@ def test_sampler_oom_again_halves_instead_of_repeating():
 def test_graph_capture_oom_lowers_utilization_then_enforce_eager_last():
     """Graph-capture OOM: 0.9 -> 0.85 -> 0.8, then --enforce-eager, then nothing more."""
     argv, history, seen = list(VLLM), [], []
-    while (d := decide(graph_oom(), argv, history=history)).change is not None:
+    while (d := decide(graph_oom(), argv, history=history, pack=VLLM_PACK)).change is not None:
         history.append(d.change)
         argv = retry_policy.apply(argv, d.change)
         seen.append((d.change.flag, d.change.value))
@@ -106,7 +108,7 @@ def test_graph_capture_oom_lowers_utilization_then_enforce_eager_last():
 
 def test_kv_insufficient_sets_max_model_len_from_the_estimate():
     """kv_cache_insufficient sets --max-model-len to the estimate the log gives."""
-    d = decide(failure_of(KV_SHORT), [*VLLM, "--max-model-len", "196608"])
+    d = decide(failure_of(KV_SHORT), [*VLLM, "--max-model-len", "196608"], pack=VLLM_PACK)
     assert d.change is not None
     assert (d.change.flag, d.change.value) == ("--max-model-len", "89568")
     assert retry_policy.apply([*VLLM, "--max-model-len", "196608"], d.change)[-1] == "89568"
@@ -115,16 +117,16 @@ def test_kv_insufficient_sets_max_model_len_from_the_estimate():
 def test_memory_taken_waits_first_then_lowers_utilization():
     """gpu_memory_utilization: wait for the GPUs first; without a way to wait, lower the utilization."""
     failure = failure_of(FREE_MEMORY)
-    wait = decide(failure, VLLM).change
+    wait = decide(failure, VLLM, pack=VLLM_PACK).change
     assert wait is not None
     assert wait.wait_for_gpus
     assert wait.flag is None
     assert retry_policy.apply(VLLM, wait) == VLLM
-    lower = decide(failure, VLLM, history=[wait]).change
+    lower = decide(failure, VLLM, history=[wait], pack=VLLM_PACK).change
     assert lower is not None
     assert lower.flag == "--gpu-memory-utilization"
     assert float(lower.value or 0) < 0.26
-    no_wait = decide(failure, VLLM, can_wait=False).change
+    no_wait = decide(failure, VLLM, can_wait=False, pack=VLLM_PACK).change
     assert no_wait is not None
     assert no_wait.flag == "--gpu-memory-utilization"
 
@@ -147,7 +149,7 @@ def test_not_retryable_classes_are_never_retried(cls):
         "bad",
         (Remedy("Set it.", "--max-model-len", "4096"),),
     )
-    d = decide(failure, VLLM)
+    d = decide(failure, VLLM, pack=VLLM_PACK)
     assert d.change is None
     assert str(cls) in d.reason
 
@@ -162,7 +164,7 @@ def test_unsafe_remedies_are_not_applied():
         "taken",
         (Remedy("Or serve on another port.", "--port", "8001"),),
     )
-    assert decide(port, VLLM).change is None
+    assert decide(port, VLLM, pack=VLLM_PACK).change is None
     nccl = Failure(
         FailureClass.NCCL_ERROR,
         Phase.DISTRIBUTED_INIT,
@@ -171,7 +173,7 @@ def test_unsafe_remedies_are_not_applied():
         "nccl",
         (Remedy("Debug.", env="NCCL_DEBUG=INFO"),),
     )
-    assert "no automatic change" in decide(nccl, VLLM).reason
+    assert "no automatic change" in decide(nccl, VLLM, pack=VLLM_PACK).reason
 
 
 @settings(max_examples=25, deadline=None)
@@ -185,7 +187,7 @@ def test_never_the_same_change_twice(kinds):
     }
     argv, history = list(VLLM), []
     for kind in kinds:
-        change = decide(failures[kind], argv, history=history).change
+        change = decide(failures[kind], argv, history=history, pack=VLLM_PACK).change
         if change is None:
             continue
         assert not any(change.same_as(h) for h in history)

@@ -1,8 +1,9 @@
 """A streaming client for OpenAI-compatible servers (vLLM, SGLang, TGI, llama.cpp), over httpx2.
 
 It does four things, each bounded by a timeout: list the served models (``GET /v1/models``),
-count a prompt's tokens with the server's own tokenizer (vLLM ``POST /tokenize``, llama.cpp
-``POST /tokenize``, llama-cpp-python ``POST /extras/tokenize/count``), send one short
+count a prompt's tokens with the server's own tokenizer (each knowledge pack names its
+engine's endpoint: vLLM and SGLang ``POST /tokenize``, llama.cpp ``POST /tokenize``,
+llama-cpp-python ``POST /extras/tokenize/count``; they are tried in that order), send one short
 non-streaming completion (to calibrate prompt length from ``usage``), and stream one
 completion while recording when each content chunk arrives (``RequestTiming``).
 
@@ -26,18 +27,28 @@ from typing import Any
 
 import httpx2
 
+from bringup.core import packs
 from bringup.core.bench_stats import RequestTiming
+from bringup.core.packs.types import TokenizeSpec
 from bringup.errors import AdapterError, UsageError
 
 Clock = Callable[[], float]
 COMPLETIONS = "completions"
 CHAT = "chat"
 _PATHS = {COMPLETIONS: "/v1/completions", CHAT: "/v1/chat/completions"}
-_TOKENIZE_TRIES: tuple[tuple[str, str], ...] = (
-    ("/tokenize", "vllm"),  # vLLM, SGLang: {"model", "prompt"} -> {"count", "tokens"}
-    ("/tokenize", "llamacpp"),  # llama.cpp server: {"content"} -> {"tokens"}
-    ("/extras/tokenize/count", "llama-cpp-python"),  # {"input"} -> {"count"}
-)
+
+
+def tokenize_tries() -> tuple[TokenizeSpec, ...]:
+    """Every tokenizer endpoint the packs name, in pack order, each once."""
+    specs: list[TokenizeSpec] = []
+    for pack in packs.all_packs():
+        for http in (pack.http, *pack.http_variants.values()):
+            if http.tokenize is not None and http.tokenize not in specs:
+                specs.append(http.tokenize)
+    return tuple(specs)
+
+
+_TOKENIZE_TRIES = tokenize_tries()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +155,8 @@ class OpenAIStream:
 
     def count_tokens(self, model: str, text: str) -> tuple[int, str] | None:
         """``(tokens, which endpoint)`` from the server's tokenizer, or None when it has none."""
-        for path, flavour in _TOKENIZE_TRIES:
+        for spec in _TOKENIZE_TRIES:
+            path, flavour = spec.path, spec.style
             body = _tokenize_body(flavour, model, text)
             try:
                 response = self._client.post(path, json=body)
@@ -326,6 +338,7 @@ def _error_message(error: Any) -> str:
 
 
 def _tokenize_body(flavour: str, model: str, text: str) -> dict[str, Any]:
+    """The request body of a tokenizer endpoint of ``TokenizeSpec.style`` ``flavour``."""
     if flavour == "vllm":
         return {"model": model, "prompt": text}
     if flavour == "llamacpp":

@@ -49,7 +49,7 @@ from bringup.core.diagnosis import (
 )
 from bringup.core.logline import LogLine
 from bringup.core.packs import remedies
-from bringup.core.packs.types import Pack, RemedyContext, Signature
+from bringup.core.packs.types import EngineFlags, Pack, RemedyContext, Signature
 from bringup.core.vocab import Engine, FailureClass, Outcome, Phase
 
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in (?P<func>[\w<>.]+)')
@@ -295,7 +295,7 @@ class LogAnalyzer:
         if sig.failure_class is FailureClass.PORT_IN_USE and _other_port(groups, self._facts):
             return  # another server's bind error in the same output
         phase = self._failure_phase(pack, sig.phase, key)
-        ctx = RemedyContext(groups, dict(self._facts), phase)
+        ctx = RemedyContext(groups, dict(self._facts), phase, _flags(pack, sig.owner))
         echo = any(p.search(ll.message) for p in pack.echoes)
         new = Failure(
             sig.failure_class,
@@ -303,7 +303,7 @@ class LogAnalyzer:
             ll.text,
             ll.number,
             sig.summary.format_map(groups),
-            sig.remedy(ctx),
+            remedies.own(ctx.flags, sig.remedy(ctx)),
             not (sig.is_wrapper or echo),
         )
         if sig.owner is not None and self._pack is None and new.is_final:
@@ -322,7 +322,7 @@ class LogAnalyzer:
         )
         phase = self._failure_phase(pack, None, key)
         groups = {"type": kind}
-        ctx = RemedyContext(groups, dict(self._facts), phase)
+        ctx = RemedyContext(groups, dict(self._facts), phase, pack.flags)
         what = (
             "the model's configuration lacks what this version's code expects (an architecture "
             "this version does not support, or a mismatched transformers)"
@@ -511,7 +511,7 @@ class LogAnalyzer:
             if killed
             else f"{base} (exit code {exit_code}){last}"
         )
-        ctx = RemedyContext({}, dict(self._facts), phase)
+        ctx = RemedyContext({}, dict(self._facts), phase, _flags(self._pack, None))
         remedy = remedies.host_oom(ctx) if killed else remedies.engine_died(ctx)
         return Failure(cls, phase, line, number, summary, remedy, True)
 
@@ -523,7 +523,7 @@ class LogAnalyzer:
         cls = pack.hang_classes.get(phase, FailureClass.TIMEOUTS)
         ll = self._progress_line
         after = f" after line {ll.number}" if ll is not None else ""
-        ctx = RemedyContext({}, dict(self._facts), phase)
+        ctx = RemedyContext({}, dict(self._facts), phase, pack.flags)
         remedy = remedies.nccl(ctx) if cls is FailureClass.NCCL_ERROR else remedies.stalled(ctx)
         summary = (
             f"The startup stopped in {phase.value}: {self._heartbeats} 'still waiting' "
@@ -539,7 +539,7 @@ class LogAnalyzer:
         pack = self._pack or packs.generic()
         phase = self._failure_phase(pack, None, "")
         cls = pack.hang_classes.get(phase, FailureClass.TIMEOUTS)
-        ctx = RemedyContext({}, dict(self._facts), phase)
+        ctx = RemedyContext({}, dict(self._facts), phase, pack.flags)
         remedy = remedies.nccl(ctx) if cls is FailureClass.NCCL_ERROR else remedies.stalled(ctx)
         summary = (
             f"The log ends at a step that is known to hang (line {ll.number}: "
@@ -629,3 +629,11 @@ def _other_port(groups: dict[str, str], facts: dict[str, float | int | str]) -> 
     """A bind error naming a port other than the one this server was told to serve on."""
     port, ours = groups.get("port"), facts.get("port")
     return port is not None and port.isdigit() and ours is not None and int(port) != int(ours)
+
+
+def _flags(pack: Pack | None, owner: Engine | None) -> EngineFlags:
+    """The engine's flag names for remedy builders: the signature's owner's (read with the
+    generic pack), else the pack's; none when the engine is not known."""
+    if owner is not None:
+        return packs.get(owner).flags
+    return pack.flags if pack is not None else EngineFlags(known=False)

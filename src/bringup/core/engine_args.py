@@ -1,6 +1,7 @@
 """Read and rewrite inference-server command lines (argv lists), without running them.
 
-Recognised entry points::
+The engines' entry points, valueless flags and aliases come from their knowledge packs
+(``Pack.entry_points``, ``Pack.flags``); the engine twin is bringup's own. Recognised::
 
     vllm serve MODEL ...                                    python -m vllm.entrypoints.openai.api_server --model M
     python -m sglang.launch_server --model-path M ...       sglang serve --model-path M
@@ -24,62 +25,35 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bringup.core import packs
+from bringup.core.packs.types import EntryPoint
 from bringup.core.vocab import Engine
 
-# short alias -> long flag (vLLM's FlexibleArgumentParser and common engine spellings)
-ALIASES: dict[str, str] = {
-    "-tp": "--tensor-parallel-size",
-    "-pp": "--pipeline-parallel-size",
-    "-dp": "--data-parallel-size",
-    "-q": "--quantization",
-}
-
-# flags that never take a value, so the next word is not read as their value
+# flags of every engine that never take a value, so the next word is not read as their value
 BOOLEAN_FLAGS: frozenset[str] = frozenset(
-    {
-        "--enforce-eager",
-        "--enable-expert-parallel",
-        "--trust-remote-code",
-        "--enable-prefix-caching",
-        "--no-enable-prefix-caching",
-        "--enable-chunked-prefill",
-        "--no-enable-chunked-prefill",
-        "--disable-log-stats",
-        "--disable-log-requests",
-        "--enable-auto-tool-choice",
-        "--headless",
-        "--disable-custom-all-reduce",
-        "--no-enable-log-requests",
-        "--enable-lora",
-        "--help",
-        "-h",
-        "--enable-dp-attention",
-        "--enable-ep-moe",
-        "--skip-server-warmup",
-        "--disable-cuda-graph",
-        "--sharded",
-        "--cont-batching",
-        "--flash-attn",
-        "--no-mmap",
-        "--mlock",
-        "--verbose",
-        "--metrics",
-    }
+    {"--help", "-h"}.union(*(pack.flags.boolean for pack in packs.all_packs()))
 )
+
+# short alias -> long flag (vLLM's -tp, -pp, -dp, -q)
+ALIASES: dict[str, str] = {
+    alias: flag for pack in packs.all_packs() for alias, flag in pack.flags.aliases.items()
+}
 
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 
-# module or program -> (engine, flags that name the model)
-_MODULES: dict[str, tuple[Engine, tuple[str, ...]]] = {
-    "vllm.entrypoints.openai.api_server": (Engine.VLLM, ("--model",)),
-    "vllm.entrypoints.api_server": (Engine.VLLM, ("--model",)),
-    "sglang.launch_server": (Engine.SGLANG, ("--model-path", "--model")),
-    "llama_cpp.server": (Engine.LLAMACPP, ("--model", "-m")),
+# the packs' entry points: python -m MODULE, and PROGRAM [SUBCOMMAND]
+_MODULES: dict[str, tuple[Engine, EntryPoint]] = {
+    ep.module: (pack.engine, ep)
+    for pack in packs.all_packs()
+    for ep in pack.entry_points
+    if ep.module is not None and pack.engine is not None
 }
-_PROGRAMS: dict[str, tuple[Engine, tuple[str, ...]]] = {
-    "text-generation-launcher": (Engine.TGI, ("--model-id",)),
-    "llama-server": (Engine.LLAMACPP, ("--model", "-m")),
+_PROGRAMS: dict[str, tuple[Engine, EntryPoint]] = {
+    ep.program: (pack.engine, ep)
+    for pack in packs.all_packs()
+    for ep in pack.entry_points
+    if ep.program is not None and pack.engine is not None
 }
 
 
@@ -104,20 +78,23 @@ def parse_server_command(argv: Sequence[str]) -> ServerCommand:
         if module == "bringup":
             return _twin(words, start + 3)
         if module in _MODULES:
-            engine, names = _MODULES[module]
-            return _with_flags(words, start + 3, engine, names)
+            engine, ep = _MODULES[module]
+            return _with_flags(words, start + 3, engine, ep.model_flags)
         return ServerCommand(
             tuple(words), None, None, tuple(words[start + 3 :]), tuple(words[: start + 3])
         )
-    if program == "vllm" and words[start + 1 : start + 2] == ["serve"]:
-        return _with_positional(words, start + 2, Engine.VLLM, ("--model",))
-    if program == "sglang" and words[start + 1 : start + 2] == ["serve"]:
-        return _with_flags(words, start + 2, Engine.SGLANG, ("--model-path", "--model"))
     if program == "bringup":
         return _twin(words, start + 1)
     if program in _PROGRAMS:
-        engine, names = _PROGRAMS[program]
-        return _with_flags(words, start + 1, engine, names)
+        engine, ep = _PROGRAMS[program]
+        at = start + 1
+        if ep.subcommand is not None:
+            if words[at : at + 1] != [ep.subcommand]:
+                return ServerCommand(tuple(words), None, None, tuple(words[at:]), tuple(words[:at]))
+            at += 1
+        if ep.positional_model:
+            return _with_positional(words, at, engine, ep.model_flags)
+        return _with_flags(words, at, engine, ep.model_flags)
     return ServerCommand(
         tuple(words), None, None, tuple(words[start + 1 :]), tuple(words[: start + 1])
     )

@@ -1,21 +1,27 @@
 """Automatic remediation, as one pure decision: given how a startup failed and the command
 line it ran with, what to change before starting again, or why nothing is retried.
 
-The rules (issue 6), in the order ``decide`` applies them:
+Every flag comes from the engine's knowledge pack (``Pack.flags``: its memory share, max
+sequences, eager mode, context length, graph batch, defaults); vLLM's names are shown. The
+rules (issue 6), in the order ``decide`` applies them:
 
 - ``config_error``, ``missing_or_corrupt_weights``, ``unsupported_hardware``: never
   retried, they fail the same way every time (``FailureClass.is_retryable``);
-- a CUDA OOM in the sampler warmup lowers ``--max-num-seqs``: to the plan's value when a
-  plan is given, else to the pack's remedy value, else to half the current value;
-- a CUDA OOM while capturing CUDA graphs lowers ``--gpu-memory-utilization`` (0.05 a step,
-  at most ``UTILIZATION_STEPS`` times, never under ``UTILIZATION_FLOOR``) and only last adds
-  ``--enforce-eager``;
-- ``kv_cache_insufficient`` sets ``--max-model-len`` to the estimate the log gives (or the
-  plan's); without one it uses the pack's other flag remedies;
+- a CUDA OOM in the sampler warmup lowers the max sequences (``--max-num-seqs``): to the
+  plan's value when a plan is given, else to the pack's remedy value, else to half the
+  current value;
+- a CUDA OOM while capturing CUDA graphs lowers the memory share (``--gpu-memory-utilization``,
+  SGLang's ``--mem-fraction-static``; 0.05 a step, at most ``UTILIZATION_STEPS`` times, never
+  under ``UTILIZATION_FLOOR``), then the graph batch where the engine has one (SGLang's
+  ``--cuda-graph-max-bs``), and only last turns CUDA graphs off (``--enforce-eager``,
+  ``--disable-cuda-graph``);
+- ``kv_cache_insufficient`` sets the context length (``--max-model-len``) to the estimate the
+  log gives (or the plan's); without one it uses the pack's other flag remedies;
 - ``gpu_memory_utilization`` (another process held the memory at start) first waits for
-  the GPUs with the guard, then lowers the utilization to what the log says is free;
-- any other class: the pack's remedies whose flag is in ``SAFE_FLAGS`` (settings that trade
-  capacity for memory, never the model, the port or the parallelism).
+  the GPUs with the guard, then lowers the memory share to what the log says is free;
+- any other class, or an engine without the rule's flag: the pack's remedies whose flag is in
+  ``flags.retry_safe`` (settings that trade capacity for memory, never the model, the port or
+  the parallelism).
 
 Never the same change twice: ``history`` holds the changes already made. Each decision
 carries a one-line reason. Nothing here runs a process or reads a clock.
@@ -28,45 +34,14 @@ from dataclasses import dataclass
 
 from bringup.core import engine_args
 from bringup.core.diagnosis import Failure
+from bringup.core.packs.types import EngineFlags, Pack
 from bringup.core.plan.result import Plan
 from bringup.core.vocab import FailureClass, Phase
 
 UTILIZATION_STEP = 0.05
-UTILIZATION_STEPS = 2  # graph-capture OOM: lower the utilization this often, then --enforce-eager
+UTILIZATION_STEPS = 2  # graph-capture OOM: lower the memory share this often, then eager mode
 UTILIZATION_FLOOR = 0.5
-
-MAX_NUM_SEQS = "--max-num-seqs"
-UTILIZATION = "--gpu-memory-utilization"
-MAX_MODEL_LEN = "--max-model-len"
-ENFORCE_EAGER = "--enforce-eager"
-
-# The engines' defaults, for a flag the command line does not set.
-DEFAULTS: Mapping[str, str] = {MAX_NUM_SEQS: "1024", UTILIZATION: "0.9"}
-
-# Flags a retry may change on its own: each trades capacity or speed for memory.
-SAFE_FLAGS: frozenset[str] = frozenset(
-    {
-        MAX_NUM_SEQS,
-        UTILIZATION,
-        MAX_MODEL_LEN,
-        ENFORCE_EAGER,
-        "--max-num-batched-tokens",
-        "--mem-fraction-static",
-        "--cuda-graph-max-bs",
-        "--chunked-prefill-size",
-        "--max-batch-prefill-tokens",
-        "-c",
-        "--ctx-size",
-        "--n_ctx",
-    }
-)
-
-# Facts the log analyzer records, by the flag they describe.
-FACT_OF_FLAG: Mapping[str, str] = {
-    MAX_NUM_SEQS: "max_num_seqs",
-    UTILIZATION: "gpu_memory_utilization",
-    MAX_MODEL_LEN: "max_model_len",
-}
+SHARE_FALLBACK = 0.9  # the memory share assumed for an engine that names no default
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,22 +70,22 @@ class Decision:
     change: Change | None
     reason: str
 
-    @property
-    def is_retry(self) -> bool:
-        return self.change is not None
-
 
 def decide(
     failure: Failure,
     argv: Sequence[str],
     *,
+    pack: Pack,
     history: Sequence[Change] = (),
     facts: Mapping[str, float | int | str] | None = None,
     plan: Plan | None = None,
     can_wait: bool = True,
 ) -> Decision:
-    """The next change for ``failure`` of the server started as ``argv``, or why none."""
-    ctx = _Ctx(failure, list(argv), tuple(history), dict(facts or {}), plan)
+    """The next change for ``failure`` of the ``pack``'s engine started as ``argv``, or why none.
+
+    Every flag it sets is the engine's own (``pack.flags``).
+    """
+    ctx = _Ctx(failure, list(argv), tuple(history), dict(facts or {}), plan, pack.flags)
     cls = failure.failure_class
     if not cls.is_retryable:
         return _stop(f"{cls} is not retried: it fails the same way on every start; fix it first")
@@ -134,6 +109,16 @@ def decide(
     return _stop(f"no automatic change is known for {cls} during {failure.phase}")
 
 
+def memory_share(argv: Sequence[str], flags: EngineFlags) -> float:
+    """The share of each GPU the server asks for (its memory-share flag, else the default)."""
+    flag = flags.memory_share
+    raw = (engine_args.get_flag(argv, flag) or flags.defaults.get(flag)) if flag else None
+    try:
+        return min(1.0, max(0.0, float(raw))) if raw is not None else SHARE_FALLBACK
+    except ValueError:
+        return SHARE_FALLBACK
+
+
 def apply(argv: Sequence[str], change: Change) -> list[str]:
     """``argv`` with ``change`` made (unchanged for a wait); the flag is added when absent."""
     if change.wait_for_gpus or change.flag is None:
@@ -152,12 +137,13 @@ class _Ctx:
     history: tuple[Change, ...]
     facts: dict[str, float | int | str]
     plan: Plan | None
+    flags: EngineFlags
 
     def current(self, flag: str) -> float | None:
         """The flag's value now: the command line, else the log's facts, else the default."""
         raw: object = engine_args.get_flag(self.argv, flag)
         if raw is None:
-            raw = self.facts.get(FACT_OF_FLAG.get(flag, ""), DEFAULTS.get(flag))
+            raw = self.facts.get(self.flags.facts.get(flag, ""), self.flags.defaults.get(flag))
         try:
             return float(str(raw)) if raw is not None else None
         except ValueError:
@@ -193,14 +179,17 @@ def _lower(ctx: _Ctx, flag: str, value: str | None, why: str) -> Change | None:
 
 
 def _sampler_oom(ctx: _Ctx) -> list[Change | None]:
+    flag = ctx.flags.max_sequences
+    if flag is None:
+        return _pack_remedies(ctx)
     why = "the sampler warmup allocates max_num_seqs x vocabulary logits at once, and that did not fit"
-    now = ctx.current(MAX_NUM_SEQS)
+    now = ctx.current(flag)
     half = str(max(1, int(now) // 2)) if now is not None and now > 1 else None
-    plan = ctx.plan_value(MAX_NUM_SEQS)
+    plan = ctx.plan_value(flag)
     return [
-        _lower(ctx, MAX_NUM_SEQS, plan, why + " (the plan says this fits)"),
-        _lower(ctx, MAX_NUM_SEQS, ctx.remedy_value(MAX_NUM_SEQS), why),
-        _lower(ctx, MAX_NUM_SEQS, half, why),
+        _lower(ctx, flag, plan, why + " (the plan says this fits)"),
+        _lower(ctx, flag, ctx.remedy_value(flag), why),
+        _lower(ctx, flag, half, why),
     ]
 
 
@@ -209,25 +198,38 @@ def _fmt_util(value: float) -> str:
 
 
 def _graph_oom(ctx: _Ctx) -> list[Change | None]:
+    """Less memory share (a step at a time), then smaller graphs, then no graphs at all."""
+    fl = ctx.flags
+    if fl.memory_share is None and fl.graph_batch is None and fl.eager is None:
+        return _pack_remedies(ctx)
+    why = "CUDA graphs are captured outside the KV cache budget and did not fit"
     out: list[Change | None] = []
-    util = ctx.current(UTILIZATION)
-    if util is not None and ctx.used(UTILIZATION) < UTILIZATION_STEPS:
+    share = fl.memory_share
+    util = ctx.current(share) if share else None
+    if share and util is not None and ctx.used(share) < UTILIZATION_STEPS:
         lower = round(util - UTILIZATION_STEP, 2)
         if lower >= UTILIZATION_FLOOR:
             out.append(
                 Change(
-                    UTILIZATION,
+                    share,
                     _fmt_util(lower),
-                    f"lower {UTILIZATION} from {_fmt_util(util)} to {_fmt_util(lower)}: "
-                    "CUDA graphs are captured outside the KV cache budget and did not fit",
+                    f"lower {share} from {_fmt_util(util)} to {_fmt_util(lower)}: {why}",
                 )
             )
-    if not engine_args.has_flag(ctx.argv, ENFORCE_EAGER):
+    elif share and util is None and not ctx.used(share):
+        value = ctx.remedy_value(share)
+        if value is not None:
+            out.append(Change(share, value, f"lower {share} to {value}: {why}"))
+    if fl.graph_batch is not None:
+        out.append(
+            _lower(ctx, fl.graph_batch, ctx.remedy_value(fl.graph_batch), "fewer CUDA graphs")
+        )
+    if fl.eager is not None and not engine_args.has_flag(ctx.argv, fl.eager):
         out.append(
             Change(
-                ENFORCE_EAGER,
+                fl.eager,
                 None,
-                "add --enforce-eager: graph capture still ran out of memory with a lower "
+                f"add {fl.eager}: graph capture still ran out of memory with a lower "
                 "utilization; no CUDA graphs (slower decoding)",
             )
         )
@@ -235,20 +237,23 @@ def _graph_oom(ctx: _Ctx) -> list[Change | None]:
 
 
 def _kv_insufficient(ctx: _Ctx) -> list[Change | None]:
+    flag = ctx.flags.context_length
+    if flag is None:
+        return _pack_remedies(ctx)
     out: list[Change | None] = []
     for value, where in (
-        (ctx.remedy_value(MAX_MODEL_LEN), "the log's estimate of what the KV cache holds"),
-        (ctx.plan_value(MAX_MODEL_LEN), "the plan's longest request that fits"),
+        (ctx.remedy_value(flag), "the log's estimate of what the KV cache holds"),
+        (ctx.plan_value(flag), "the plan's longest request that fits"),
     ):
         if value is not None and value.isdigit():
             out.append(
                 Change(
-                    MAX_MODEL_LEN,
+                    flag,
                     value,
-                    f"set {MAX_MODEL_LEN} {value}: {where}; one full-length request did not fit",
+                    f"set {flag} {value}: {where}; one full-length request did not fit",
                 )
             )
-    return out + _pack_remedies(ctx, skip={MAX_MODEL_LEN})
+    return out + _pack_remedies(ctx, skip={flag})
 
 
 def _memory_taken(ctx: _Ctx, can_wait: bool) -> list[Change | None]:
@@ -263,13 +268,14 @@ def _memory_taken(ctx: _Ctx, can_wait: bool) -> list[Change | None]:
                 wait_for_gpus=True,
             )
         )
-    value = ctx.remedy_value(UTILIZATION) or ctx.plan_value(UTILIZATION)
-    if value is not None:
+    share = ctx.flags.memory_share
+    value = (ctx.remedy_value(share) or ctx.plan_value(share)) if share else None
+    if share is not None and value is not None:
         out.append(
             Change(
-                UTILIZATION,
+                share,
                 value,
-                f"set {UTILIZATION} {value}: ask only for the memory "
+                f"set {share} {value}: ask only for the memory "
                 "that is free while the other process keeps its share",
             )
         )
@@ -279,7 +285,7 @@ def _memory_taken(ctx: _Ctx, can_wait: bool) -> list[Change | None]:
 def _pack_remedies(ctx: _Ctx, skip: frozenset[str] | set[str] = frozenset()) -> list[Change | None]:
     out: list[Change | None] = []
     for remedy in ctx.failure.remedy:
-        if remedy.flag is None or remedy.flag not in SAFE_FLAGS or remedy.flag in skip:
+        if remedy.flag is None or remedy.flag not in ctx.flags.retry_safe or remedy.flag in skip:
             continue
         if remedy.value is None and engine_args.has_flag(ctx.argv, remedy.flag):
             continue

@@ -409,6 +409,7 @@ class _Follower:
             left_running_pid=left_pid,
             detached_log=log,
             interrupted=self.signum is not None,
+            engine=self.engine,
         )
         self.observer.close(result, m)
         return result

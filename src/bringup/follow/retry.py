@@ -25,13 +25,15 @@ from bringup.adapters.clock import Clock, SystemClock
 from bringup.adapters.gpus import GpuSource
 from bringup.adapters.sources.items import Source
 from bringup.adapters.systemd import Systemctl, write_retry_dropin
-from bringup.core import engine_args, retry_policy, service
+from bringup.core import engine_args, packs, retry_policy, service
 from bringup.core.attempts import AttemptRecord, RetryEvent
 from bringup.core.gpu import GpuReading, select_visible
+from bringup.core.packs.types import EngineFlags, Pack
 from bringup.core.plan.result import Plan
 from bringup.core.retry_policy import Change, Decision
 from bringup.core.startup import LiveEvent
 from bringup.core.systemd_unit import Word, render_retry_dropin
+from bringup.core.vocab import Engine
 from bringup.errors import AdapterError, BringupError, InputError
 from bringup.follow.types import Observer, StartupConfig, StartupResult
 from bringup.follow.wiring import follow_local
@@ -113,16 +115,18 @@ def run_with_retry(
             if attempts.change(change, following):
                 break
             # a wait that timed out: ask again, knowing the wait was tried
+            pack = _pack(result)
             decision = (
                 retry_policy.decide(
                     result.failure,
                     current,
+                    pack=pack,
                     history=history,
                     facts=_facts(result),
                     plan=plan,
                     can_wait=False,
                 )
-                if result.failure
+                if result.failure and pack is not None
                 else None
             )
             change = decision.change if decision is not None else None
@@ -153,14 +157,26 @@ def _decide(
         return None
     if retries_left <= 0:
         return Decision(None, "no retries left" if history else "no --retry given")
+    pack = _pack(result)
+    if pack is None:
+        return Decision(None, "the engine is not known, so bringup knows none of its flags")
     return retry_policy.decide(
         result.failure,
         argv,
+        pack=pack,
         history=history,
         facts=_facts(result),
         plan=plan,
         can_wait=attempts.can_wait(),
     )
+
+
+def _pack(result: StartupResult) -> Pack | None:
+    """The knowledge pack of the engine the attempt ran, when there is one."""
+    try:
+        return packs.get(result.engine) if result.engine is not None else None
+    except KeyError:
+        return None
 
 
 def _facts(result: StartupResult) -> dict[str, float | int | str]:
@@ -214,16 +230,15 @@ def wait_for_free_gpus(
         clock.sleep(interval_seconds)
 
 
-def wanted_utilization(argv: Sequence[str]) -> float:
-    """The share of each GPU the server asks for (``--gpu-memory-utilization``, default 0.9)."""
-    raw = (
-        engine_args.get_flag(argv, retry_policy.UTILIZATION)
-        or retry_policy.DEFAULTS[retry_policy.UTILIZATION]
-    )
+def wanted_share(argv: Sequence[str], engine: Engine | None) -> float:
+    """The share of each GPU the server asks for (its pack's memory-share flag or default)."""
+    command = engine_args.parse_server_command(list(argv)) if argv else None
+    engine = engine or (command.engine if command else None)
     try:
-        return min(1.0, max(0.0, float(raw)))
-    except ValueError:
-        return 0.9
+        flags = packs.get(engine).flags if engine is not None else EngineFlags()
+    except KeyError:
+        flags = EngineFlags()
+    return retry_policy.memory_share(argv, flags)
 
 
 # -- bringup run --retry -------------------------------------------------------------------------
@@ -288,7 +303,7 @@ class ChildAttempts(_SharedAttempts):
             return True
         return wait_for_free_gpus(
             self.gpus().read,
-            wanted_utilization(argv),
+            wanted_share(argv, self.config.engine),
             self.wait_timeout_seconds,
             cuda_visible_devices=self.config.environ.get("CUDA_VISIBLE_DEVICES"),
             clock=self.clock,
@@ -424,7 +439,7 @@ class UnitAttempts(_SharedAttempts):
         if change.wait_for_gpus or change.flag is None:
             return wait_for_free_gpus(
                 self.gpus().read,
-                wanted_utilization(argv),
+                wanted_share(argv, self.config.engine),
                 self.wait_timeout_seconds,
                 cuda_visible_devices=self.config.environ.get("CUDA_VISIBLE_DEVICES"),
                 clock=self.clock,

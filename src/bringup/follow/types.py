@@ -57,6 +57,7 @@ class StartupResult:
     left_running_pid: int | None = None  # --keep: the server still running
     detached_log: str | None = None  # --keep: where its output now goes
     interrupted: bool = False
+    engine: Engine | None = None  # from the command, --engine or the log; None: not known
 
 
 class Prober(Protocol):

@@ -13,7 +13,7 @@ import dataclasses
 from functools import cache
 
 from bringup.core.packs import common, llamacpp, ollama, sglang, tgi, vllm
-from bringup.core.packs.types import HttpSpec, Pack
+from bringup.core.packs.types import EngineFlags, HttpSpec, Pack
 from bringup.core.vocab import Engine
 
 __all__ = ["HttpSpec", "Pack", "all_packs", "generic", "get"]
@@ -86,4 +86,6 @@ def generic() -> Pack:
         restart=(),
         echoes=tuple(e for p in all_packs() for e in p.echoes),
         hang_points=tuple(h for p in all_packs() for h in p.hang_points),
+        entry_points=(),
+        flags=EngineFlags(known=False),  # the engine is not known (signatures know their owner)
     )

@@ -16,6 +16,8 @@ from types import MappingProxyType
 from bringup.core.diagnosis import Remedy
 from bringup.core.packs import remedies as r
 from bringup.core.packs.types import (
+    EngineFlags,
+    EntryPoint,
     FactRule,
     HttpSpec,
     Pack,
@@ -23,6 +25,7 @@ from bringup.core.packs.types import (
     ProgressRule,
     RemedyContext,
     Signature,
+    TokenizeSpec,
     mib_to_gib,
     rx,
     to_int,
@@ -41,6 +44,7 @@ LLAMA_CPP_PYTHON_HTTP = HttpSpec(
     health_path="/v1/models",
     refuses_until_ready=True,
     health_503_while_loading=False,
+    tokenize=TokenizeSpec("/extras/tokenize/count", "llama-cpp-python"),
 )
 
 # Native llama-server: the port is open while loading, /health is 503 until the model is loaded.
@@ -49,6 +53,39 @@ LLAMA_SERVER_HTTP = HttpSpec(
     health_path="/health",
     refuses_until_ready=False,
     health_503_while_loading=True,
+    tokenize=TokenizeSpec("/tokenize", "llamacpp"),
+)
+
+ENTRY_POINTS = (
+    EntryPoint(("--model", "-m"), program="llama-server"),
+    EntryPoint(("--model", "-m"), module="llama_cpp.server"),
+)
+
+# Two servers, two spellings: llama-server (-c/--ctx-size, --cache-type-k, -ngl) and
+# llama-cpp-python's python -m llama_cpp.server (--n_ctx, --type_k, --n_gpu_layers).
+FLAGS = EngineFlags(
+    retry_safe=frozenset({"-c", "--ctx-size", "--n_ctx"}),
+    boolean=frozenset(
+        {"--cont-batching", "--flash-attn", "--no-mmap", "--mlock", "--verbose", "--metrics"}
+    ),
+    others=frozenset(
+        {
+            "--model",
+            "-m",
+            "--host",
+            "--port",
+            "--n_ctx",
+            "--type_k",
+            "--type_v",
+            "--n_gpu_layers",
+            "-ngl",
+            "--n-gpu-layers",
+            "--cache-type-k",
+            "--cache-type-v",
+            "--parallel",
+            "-np",
+        }
+    ),
 )
 
 _MIB = 1024 * 1024
@@ -411,4 +448,6 @@ PACK = Pack(
     ),  # keyed by what the command line says
     restart=(rx(r"^build: \d+"),),
     exit_summary="llama.cpp exited before the model was loaded without printing why (some builds stay silent at default verbosity: rerun with -v).",
+    entry_points=ENTRY_POINTS,
+    flags=FLAGS,
 )

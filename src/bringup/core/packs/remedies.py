@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from bringup.core.diagnosis import Remedy
-from bringup.core.packs.types import RemedyContext
+from bringup.core.packs.types import EngineFlags, RemedyContext
 from bringup.core.vocab import Phase
 
 
@@ -129,8 +129,37 @@ def sampler_oom(ctx: RemedyContext) -> tuple[Remedy, ...]:
     return (first, lower_util(ctx, "leaves more headroom outside vLLM's budget for the warmup."))
 
 
+def own(flags: EngineFlags, remedies: tuple[Remedy, ...]) -> tuple[Remedy, ...]:
+    """The remedies whose flag the engine has: a builder shared by several packs (or a common
+    signature) may name another engine's flag, which is dropped here. An engine not known
+    (``flags.known`` False) keeps them all, as hints."""
+    if not flags.known:
+        return remedies
+    vocabulary = flags.vocabulary()
+    return tuple(r for r in remedies if r.flag is None or r.flag in vocabulary)
+
+
+def _lower_share(ctx: RemedyContext, why: str) -> Remedy:
+    """The engine's memory share 0.05 lower (vLLM's --gpu-memory-utilization when not known)."""
+    flag = ctx.flags.memory_share or "--gpu-memory-utilization"
+    util = number(ctx, ctx.flags.facts.get(flag, "gpu_memory_utilization"))
+    value = round(util - 0.05, 2) if util is not None and util > 0.5 else 0.85
+    return Remedy(f"Lower {flag} to {_fmt_util(value)}: {why}", flag, _fmt_util(value))
+
+
+def _eager(ctx: RemedyContext, text: str) -> Remedy:
+    """No CUDA graphs, by the engine's own switch (vLLM's --enforce-eager when not known)."""
+    flag = ctx.flags.eager or "--enforce-eager"
+    return Remedy(text.format(flag=flag), flag)
+
+
 def cuda_oom(ctx: RemedyContext) -> tuple[Remedy, ...]:
-    """GPU out of memory: what to change depends on the phase it happened in."""
+    """GPU out of memory: what to change depends on the phase it happened in (the engine's
+    own flags; the ones it lacks are left out)."""
+    return own(ctx.flags, _cuda_oom(ctx))
+
+
+def _cuda_oom(ctx: RemedyContext) -> tuple[Remedy, ...]:
     if ctx.phase in (Phase.WEIGHTS_LOADING, Phase.WEIGHTS_LOADED, Phase.DISTRIBUTED_INIT):
         return (more_tp(ctx), Remedy("Free the GPU of other processes (check `nvidia-smi`)."))
     if ctx.phase is Phase.MEMORY_PROFILING:
@@ -152,17 +181,14 @@ def cuda_oom(ctx: RemedyContext) -> tuple[Remedy, ...]:
         )
     if ctx.phase is Phase.CUDA_GRAPH_CAPTURE:
         return (
-            lower_util(ctx, "CUDA graphs are captured outside the KV budget."),
-            Remedy(
-                "Skip CUDA graphs with --enforce-eager (slower decoding, no graph memory).",
-                "--enforce-eager",
-            ),
+            _lower_share(ctx, "CUDA graphs are captured outside the KV budget."),
+            _eager(ctx, "Skip CUDA graphs with {flag} (slower decoding, no graph memory)."),
         )
     if ctx.phase is Phase.WARMUP:
         return sampler_oom(ctx)
     return (
-        lower_util(ctx, "leaves headroom for allocations outside the KV cache."),
-        Remedy("Skip CUDA graphs with --enforce-eager.", "--enforce-eager"),
+        _lower_share(ctx, "leaves headroom for allocations outside the KV cache."),
+        _eager(ctx, "Skip CUDA graphs with {flag}."),
     )
 
 
@@ -176,14 +202,15 @@ def free_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
         )
     ]
     free, total = number(ctx, "free_gib"), number(ctx, "total_gib")
-    if free is not None and total:
+    share = ctx.flags.memory_share  # the engine's own flag (vLLM --gpu-memory-utilization)
+    if free is not None and total and share is not None:
         value = math.floor((free / total - 0.02) * 100) / 100
         if value >= 0.1:
             out.append(
                 Remedy(
-                    f"Or ask for what is free: --gpu-memory-utilization "
+                    f"Or ask for what is free: {share} "
                     f"{_fmt_util(value)} ({free:g} of {total:g} GiB are free).",
-                    "--gpu-memory-utilization",
+                    share,
                     _fmt_util(value),
                 )
             )
@@ -203,17 +230,19 @@ def port_in_use(ctx: RemedyContext) -> tuple[Remedy, ...]:
     return (check,)
 
 
-def nccl(_: RemedyContext) -> tuple[Remedy, ...]:
+def nccl(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """NCCL failed or hung between GPUs."""
-    return (
+    out = [
         Remedy("Rerun with NCCL_DEBUG=INFO to see which transport failed.", env="NCCL_DEBUG=INFO"),
         Remedy(
             "Disable peer-to-peer transfers if the GPUs cannot reach each other directly.",
             env="NCCL_P2P_DISABLE=1",
         ),
-        Remedy("Disable vLLM's custom all-reduce kernel.", "--disable-custom-all-reduce"),
-        Remedy("In a container, run with --ipc=host (or a large --shm-size)."),
-    )
+    ]
+    if "--disable-custom-all-reduce" in ctx.flags.vocabulary():  # vLLM and SGLang have it
+        out.append(Remedy("Disable the custom all-reduce kernel.", "--disable-custom-all-reduce"))
+    out.append(Remedy("In a container, run with --ipc=host (or a large --shm-size)."))
+    return tuple(out)
 
 
 def trust_remote_code(_: RemedyContext) -> tuple[Remedy, ...]:

@@ -7,6 +7,8 @@ from types import MappingProxyType
 from bringup.core.packs import remedies as r
 from bringup.core.packs.torch import TORCH_OOM
 from bringup.core.packs.types import (
+    EngineFlags,
+    EntryPoint,
     FactRule,
     FrameRule,
     HttpSpec,
@@ -14,6 +16,7 @@ from bringup.core.packs.types import (
     PhaseMarker,
     ProgressRule,
     Signature,
+    TokenizeSpec,
     rx,
     to_float,
     to_int,
@@ -24,6 +27,57 @@ F = FailureClass
 P = Phase
 
 _OOM = TORCH_OOM
+
+ENTRY_POINTS = (
+    EntryPoint(("--model-path", "--model"), module="sglang.launch_server"),
+    EntryPoint(("--model-path", "--model"), program="sglang", subcommand="serve"),
+)
+
+MEM_FRACTION = "--mem-fraction-static"
+CUDA_GRAPH_MAX_BS = "--cuda-graph-max-bs"
+
+# SGLang's own names (python -m sglang.launch_server --help); its memory default depends on
+# the GPU, so none is assumed here.
+FLAGS = EngineFlags(
+    memory_share=MEM_FRACTION,
+    max_sequences="--max-running-requests",
+    eager="--disable-cuda-graph",
+    context_length="--context-length",
+    graph_batch=CUDA_GRAPH_MAX_BS,
+    facts=MappingProxyType({MEM_FRACTION: "mem_fraction_static"}),
+    retry_safe=frozenset(
+        {
+            MEM_FRACTION,
+            CUDA_GRAPH_MAX_BS,
+            "--chunked-prefill-size",
+            "--disable-cuda-graph",
+            "--context-length",
+            "--max-running-requests",
+        }
+    ),
+    boolean=frozenset(
+        {
+            "--enable-dp-attention",
+            "--enable-ep-moe",
+            "--skip-server-warmup",
+            "--disable-cuda-graph",
+            "--trust-remote-code",
+            "--disable-custom-all-reduce",
+        }
+    ),
+    others=frozenset(
+        {
+            "--model-path",
+            "--model",
+            "--served-model-name",
+            "--host",
+            "--port",
+            "--tensor-parallel-size",
+            "--tp-size",
+            "--dp-size",
+        }
+    ),
+)
 
 PACK = Pack(
     engine=Engine.SGLANG,
@@ -269,8 +323,11 @@ PACK = Pack(
         health_path="/health_generate",
         refuses_until_ready=False,
         health_503_while_loading=True,
+        tokenize=TokenizeSpec("/tokenize", "vllm"),
     ),
     phase_after=MappingProxyType({P.WEIGHTS_LOADED: P.KV_CACHE_ALLOC}),
     restart=(rx(r"server_args=ServerArgs\("),),
     exit_summary="SGLang exited before it was ready, without a cause in the log.",
+    entry_points=ENTRY_POINTS,
+    flags=FLAGS,
 )

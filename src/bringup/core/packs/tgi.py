@@ -7,6 +7,8 @@ from types import MappingProxyType
 from bringup.core.packs import remedies as r
 from bringup.core.packs.torch import TORCH_OOM
 from bringup.core.packs.types import (
+    EngineFlags,
+    EntryPoint,
     FactRule,
     FrameRule,
     HttpSpec,
@@ -23,6 +25,28 @@ F = FailureClass
 P = Phase
 
 _OOM = TORCH_OOM
+
+ENTRY_POINTS = (EntryPoint(("--model-id",), program="text-generation-launcher"),)
+
+# text-generation-launcher --help; TGI has no switch for CUDA graphs alone (--cuda-graphs 0).
+FLAGS = EngineFlags(
+    memory_share="--cuda-memory-fraction",
+    max_sequences="--max-concurrent-requests",
+    context_length="--max-total-tokens",
+    retry_safe=frozenset({"--max-batch-prefill-tokens"}),
+    boolean=frozenset({"--sharded", "--trust-remote-code"}),
+    others=frozenset(
+        {
+            "--model-id",
+            "--hostname",
+            "--port",
+            "--num-shard",
+            "--max-input-tokens",
+            "--max-batch-prefill-tokens",
+            "--trust-remote-code",
+        }
+    ),
+)
 
 PACK = Pack(
     engine=Engine.TGI,
@@ -222,4 +246,6 @@ PACK = Pack(
     phase_after=MappingProxyType({P.WEIGHTS_LOADED: P.MEMORY_PROFILING}),
     restart=(rx(r"^Args \{"),),
     exit_summary="The TGI launcher exited before it was ready, without a cause in the log.",
+    entry_points=ENTRY_POINTS,
+    flags=FLAGS,
 )

@@ -16,22 +16,86 @@ from bringup.core.vocab import Engine, FailureClass, Phase
 
 
 @dataclass(frozen=True)
+class TokenizeSpec:
+    """The server's own tokenizer endpoint: its path and the request shape it takes
+    (``"vllm"``: {"model", "prompt"} → {"count"}; ``"llamacpp"``: {"content"} → {"tokens"};
+    ``"llama-cpp-python"``: {"input"} → {"count"})."""
+
+    path: str
+    style: str
+
+
+@dataclass(frozen=True)
 class HttpSpec:
-    """How the supervisor tells this engine's HTTP side is ready."""
+    """How the follower tells this engine's HTTP side is ready."""
 
     default_port: int  # the launcher's default port
     health_path: str  # the endpoint that is 200 only when the model can serve
     refuses_until_ready: bool  # connection refused until ready (vLLM, TGI)
     health_503_while_loading: bool  # port open, /health 503 while loading (llama.cpp, SGLang)
+    tokenize: TokenizeSpec | None = None  # None: the server has no tokenizer endpoint bringup uses
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """One way the engine's server is started: ``PROGRAM [SUBCOMMAND]`` or ``python -m MODULE``."""
+
+    model_flags: tuple[str, ...]  # the flags that name the model
+    program: str | None = None  # the executable's base name
+    subcommand: str | None = None  # the word after the program (``vllm serve``)
+    module: str | None = None  # ``python -m MODULE``
+    positional_model: bool = False  # the model may come first, without a flag
+
+
+@dataclass(frozen=True)
+class EngineFlags:
+    """The engine's names for the settings bringup changes, and its defaults.
+
+    A remedy or a retry names only flags of this vocabulary (a test checks every pack).
+    """
+
+    memory_share: str | None = None  # the share of each GPU's memory the engine takes
+    max_sequences: str | None = None  # how many sequences run at once
+    eager: str | None = None  # no CUDA graphs (a flag without a value)
+    context_length: str | None = None  # the longest request
+    graph_batch: str | None = None  # the largest batch captured as a CUDA graph
+    defaults: Mapping[str, str] = field(default_factory=dict)  # flag → the engine's default
+    facts: Mapping[str, str] = field(default_factory=dict)  # flag → the log fact that reads it
+    retry_safe: frozenset[str] = frozenset()  # flags a retry may change on its own
+    boolean: frozenset[str] = frozenset()  # flags that never take a value
+    aliases: Mapping[str, str] = field(default_factory=dict)  # short alias → long flag
+    others: frozenset[str] = frozenset()  # every other flag this engine's remedies may name
+    known: bool = True  # False: the engine is not known (a remedy keeps whatever flag it names)
+
+    def vocabulary(self) -> frozenset[str]:
+        """Every flag of this engine bringup knows."""
+        named = {
+            self.memory_share,
+            self.max_sequences,
+            self.eager,
+            self.context_length,
+            self.graph_batch,
+        }
+        return frozenset(
+            {f for f in named if f is not None}
+            | set(self.defaults)
+            | set(self.facts)
+            | self.retry_safe
+            | self.boolean
+            | set(self.aliases.values())
+            | self.others
+        )
 
 
 @dataclass(frozen=True)
 class RemedyContext:
-    """What a remedy builder may use: the line's named groups, the facts so far, the phase."""
+    """What a remedy builder may use: the line's named groups, the facts so far, the phase,
+    and the engine's flag names."""
 
     groups: Mapping[str, str]
     facts: Mapping[str, float | int | str]
     phase: Phase
+    flags: EngineFlags
 
 
 RemedyBuilder = Callable[[RemedyContext], tuple[Remedy, ...]]
@@ -152,6 +216,8 @@ class Pack:
     # steps known to hang without an error (NCCL communicator init, the P2P probe): a whole log
     # that ends at one of them, with no later progress, is a hang there
     hang_points: tuple[re.Pattern[str], ...] = ()
+    entry_points: tuple[EntryPoint, ...] = ()  # how its server is started (command recognition)
+    flags: EngineFlags = field(default_factory=lambda: EngineFlags())
 
 
 def rx(pattern: str) -> re.Pattern[str]:

