@@ -175,6 +175,7 @@ class FakeSystemctl:
             "LoadState": "loaded",
             "ActiveState": self.active,
             "InvocationID": f"inv{self.invocation}" if self.invocation else "",
+            "MainPID": "4242" if self.invocation else "0",
         }
 
     def exec_start(self, unit: str) -> tuple[str, ...]:
@@ -187,6 +188,17 @@ class FakeSystemctl:
 
     def daemon_reload(self) -> None:
         self.calls.append("daemon-reload")
+
+    def loaded(self, unit: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What a manager reading ``unit_dir`` would have loaded after daemon-reload."""
+        dropin = self.unit_dir / f"{unit}.d/bringup-retry.conf"
+        if not dropin.exists():
+            return self.exec_start(unit), ()
+        line = [x for x in dropin.read_text().splitlines() if x.startswith("ExecStart=/")][-1]
+        return tuple(line.removeprefix("ExecStart=").split()), (str(dropin),)
+
+    def cmdline(self, pid: int) -> list[str]:
+        return list(self.loaded("vllm-x.service")[0])
 
     def unit_source(self, unit: str, environ: Any) -> ScriptedSource:
         dropin = self.unit_dir / f"{unit.removesuffix('.service')}.service.d/bringup-retry.conf"
@@ -213,6 +225,7 @@ def test_up_retry_writes_the_dropin_reloads_and_restarts(tmp_path: Path):
         on_note=notes.append,
         follow=follower,
         gpus=FakeGpus(FakeClock()),
+        local_dropin=True,
     )
     argv = attempts.server_argv()
     outcome = run_with_retry(attempts, argv, 2)

@@ -57,3 +57,70 @@ def test_up_catches_the_warmup_oom_while_systemd_says_activating(
     assert "(--max-num-seqs 256)" in result.out
     assert result.out.count("bringup: timeline:") == 1
     systemd.systemctl("stop", f"{name}.service")
+
+
+def test_up_retry_verifies_the_change_in_systemd_then_ends_ready(
+    systemd: SystemdNamespace, workdir: Path
+) -> None:
+    """`up --retry 1` on the warmup OOM: the drop-in where this systemd reads it, daemon-reload,
+    the new ExecStart= in `systemctl show`, the restarted run's own argument line with
+    --max-num-seqs 256, and only then "attempt 2"; the second run becomes ready (exit 0)."""
+    name = unique("i13-retry")
+    unit = f"{name}.service"
+    gpus = readings(workdir)
+    install_twin(
+        systemd,
+        name,
+        twin_command(free_port(), gpus, "oom_warmup", *FAST),
+        gpus,
+        "--restart-sec",
+        "30s",
+    )
+    result = bringup(
+        systemd, "up", name, "--retry", "1", "--deadline", "120s", "--gpus-from", str(gpus)
+    )
+    assert result.code == 0, result.out[-3000:] + result.err
+    dropin = f"/etc/systemd/system/{unit}.d/bringup-retry.conf"
+    assert (systemd.etc / f"{unit}.d/bringup-retry.conf").is_file()
+    out = result.out
+    checked = out.index(f"wrote {dropin}, ran systemctl daemon-reload; systemd now runs it")
+    announced = out.index("retry 1/1: attempt 2 with --max-num-seqs 256")
+    assert checked < announced
+    assert "FAILED: cuda_oom during warmup" in out[:checked]
+    assert "READY: " in out[announced:]
+    state = systemd.show(unit, "ActiveState", "DropInPaths", "ExecStart", "MainPID")
+    assert state["ActiveState"] == "active"
+    assert dropin in state["DropInPaths"].split()
+    assert "--max-num-seqs 256" in state["ExecStart"]
+    cmdline = (Path(f"/proc/{systemd.pid}/root/proc") / state["MainPID"] / "cmdline").read_bytes()
+    assert b"--max-num-seqs\x00256" in cmdline
+    systemd.systemctl("stop", unit)
+
+
+def test_up_retry_refuses_a_dropin_systemd_does_not_read(
+    systemd: SystemdNamespace, workdir: Path
+) -> None:
+    """The drop-in written under --root (where this systemd does not look): `up` says the
+    change was not made, exit 2, and never announces an attempt 2 with it."""
+    name = unique("i13-noread")
+    unit = f"{name}.service"
+    gpus = readings(workdir)
+    install_twin(
+        systemd,
+        name,
+        twin_command(free_port(), gpus, "oom_warmup", *FAST),
+        gpus,
+        "--restart-sec",
+        "30s",
+    )
+    root = workdir / "elsewhere"
+    result = bringup(
+        systemd, "up", name, "--retry", "1", "--root", str(root), "--gpus-from", str(gpus)
+    )
+    assert result.code == 2, result.out[-2000:] + result.err
+    assert (root / f"etc/systemd/system/{unit}.d/bringup-retry.conf").is_file()
+    assert "does not read it" in result.err
+    assert "the change was not made" in result.err
+    assert "attempt 2" not in result.out
+    assert systemd.show(unit, "DropInPaths")["DropInPaths"] == ""
+    systemd.systemctl("stop", unit)

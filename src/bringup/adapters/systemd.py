@@ -6,6 +6,8 @@ Command line equivalents::
     systemctl [--user] cat NAME
     systemctl [--user] start|restart --no-block NAME
     systemctl [--user] daemon-reload
+    systemctl [--user] show NAME --property=ExecStart,DropInPaths
+    cat /proc/MAINPID/cmdline
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from bringup.adapters.commands import Runner, check
+from bringup.adapters.commands import Runner, check, write_local
 from bringup.adapters.sources.unit import UnitSource
 from bringup.core import service
 from bringup.core.systemd_unit import Word, retry_dropin_path
-from bringup.errors import InputError
 
 
 class Systemctl:
@@ -59,20 +60,37 @@ class Systemctl:
     def daemon_reload(self) -> None:
         check(self.runner.run(self.argv("daemon-reload")))
 
+    def loaded(self, unit: str) -> tuple[tuple[Word, ...] | None, tuple[str, ...]]:
+        """What the manager has loaded now: the ``ExecStart=`` words it will run and its
+        ``DropInPaths`` (``systemctl show NAME -p ExecStart,DropInPaths``)."""
+        props = service.parse_show(
+            check(
+                self.runner.run(self.argv("show", unit, "--property=ExecStart,DropInPaths"))
+            ).stdout
+        )
+        words = service.exec_start_from_show(props.get("ExecStart", ""))
+        return words, tuple(props.get("DropInPaths", "").split())
+
+    def cmdline(self, pid: int) -> list[str] | None:
+        """A process's argument line, where the manager runs it (None when it is gone)."""
+        result = self.runner.run(["cat", f"/proc/{pid}/cmdline"])
+        if result.returncode != 0 or not result.stdout:
+            return None
+        return result.stdout.rstrip("\0").split("\0")
+
     def unit_source(self, unit: str, environ: Mapping[str, str]) -> UnitSource:
         """The unit's journal and state, to follow it."""
         return UnitSource(unit, environ, runner=self.runner, user=self.user)
 
 
-def write_retry_dropin(unit_dir: Path, unit: str, text: str) -> Path:
-    """Write ``NAME.service.d/bringup-retry.conf`` under ``unit_dir``; return its path."""
+def write_retry_dropin(unit_dir: Path, unit: str, text: str, runner: Runner | None = None) -> Path:
+    """Write ``NAME.service.d/bringup-retry.conf`` under ``unit_dir``; return its path.
+
+    Through ``runner`` (where its manager reads: this machine, a prefix, a host) when given,
+    else on this machine (``--root DIR``)."""
     path = unit_dir / retry_dropin_path(unit)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(
-            f"cannot write {path}: {exc.strerror or exc}",
-            hint="run as root for a system unit, or use --user for a user unit",
-        ) from exc
+    if runner is not None:
+        runner.write_file(str(path), text)
+    else:
+        write_local(str(path), text)
     return path

@@ -182,6 +182,29 @@ def exec_start_from_show(value: str) -> tuple[Word, ...] | None:
     return tuple(value.split(marker, 1)[1].split(" ;", 1)[0].split())
 
 
+def same_command(expected: Sequence[Word], actual: Sequence[str], *, joined: bool = False) -> bool:
+    """Whether ``actual`` is the command line ``expected``: equal words, a ``${NAME}`` matching
+    any one word (systemd fills it in). ``joined``: ``actual`` comes from ``systemctl show``,
+    which joins argv with spaces, so words with spaces are compared split.
+
+    >>> same_command(["vllm", "--api-key", EnvRef("API_KEY")], ["vllm", "--api-key", "sk-1"])
+    True
+    >>> same_command(["vllm", "--max-num-seqs", "256"], ["vllm", "--max-num-seqs", "1024"])
+    False
+    """
+    want: list[str | None] = []
+    for word in expected:
+        if isinstance(word, EnvRef):
+            want.append(None)
+        elif joined:
+            want.extend(word.split() or [""])
+        else:
+            want.append(word)
+    if len(want) != len(actual):
+        return False
+    return all(w is None or w == a for w, a in zip(want, actual, strict=True))
+
+
 def server_part(words: Sequence[Word]) -> tuple[int, int]:
     """Where the server command is in ``words``: after ``bringup run ... --`` when the unit
     wraps it, else the whole line. Returns the (start, end) slice."""

@@ -373,6 +373,7 @@ class UnitAttempts(_SharedAttempts):
         on_note: Callable[[str], None] | None = None,
         follow: Follow = follow_local,
         gpus: GpuSource | None = None,
+        local_dropin: bool = False,
     ) -> None:
         self.unit = unit
         self.on_note = on_note
@@ -388,7 +389,9 @@ class UnitAttempts(_SharedAttempts):
         self.words: tuple[Word, ...] = ()
         self.notes: list[str] = []
         self.dropin: Path | None = None
+        self.local_dropin = local_dropin
         self._observer: DeferredClose | None = None
+        self._restarted = False  # change() restarted the unit: the next attempt follows that run
 
     def server_argv(self) -> tuple[str, ...]:
         """The unit's server command, from ``systemctl cat`` (else ``systemctl show -p ExecStart``)."""
@@ -411,6 +414,8 @@ class UnitAttempts(_SharedAttempts):
         running = before.get("ActiveState") in ("active", "activating", "reloading")
         if number == 1 and running:
             self._note(f"{self.unit} is already {before['ActiveState']}: following its current run")
+        elif self._restarted:
+            self._restarted = False  # change() restarted it and checked the new run's command
         else:
             self.systemctl.start(self.unit, restart=number > 1)
             self._wait_new_invocation(before.get("InvocationID", ""))
@@ -449,11 +454,66 @@ class UnitAttempts(_SharedAttempts):
             f"{change.flag}{' ' + change.value if change.value is not None else ''}: {change.reason}"
         )
         self.dropin = write_retry_dropin(
-            self.unit_dir, self.unit, render_retry_dropin(self.words, self.notes)
+            self.unit_dir,
+            self.unit,
+            render_retry_dropin(self.words, self.notes),
+            None if self.local_dropin else self.systemctl.runner,
         )
         self.systemctl.daemon_reload()
-        self._note(f"wrote {self.dropin} and ran {self.systemctl.name} daemon-reload")
+        self._check_loaded(self.dropin)
+        self._note(
+            f"wrote {self.dropin}, ran {self.systemctl.name} daemon-reload; systemd now runs it"
+        )
+        before = self.systemctl.show(self.unit).get("InvocationID", "")
+        self.systemctl.start(self.unit, restart=True)
+        self._wait_new_invocation(before)
+        self._check_running()
+        self._restarted = True
         return True
+
+    def _check_loaded(self, dropin: Path) -> None:
+        """The manager must read the drop-in and run its ``ExecStart=``: else the change
+        would be announced while the old command runs again."""
+        words, dropins = self.systemctl.loaded(self.unit)
+        if str(dropin) not in dropins:
+            raise AdapterError(
+                f"wrote {dropin}, but {self.systemctl.name} does not read it "
+                f"(DropInPaths={' '.join(dropins) or 'none'}): the change was not made",
+                hint="write the drop-in where this manager reads it (no --root), or run as the unit's owner",
+            )
+        shown_words = [w if isinstance(w, str) else "${" + w.name + "}" for w in words or ()]
+        if words is None or not service.same_command(self.words, shown_words, joined=True):
+            shown = " ".join(w for w in words or () if isinstance(w, str)) or "none"
+            raise AdapterError(
+                f"after daemon-reload {self.unit} still runs another command (ExecStart={shown}): "
+                "the change was not made",
+                hint=f"look at `{self.systemctl.name} cat {self.unit}` for a later drop-in overriding {dropin.name}",
+            )
+
+    def _check_running(self) -> None:
+        """The new run's own argument line (``/proc/MAINPID/cmdline``) has the change."""
+        end = self.clock.monotonic() + self.start_timeout_seconds
+        while True:
+            state = self.systemctl.show(self.unit)
+            pid = int(state.get("MainPID") or 0)
+            if pid:
+                argv = self.systemctl.cmdline(pid)
+                if argv is not None:
+                    # a script's interpreter (its #! line) comes first in /proc/PID/cmdline
+                    if not any(service.same_command(self.words, argv[i:]) for i in (0, 1)):
+                        raise AdapterError(
+                            f"{self.unit} was restarted, but its new run (pid {pid}) has another "
+                            f"command line: {' '.join(argv)}",
+                            hint=f"look at `{self.systemctl.name} status {self.unit}`",
+                        )
+                    return
+            if state.get("ActiveState") in ("failed", "inactive") or self.clock.monotonic() >= end:
+                self._note(
+                    f"{self.unit}: the new run's command line could not be read "
+                    f"(state {state.get('ActiveState', '?')}/{state.get('SubState', '?')})"
+                )
+                return
+            self.clock.sleep(0.2)
 
     def _note(self, text: str) -> None:
         if self.on_note is not None:

@@ -140,6 +140,7 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
         unit_dir=unit_dir(args.user, args.root, dict(ctx.environ)),
         start_timeout_seconds=parse_duration(args.start_timeout),
         on_note=reporter.note,
+        local_dropin=bool(args.root),
     )
     argv = attempts.server_argv()
     if isinstance(runner, SshRunner) and not args.url:
