@@ -17,6 +17,7 @@ Workers are daemon threads, so nothing is left running even if a server misbehav
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from typing import Any
 from bringup.adapters.openai_stream import COMPLETIONS, OpenAIStream, StreamRequest
 from bringup.core.bench_stats import LevelStats, RequestTiming, summarize_level
 from bringup.core.plan.decode import DecodeSpeed
+from bringup.core.server_metrics import ServerMetrics, parse_metrics
 from bringup.errors import AdapterError, UsageError
 
 EXIT_UNREACHABLE = 3
@@ -58,7 +60,24 @@ class BenchConfig:
     api_key: str | None = None
     endpoint: str = COMPLETIONS  # "completions" or "chat"
     predicted: DecodeSpeed | None = None  # the plan's decode prediction (core.plan.decode)
+    prompts: tuple[str, ...] = ()  # from --dataset: used in turn instead of made-up prompts
+    dataset: str | None = None  # where they came from, for the report
+    progress: Callable[[Progress], None] | None = None  # called as requests finish
     no_ceiling_reason: str = "no prediction: give --checkpoint and --gpu (or --device cpu)"
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where a run stands: the level being run and what has finished so far."""
+
+    concurrency: int
+    level: int  # 1-based position of the level
+    levels: int
+    done: int  # requests finished in this level (succeeded or failed)
+    limit: int  # requests this level may send
+    failed: int
+    output_tokens: int  # generated in this level so far
+    elapsed_seconds: float  # since the level started
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +102,15 @@ class DecodeReport:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerLoad:
+    """The server's own load figures (``core.server_metrics``) before and after the run;
+    None where it has no ``/metrics``."""
+
+    before: ServerMetrics | None
+    after: ServerMetrics | None
+
+
+@dataclass(frozen=True, slots=True)
 class BenchReport:
     """Everything ``bringup bench --json`` prints."""
 
@@ -98,6 +126,7 @@ class BenchReport:
     stop_reason: str  # "completed", "errors", or "duration" (a level ran out of its time share)
     failed: int  # failed requests over all levels
     skipped_concurrency: tuple[int, ...] = ()  # levels not run (errors or time)
+    server_metrics: ServerLoad | None = None  # the server's /metrics before and after
 
     @property
     def is_clean(self) -> bool:
@@ -151,11 +180,24 @@ def run_bench(
         config.url, api_key=config.api_key, timeout_seconds=config.duration_seconds, clock=clock
     ) as client:
         model = _pick_model(client, config.model)
-        prompt_info, words = _calibrate(client, config, model)
-        extras = _probe_extras(client, config, model, words, run_end)
-        make = _request_factory(config, model, words, prompt_info.tokens, extras)
+        before = _metrics(client)
+        if config.prompts:
+            prompt_info = _dataset_info(client, config, model)
+            extras = _probe_extras(client, config, model, 8, run_end)
+            make = _dataset_factory(config, model, prompt_info.tokens, extras)
+        else:
+            prompt_info, words = _calibrate(client, config, model)
+            extras = _probe_extras(client, config, model, words, run_end)
+            make = _request_factory(config, model, words, prompt_info.tokens, extras)
         levels, stop, skipped = _run_levels(client, config, make, run_end, clock)
-    return _report(config, client.base_url, model, prompt_info, levels, stop, skipped)
+        load = ServerLoad(before, _metrics(client))
+    report = _report(config, client.base_url, model, prompt_info, levels, stop, skipped)
+    return dataclasses.replace(report, server_metrics=load)
+
+
+def _metrics(client: OpenAIStream) -> ServerMetrics | None:
+    text = client.get_metrics_text()
+    return None if text is None else parse_metrics(text)
 
 
 def _check(config: BenchConfig) -> None:
@@ -293,6 +335,33 @@ def _probe_extras(
     )
 
 
+def _dataset_info(client: OpenAIStream, config: BenchConfig, model: str) -> PromptInfo:
+    """How long the dataset's prompts are: by the server's tokenizer when it has one (the
+    mean over the first few), else 4 characters per token; usage.prompt_tokens corrects each
+    request's count in the results."""
+    sample = config.prompts[:8]
+    counts = [client.count_tokens(model, p) for p in sample]
+    source = f"{len(config.prompts)} prompts from {config.dataset or 'the dataset'}"
+    if all(c is not None for c in counts):
+        mean = sum(c[0] for c in counts if c is not None) / len(counts)
+        return PromptInfo("dataset", source, round(mean))
+    mean_chars = sum(len(p) for p in sample) / len(sample)
+    return PromptInfo("dataset", source, max(1, round(mean_chars / CHARS_PER_TOKEN)))
+
+
+def _dataset_factory(
+    config: BenchConfig, model: str, tokens: int, extras: dict[str, Any]
+) -> Callable[[int], StreamRequest]:
+    prompts = config.prompts
+
+    def make(index: int) -> StreamRequest:
+        text = prompts[index % len(prompts)]
+        estimate = max(1, round(len(text) / CHARS_PER_TOKEN)) if tokens else 1
+        return StreamRequest(model, text, config.output_tokens, estimate, config.endpoint, extras)
+
+    return make
+
+
 def _request_factory(
     config: BenchConfig, model: str, words: int, tokens: int, extras: dict[str, Any]
 ) -> Callable[[int], StreamRequest]:
@@ -321,13 +390,49 @@ def _run_levels(
         soft_deadline = now + (run_end - now) / (len(config.concurrency) - position)
         limit = config.requests or max(8, 4 * concurrency)
         state = _LevelState(limit=limit, abort_after=max(3, concurrency))
-        _drive(client, state, concurrency, _offset(make, sent), soft_deadline, run_end, clock)
+        notify = _notifier(config, position, concurrency, state, clock)
+        notify()
+        _drive(
+            client, state, concurrency, _offset(make, sent), soft_deadline, run_end, clock, notify
+        )
         sent += state.next_index
         levels.append(summarize_level(concurrency, state.results))
         if state.aborted or not any(t.is_success for t in state.results):
             return levels, "errors", tuple(config.concurrency[position + 1 :])
         cut_by_time = cut_by_time or state.next_index < limit
     return levels, "duration" if cut_by_time else "completed", ()
+
+
+def _notifier(
+    config: BenchConfig,
+    position: int,
+    concurrency: int,
+    state: _LevelState,
+    clock: Callable[[], float],
+) -> Callable[[], None]:
+    """A function that tells ``config.progress`` where this level stands (no-op without one)."""
+    started = clock()
+    callback = config.progress
+
+    def notify() -> None:
+        if callback is None:
+            return
+        with state.lock:
+            results = list(state.results)
+        callback(
+            Progress(
+                concurrency=concurrency,
+                level=position + 1,
+                levels=len(config.concurrency),
+                done=len(results),
+                limit=state.limit,
+                failed=sum(1 for t in results if not t.is_success),
+                output_tokens=sum(t.output_tokens for t in results if t.is_success),
+                elapsed_seconds=clock() - started,
+            )
+        )
+
+    return notify
 
 
 def _offset(make: Callable[[int], StreamRequest], base: int) -> Callable[[int], StreamRequest]:
@@ -343,12 +448,14 @@ def _drive(
     soft_deadline: float,
     run_end: float,
     clock: Callable[[], float],
+    notify: Callable[[], None] = lambda: None,
 ) -> None:
     """Run one level: ``concurrency`` workers, each sending requests back to back."""
 
     def worker() -> None:
         while (index := state.claim(clock(), soft_deadline)) is not None:
             state.record(client.stream(make(index), run_end))
+            notify()
 
     threads = [
         threading.Thread(target=worker, daemon=True, name=f"bench-{i}") for i in range(concurrency)

@@ -31,6 +31,7 @@ class Behaviour:
     # "interrupt" (end with [DONE] after 2 tokens and no finish_reason, as llama-cpp-python does)
     reject_extras: bool = False  # 400 when ignore_eos is sent (a strict server)
     models_hang: bool = False  # /v1/models never answers
+    metrics: str | None = None  # Prometheus text served at /metrics (404 when None)
     completions: int = 0  # how many completion requests arrived
     prompts: list[str] = field(default_factory=list)
     authorization: list[str] = field(default_factory=list)  # Authorization headers seen
@@ -55,6 +56,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self.behaviour.stop.wait()
                 return
             self._json(200, {"object": "list", "data": [{"id": "twin-model", "object": "model"}]})
+        elif self.path == "/metrics" and self.behaviour.metrics is not None:
+            data = self.behaviour.metrics.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
         else:
             self._json(404, {"error": "not found"})
 

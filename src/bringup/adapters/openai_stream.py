@@ -212,6 +212,16 @@ class OpenAIStream:
                 return recorder.fail("stopped mid-stream: the time bound was reached", now)
         return recorder.end_without_done(self._clock())
 
+    def get_metrics_text(self) -> str | None:
+        """The server's Prometheus ``/metrics`` text, or None when it has none (or fails)."""
+        try:
+            response = self._client.get("/metrics", timeout=5.0)
+        except httpx2.HTTPError:
+            return None
+        if response.status_code != 200:
+            return None
+        return response.text[:4_000_000]
+
     def _get_json(self, path: str) -> Any:
         try:
             response = self._client.get(path)

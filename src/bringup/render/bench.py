@@ -14,6 +14,7 @@ from rich.table import Table
 
 from bringup.bench_runner import BenchReport, DecodeReport
 from bringup.core.bench_stats import LevelStats
+from bringup.core.server_metrics import ServerMetrics
 
 Row = tuple[str, Callable[[LevelStats], float | int | None], str]
 
@@ -63,6 +64,7 @@ def format_footer(report: BenchReport) -> list[str]:
         ),
         *format_decode(report.decode),
     ]
+    lines.extend(format_server_metrics(report))
     if report.stop_reason == "errors":
         lines.append("Stopped early: the server kept failing (errors above).")
     elif report.stop_reason == "duration":
@@ -93,6 +95,23 @@ def format_decode(decode: DecodeReport) -> list[str]:
     elif decode.note:
         lines.append(f"Measured / ceiling: - ({decode.note})")
     return lines
+
+
+def format_server_metrics(report: BenchReport) -> list[str]:
+    """The server's /metrics before and after, when it has them."""
+    load = report.server_metrics
+    if load is None or (load.before is None and load.after is None):
+        return []
+
+    def one(m: ServerMetrics | None) -> str:
+        if m is None:
+            return "-"
+        kv = "-" if m.kv_cache_usage_perc is None else f"{100 * m.kv_cache_usage_perc:.1f}%"
+        run = "-" if m.num_requests_running is None else str(m.num_requests_running)
+        wait = "-" if m.num_requests_waiting is None else str(m.num_requests_waiting)
+        return f"KV cache {kv}, running {run}, waiting {wait}"
+
+    return [f"Server /metrics: before {one(load.before)}; after {one(load.after)}"]
 
 
 def _ratio(value: float) -> str:

@@ -8,6 +8,7 @@ not be asked at all (unreachable, no model, a first streamed request failed).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ from bringup.cli.main import Context
 from bringup.core.plan import decode
 from bringup.errors import InputError, UsageError
 from bringup.render import bench as bench_render
+from bringup.render.bench_progress import BenchProgress
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
 from bringup.units import parse_duration
@@ -32,6 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " a local checkpoint folder or config.json also feeds the plan's prediction",
     )
     parser.add_argument("--input-tokens", type=int, default=512, help="prompt length (512)")
+    parser.add_argument(
+        "--dataset",
+        metavar="FILE",
+        help='prompts from a ShareGPT JSON or a JSONL of {"prompt": ...} (as vllm bench '
+        "serve takes them) instead of made-up prompts of --input-tokens",
+    )
     parser.add_argument("--output-tokens", type=int, default=128, help="tokens per answer (128)")
     parser.add_argument("--concurrency", default="1,2,4,8,16", help="levels, e.g. 1,2,4,8,16")
     parser.add_argument(
@@ -89,7 +97,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.plot and not args.plot.lower().endswith(".svg"):
         raise UsageError(f"--plot {args.plot}: only SVG is written", hint="name the file *.svg")
     config = build_config(args, ctx)
-    report = run_bench(config)
+    with BenchProgress(ctx.stderr, ctx.environ) as progress:
+        report = run_bench(dataclasses.replace(config, progress=progress.update))
     if args.plot:
         write_plot(report, args.plot)
     if args.json:
@@ -120,7 +129,20 @@ def build_config(args: argparse.Namespace, ctx: Context) -> BenchConfig:
         endpoint=args.endpoint,
         predicted=predicted,
         no_ceiling_reason=reason,
+        prompts=_dataset(args),
+        dataset=args.dataset,
     )
+
+
+def _dataset(args: argparse.Namespace) -> tuple[str, ...]:
+    """The ``--dataset`` prompts, as many as the run can send (none without the flag)."""
+    if not args.dataset:
+        return ()
+    from bringup.adapters.datasets import load_prompts
+
+    levels = parse_concurrency(args.concurrency)
+    wanted = sum(args.requests or max(8, 4 * c) for c in levels)
+    return tuple(load_prompts(args.dataset, max(1, wanted)))
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
