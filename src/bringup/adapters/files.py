@@ -162,18 +162,29 @@ def read_all(f: BinaryIO, limit: int, *, path: StrPath, what: str = "file") -> b
 
 
 def iter_blocks(
-    f: BinaryIO, *, path: StrPath, what: str = "file", block_bytes: int = BLOCK_BYTES
+    f: BinaryIO,
+    *,
+    path: StrPath,
+    what: str = "file",
+    block_bytes: int = BLOCK_BYTES,
+    limit: int | None = None,
 ) -> Iterator[bytes]:
-    """The bytes of an open file in pieces of at most ``block_bytes``, to the end of the file."""
+    """The bytes of an open file in pieces of at most ``block_bytes``, to its end or to
+    ``limit`` bytes (pass the size at open: a file written faster than it is read would
+    otherwise never end)."""
     buf = bytearray(block_bytes)
     view = memoryview(buf)
-    while True:
+    left = limit
+    while left is None or left > 0:
+        want = block_bytes if left is None else min(block_bytes, left)
         try:
-            n = f.readinto(view)  # type: ignore[attr-defined]
+            n = f.readinto(view[:want])  # type: ignore[attr-defined]
         except OSError as exc:
             raise error(exc, path, what=what) from None
         if not n:
             return
+        if left is not None:
+            left -= n
         yield bytes(view[:n])
 
 

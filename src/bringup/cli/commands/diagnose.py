@@ -6,9 +6,10 @@ Exit codes: 0 ready, 1 failed or hung, 3 incomplete (no verdict), 2 usage or unr
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
-from bringup.core import analyzer
+from bringup.core.diagnosis import Diagnosis
 from bringup.core.printable import printable
 from bringup.core.vocab import Engine, Outcome
 from bringup.render import diagnosis as render
@@ -41,9 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Diagnose the log and print the verdict; the exit code follows the outcome."""
-    data = _read(args.file, ctx)
     engine = None if args.engine == "auto" else Engine(args.engine)
-    result = analyzer.diagnose_bytes(data, engine)
+    result = diagnose_path(args.file, engine, ctx)
     if args.json:
         print_json(render.to_json(result), ctx.stdout)
     else:
@@ -52,15 +52,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_CODES[result.outcome]
 
 
-def _read(path: str, ctx: Context) -> bytes:
+def diagnose_path(path: str, engine: Engine | None, ctx: Context) -> Diagnosis:
+    """The verdict on the log at ``path`` (``-``: stdin), streamed in constant memory."""
+    from bringup.adapters import files
+    from bringup.core.logfeed import diagnose_chunks
+
     if path == "-":
         buffer = getattr(ctx.stdin, "buffer", None)
-        if buffer is not None:
-            data: bytes = buffer.read()
-            return data
-        return ctx.stdin.read().encode("utf-8", "surrogateescape")
-    from bringup.adapters import files
-
+        if buffer is None:  # a text stream (tests): it is already in memory
+            return diagnose_chunks([ctx.stdin.read().encode("utf-8", "surrogateescape")], engine)
+        return diagnose_chunks(files.iter_blocks(buffer, path="stdin", what="log"), engine)
     hint = "pass a readable log file, or - to read stdin"
     with files.open_file(path, what="log file", hint=hint) as fh:
-        return files.read_all(fh, -1, path=path, what="log file")
+        size = os.fstat(fh.fileno()).st_size
+        blocks = files.iter_blocks(fh, path=path, what="log file", limit=size or None)
+        return diagnose_chunks(blocks, engine)

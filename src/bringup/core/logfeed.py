@@ -1,0 +1,221 @@
+"""A whole log of any size, in pieces, into the analyzer: constant memory, binary skipped.
+
+``analyzer.diagnose_bytes`` reads a log held in memory; a 2 GB log or a binary file given
+by mistake must not be. :func:`diagnose_chunks` takes the bytes as they are read (any
+piece sizes) and gives the same verdict as ``diagnose_bytes`` on the whole, holding at
+most a few blocks:
+
+- :class:`LineBlocks` cuts the stream into blocks of whole lines; a line longer than
+  :data:`MAX_LINE_BYTES` is cut there (the analyzer reads no more of a line than that) and
+  the rest of it dropped, so a file without a newline costs no memory.
+- Until the engine is recognised, blocks are held (up to :data:`HOLD_BYTES`, oldest dropped
+  first) and replayed once it is, so lines before the banner count as in the fast path.
+- A block holding NUL bytes among many other control bytes is binary (an image, weights,
+  compressed data): no engine writes it, so only the runs of text inside it (at least
+  :data:`MIN_TEXT_RUN` bytes without a control byte: a log spliced into garbage) are read,
+  found with a few C-speed passes over its bytes. NUL bytes in a text block (a hole left by
+  a crash, UTF-16) are dropped.
+
+Pure: the caller reads the file (``bringup.adapters.files.iter_blocks``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+
+from bringup.core import logline, packs
+from bringup.core.analyzer import LogAnalyzer, detect_engine
+from bringup.core.diagnosis import Diagnosis
+from bringup.core.packs.types import Pack
+from bringup.core.vocab import Engine
+
+MAX_LINE_BYTES = 1 << 20  # logline.parse reads 65,536 characters of a line at most
+HOLD_BYTES = 32 << 20  # the engine's banner comes in the first kilobytes of a real log
+BINARY_CONTROL_SHARE = 0.01  # of a block's bytes: text logs have none, random bytes ~8 %
+MIN_TEXT_RUN = 256  # inside binary, a run this long without control bytes is read as text
+_FULL_READ_MARKS = (b'"MESSAGE":[', b'"MESSAGE": [')
+# control bytes no text log holds (tab, newlines, form feed, CR and ESC are not among them)
+_CONTROLS = frozenset([0, *range(0x01, 0x09), *range(0x0E, 0x1B), 0x1C, 0x1D, 0x1E, 0x1F])
+_MASK = bytes(0 if b in _CONTROLS else 0x61 for b in range(256))  # control -> NUL, else "a"
+_RUN = b"a" * MIN_TEXT_RUN
+
+
+class LineBlocks:
+    """Cut a byte stream into blocks that end at a newline (the last may not)."""
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
+        self.max_line = max_line
+        self._carry = b""
+        self._skipping = False  # inside an over-long line: drop up to its newline
+
+    def push(self, data: bytes) -> bytes:
+        """The whole lines completed by ``data`` (b"" when none is)."""
+        if self._skipping:
+            end = data.find(b"\n")
+            if end == -1:
+                return b""
+            data, self._skipping = data[end + 1 :], False
+        buf = self._carry + data if self._carry else data
+        last = buf.rfind(b"\n")
+        if last == -1:
+            self._carry = b""
+            return self._cut(buf) if len(buf) > self.max_line else self._keep(buf)
+        rest = buf[last + 1 :]
+        if len(rest) > self.max_line:
+            self._carry = b""
+            return buf[: last + 1] + self._cut(rest)
+        self._carry = rest
+        return buf[: last + 1]
+
+    def end(self) -> bytes:
+        """The partial last line, if any (a line without a newline still counts)."""
+        tail, self._carry = self._carry, b""
+        return tail
+
+    def _cut(self, line: bytes) -> bytes:
+        self._skipping = True
+        return line[: self.max_line] + b"\n"
+
+    def _keep(self, buf: bytes) -> bytes:
+        self._carry = buf
+        return b""
+
+
+def blocks_of(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """Blocks of whole lines from chunks of any size (see :class:`LineBlocks`)."""
+    cutter = LineBlocks(max_line)
+    for chunk in chunks:
+        block = cutter.push(chunk)
+        if block:
+            yield block
+    tail = cutter.end()
+    if tail:
+        yield tail
+
+
+def is_binary(block: bytes) -> bool:
+    """True for binary data: NUL bytes and more than 1 % other control bytes."""
+    return _mask(block) is not None
+
+
+def _mask(block: bytes) -> bytes | None:
+    """For a binary block, its mask (control bytes NUL, the rest ``a``); None for text."""
+    if b"\0" not in block:  # one memchr pass: text logs stop here
+        return None
+    mask = block.translate(_MASK)
+    controls = mask.count(b"\0") - block.count(b"\0")
+    return mask if controls > BINARY_CONTROL_SHARE * len(block) else None
+
+
+def text_runs(block: bytes, mask: bytes) -> list[tuple[int, int]]:
+    """(start, end) of every run of at least MIN_TEXT_RUN bytes without a control byte."""
+    runs = []
+    pos = 0
+    while (start := mask.find(_RUN, pos)) != -1:
+        end = mask.find(b"\0", start + MIN_TEXT_RUN)
+        end = len(mask) if end == -1 else end
+        runs.append((start, end))
+        pos = end
+    return runs
+
+
+class _Feed:
+    """The state of one streamed diagnosis."""
+
+    def __init__(self, engine: Engine | None, hold_bytes: int) -> None:
+        self.pack: Pack | None = packs.get(engine) if engine is not None else None
+        self.analyzer: LogAnalyzer | None = (
+            LogAnalyzer(self.pack.engine) if self.pack is not None else None
+        )
+        self.tokens = tuple(t for p in packs.all_packs() for t in p.detect)
+        self.full = False  # JSON records hide their text: every line is read
+        self.started = False
+        self.held: deque[tuple[int, bytes]] = deque()
+        self.held_bytes = 0
+        self.hold_bytes = hold_bytes
+        self.next_line = 1
+        self.last: tuple[int, str] | None = None
+
+    def block(self, data: bytes) -> None:
+        first = self.next_line
+        self.next_line += data.count(b"\n")
+        if not data.endswith(b"\n"):
+            self.next_line += 1
+        mask = _mask(data)
+        if mask is not None:  # binary: read only the runs of text inside it
+            for start, end in text_runs(data, mask):
+                self._text(first + data.count(b"\n", 0, start), data[start:end] + b"\n")
+            return
+        self._text(first, data)
+
+    def _text(self, first: int, data: bytes) -> None:
+        if b"\0" in data:
+            data = data.replace(b"\0", b"")
+        if not self.started:
+            self.started = True
+            self.full = logline.needs_full_read(data[:4096])
+        if not self.full and any(mark in data for mark in _FULL_READ_MARKS):
+            self.full = True
+        last = logline.last_line(data)
+        if last is not None:
+            self.last = (first + last[0] - 1, last[1])
+        if self.analyzer is None:
+            hit = logline.find_first(data, self.tokens)
+            if hit is None:
+                self._hold(first, data)
+                return
+            self.pack = detect_engine(hit[1])
+            self._start()
+        self._read(first, data)
+
+    def _hold(self, first: int, data: bytes) -> None:
+        self.held.append((first, data))
+        self.held_bytes += len(data)
+        while self.held_bytes > self.hold_bytes and self.held:
+            if self.full:  # the analyzer finds the engine in the records itself
+                self._start()
+                return
+            self.held_bytes -= len(self.held.popleft()[1])
+
+    def _start(self) -> None:
+        self.analyzer = LogAnalyzer(self.pack.engine if self.pack is not None else None)
+        held, self.held, self.held_bytes = self.held, deque(), 0
+        for first, data in held:
+            self._read(first, data)
+
+    def _read(self, first: int, data: bytes) -> None:
+        analyzer = self.analyzer
+        assert analyzer is not None
+        pack = self.pack
+        if pack is None or pack.screen is None or self.full:
+            for i, line in enumerate(logline.iter_lines(data)):
+                analyzer.feed_numbered(first + i, line)
+            return
+        for number, line in logline.candidates(data, pack.screen):
+            analyzer.feed_numbered(first + number - 1, line)
+
+    def finish(self) -> Diagnosis:
+        if self.analyzer is None:
+            if self.full:
+                self._start()
+            else:
+                self.analyzer = LogAnalyzer(None)  # no line names an engine
+        assert self.analyzer is not None
+        if self.last is not None:
+            self.analyzer.note_last(*self.last)
+        return self.analyzer.finish()
+
+
+def diagnose_chunks(
+    chunks: Iterable[bytes],
+    engine: Engine | None = None,
+    *,
+    hold_bytes: int = HOLD_BYTES,
+    max_line: int = MAX_LINE_BYTES,
+) -> Diagnosis:
+    """The verdict on a log read in pieces: ``diagnose_bytes`` without holding it whole."""
+    feed = _Feed(engine, hold_bytes)
+    for block in blocks_of(chunks, max_line):
+        feed.block(block)
+    return feed.finish()
