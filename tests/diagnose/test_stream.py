@@ -80,13 +80,17 @@ def test_a_file_without_newlines_and_pure_garbage() -> None:
     assert diagnose_chunks([random.Random(5).randbytes(1 << 20)]).engine is None
 
 
-def test_nul_hole_and_utf16_are_read_as_text() -> None:
+def test_a_nul_hole_ends_the_log_and_utf16_is_read_as_text() -> None:
+    """What follows a crash's NUL hole is an older process's (as in the fast path); UTF-16
+    (a PowerShell redirect) reads as text."""
     log = (LOGS / "vllm_0.33_port_in_use.log").read_bytes()
     want = diagnose_bytes(log).failure
     assert want is not None
-    holed = diagnose_chunks([b"\0" * 4096 + log]).failure
-    assert holed is not None
-    assert holed.failure_class == want.failure_class
+    holed = log + b"\0" * 4096 + (LOGS / "vllm_0.33_ok_tp1.log").read_bytes()
+    assert diagnose_chunks(_pieces(holed, 4)) == diagnose_bytes(holed)
+    failure = diagnose_chunks(_pieces(holed, 4)).failure
+    assert failure is not None
+    assert failure.failure_class == want.failure_class
     utf16 = diagnose_chunks([b"\xff\xfe" + log.decode().encode("utf-16-le")]).failure
     assert utf16 is not None
     assert utf16.failure_class == want.failure_class

@@ -8,13 +8,15 @@ most a few blocks:
 - :class:`LineBlocks` cuts the stream into blocks of whole lines; a line longer than
   :data:`MAX_LINE_BYTES` is cut there (the analyzer reads no more of a line than that) and
   the rest of it dropped, so a file without a newline costs no memory.
-- Until the engine is recognised, blocks are held (up to :data:`HOLD_BYTES`, oldest dropped
-  first) and replayed once it is, so lines before the banner count as in the fast path.
+- Until the engine is recognised, blocks are held (up to :data:`HOLD_BYTES`) and replayed
+  once it is, so lines before the banner count as in the fast path; past that much text
+  without a banner, the analyzer reads on without an engine (its generic tables).
 - A block holding NUL bytes among many other control bytes is binary (an image, weights,
   compressed data): no engine writes it, so only the runs of text inside it (at least
   :data:`MIN_TEXT_RUN` bytes without a control byte: a log spliced into garbage) are read,
-  found with a few C-speed passes over its bytes. NUL bytes in a text block (a hole left by
-  a crash, UTF-16) are dropped.
+  found with a few C-speed passes over its bytes. A run of 64 NUL bytes (the hole a crash
+  leaves) ends the log, as in the fast path; single NUL bytes in a text block (UTF-16) are
+  dropped.
 
 Pure: the caller reads the file (``bringup.adapters.files.iter_blocks``).
 """
@@ -34,6 +36,7 @@ MAX_LINE_BYTES = 1 << 20  # logline.parse reads 65,536 characters of a line at m
 HOLD_BYTES = 32 << 20  # the engine's banner comes in the first kilobytes of a real log
 BINARY_CONTROL_SHARE = 0.01  # of a block's bytes: text logs have none, random bytes ~8 %
 MIN_TEXT_RUN = 256  # inside binary, a run this long without control bytes is read as text
+NUL_HOLE = b"\0" * 64  # a hole a crash leaves in a file (as the analyzer reads it)
 _FULL_READ_MARKS = (b'"MESSAGE":[', b'"MESSAGE": [')
 # control bytes no text log holds (tab, newlines, form feed, CR and ESC are not among them)
 _CONTROLS = frozenset([0, *range(0x01, 0x09), *range(0x0E, 0x1B), 0x1C, 0x1D, 0x1E, 0x1F])
@@ -136,8 +139,12 @@ class _Feed:
         self.hold_bytes = hold_bytes
         self.next_line = 1
         self.last: tuple[int, str] | None = None
+        self.ended = False
 
     def block(self, data: bytes) -> None:
+        hole = data.find(NUL_HOLE)
+        if hole >= 0:  # an older process's lines follow the hole: the log ends there
+            data, self.ended = data[:hole], True
         first = self.next_line
         self.next_line += data.count(b"\n")
         if not data.endswith(b"\n"):
@@ -172,11 +179,8 @@ class _Feed:
     def _hold(self, first: int, data: bytes) -> None:
         self.held.append((first, data))
         self.held_bytes += len(data)
-        while self.held_bytes > self.hold_bytes and self.held:
-            if self.full:  # the analyzer finds the engine in the records itself
-                self._start()
-                return
-            self.held_bytes -= len(self.held.popleft()[1])
+        if self.held_bytes > self.hold_bytes:  # no banner yet: read on without an engine
+            self._start()
 
     def _start(self) -> None:
         self.analyzer = LogAnalyzer(self.pack.engine if self.pack is not None else None)
@@ -196,15 +200,12 @@ class _Feed:
             analyzer.feed_numbered(first + number - 1, line)
 
     def finish(self) -> Diagnosis:
-        if self.analyzer is None:
-            if self.full:
-                self._start()
-            else:
-                self.analyzer = LogAnalyzer(None)  # no line names an engine
+        if self.analyzer is None:  # no line names an engine: every line is read as is
+            self._start()
         assert self.analyzer is not None
         if self.last is not None:
             self.analyzer.note_last(*self.last)
-        return self.analyzer.finish()
+        return self.analyzer.finish(whole_log=True)
 
 
 def diagnose_chunks(
@@ -218,4 +219,6 @@ def diagnose_chunks(
     feed = _Feed(engine, hold_bytes)
     for block in blocks_of(chunks, max_line):
         feed.block(block)
+        if feed.ended:
+            break
     return feed.finish()
