@@ -122,3 +122,26 @@ def test_bench_measures_the_real_llamacpp_server(llamacpp: tuple[str, Path]) -> 
     # the GGUF's own metadata and tensors feed the plan's decode speed (2 layers, width 64, F32)
     assert report["decode"]["plan"]["bytes_per_token_per_gpu"] > 0
     assert report["decode"]["measured_over_ceiling"] > 0
+
+
+def test_bench_on_the_cpu_puts_the_plan_for_this_machine_beside_it(
+    llamacpp: tuple[str, Path],
+) -> None:
+    """--device cpu: bench measures this machine's read bandwidth with --threads and gives the
+    GGUF plan's ceiling and expected speed for it (the big-model check is bench/bench_decode.py)."""
+    url, model = llamacpp
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["bench", url, "--json", "--input-tokens", "16", "--output-tokens", "8"]
+    argv += ["--concurrency", "1", "--requests", "2", "--device", "cpu", "--threads", "1"]
+    argv += ["--checkpoint", str(model)]
+    code = main(argv, Context(stdout=out, stderr=err, environ={"NO_COLOR": "1"}))
+    assert code == 0, err.getvalue()
+    section = json.loads(out.getvalue())["decode"]
+    plan = section["plan"]
+    assert 0 < plan["expected_tokens_per_s"] < plan["ceiling_tokens_per_s"]
+    assert plan["collectives_per_token"] == 0
+    # a 2-layer model of 422 KiB: every weight but the token embedding, read per token
+    assert 100_000 < plan["bytes_per_token_per_gpu"] < 432_896
+    assert section["measured_over_expected"] == pytest.approx(
+        section["measured_tokens_per_s"] / plan["expected_tokens_per_s"]
+    )

@@ -287,3 +287,26 @@ def test_gguf_plan_decodes_on_the_cpu_with_the_given_bandwidth(tmp_path: Any) ->
     assert json.loads(out)["decode"]["ceiling_tokens_per_s"] == pytest.approx(
         300e9 / read, rel=1e-3
     )
+
+
+def test_the_bandwidth_probe_reads_memory() -> None:
+    """The read-bandwidth probe returns a positive rate (a small buffer: a functional check,
+    not a measurement) and knows this machine's cores."""
+    from bringup.adapters.membw import measure_read_bandwidth, usable_cores
+
+    assert usable_cores() >= 1
+    assert measure_read_bandwidth(buffer_bytes=8 * 1024 * 1024, passes=1, threads=2) > 0
+
+
+@pytest.mark.parametrize(
+    ("words", "threads"),
+    [
+        (["llama-server", "-m", "x.gguf", "-t", "3"], 3),
+        (["python", "-m", "llama_cpp.server", "--n_threads", "2"], 2),
+    ],
+)
+def test_llamacpp_threads_come_from_the_command(words: list[str], threads: int) -> None:
+    """-t / --n_threads set the threads the CPU bandwidth is measured with."""
+    from bringup.cli.commands.plan_gguf import llamacpp_threads
+
+    assert llamacpp_threads(words) == threads
