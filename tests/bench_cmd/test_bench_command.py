@@ -355,3 +355,46 @@ def test_duration_cuts_a_level_short_and_says_so(sse_server: FakeServer) -> None
     assert 1 <= level["completed"] < 100
     assert report["stop_reason"] == "duration"
     assert code == 0
+
+
+@pytest.mark.parametrize("how", ["bundled", "any-json", "hf-cache", "folder"])
+def test_checkpoint_takes_what_plan_takes(sse_server: FakeServer, tmp_path: Path, how: str) -> None:
+    """--checkpoint: a bundled name, any config JSON file, an HF cache org/name, a folder."""
+    from builders.safetensors import write_hf_cache
+
+    environ = {"NO_COLOR": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    if how == "bundled":
+        checkpoint = "Llama-3.1-8B"
+    elif how == "any-json":
+        checkpoint = str(tmp_path / "llama8b.json")
+        plan_json = Path(__file__).parents[2] / "src/bringup/data/models/Llama-3.1-8B.json"
+        Path(checkpoint).write_text(plan_json.read_text())
+    else:
+        folder = write_checkpoint(tmp_path / "model", n_shards=1)
+        checkpoint = str(folder)
+        if how == "hf-cache":
+            write_hf_cache(tmp_path / "hub", "acme/tiny-llama", folder)
+            checkpoint = "acme/tiny-llama"
+    code, out, err = bench(
+        [
+            sse_server.url,
+            "--json",
+            "--concurrency",
+            "1",
+            "--requests",
+            "1",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "4",
+            "--gpu",
+            "H100",
+            "--checkpoint",
+            checkpoint,
+        ],
+        environ,
+    )
+    assert code == 0, err
+    plan = json.loads(out)["decode"]["plan"]
+    assert plan is not None
+    assert plan["ceiling_tokens_per_s"] > 0
