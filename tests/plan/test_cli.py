@@ -52,6 +52,7 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "verdict",
         "recommendations",
         "decode",
+        "warnings",
     }
     assert set(data["decode"]) == DECODE_KEYS
     assert set(data["model"]) == {"architecture", "parameters", "weights_bytes_total"}

@@ -27,9 +27,11 @@ from bringup.core.plan import (
     parse_architecture,
     resolve,
 )
+from bringup.core.plan.arch import architecture_warning
 from bringup.core.plan.calibrate import calibrate
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.result import Plan
+from bringup.core.plan.settings import nearest_known_version
 from bringup.core.plan.synth import synthesize
 from bringup.errors import AdapterError, InputError, UsageError
 from bringup.render.console import make_console
@@ -154,6 +156,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.json:
         print_json(made, ctx.stdout)
     elif isinstance(made, Plan):
+        for warning in made.warnings:
+            ctx.stderr.write(f"warning: {warning}\n")
         print_plan(made, make_console(ctx.stdout, ctx.environ))
     else:
         from bringup.cli.commands import plan_gguf
@@ -185,8 +189,10 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
     revision = engine_args.get_flag(command.flags, "--revision") if command else None
     config, tensors, _origin = _load_model(model_arg, ctx.environ, revision)
     arch = parse_architecture(config)
+    warnings = tuple(_warnings(req, arch))
     if req.device == "cpu":
-        return _run_cpu(args, ctx, req, arch, tensors, command.flags if command else ())
+        cpu_plan = _run_cpu(args, ctx, req, arch, tensors, command.flags if command else ())
+        return dataclasses.replace(cpu_plan, warnings=warnings)
     world = (req.tensor_parallel_size or 1) * (req.pipeline_parallel_size or 1)
     gpus = _gpus(args, ctx, world)
     settings = resolve(
@@ -202,7 +208,22 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
     if args.calibrate:
         planner.calibration = calibrate(planner, settings, _facts(args.calibrate))
     plan = planner.plan(settings)
-    return dataclasses.replace(plan, decode=_decode(args, command, arch, planner, settings, gpus))
+    return dataclasses.replace(
+        plan, decode=_decode(args, command, arch, planner, settings, gpus), warnings=warnings
+    )
+
+
+def _warnings(req: Requested, arch: Architecture) -> list[str]:
+    """What the plan assumes: the nearest known vLLM version, a generic architecture."""
+    out: list[str] = []
+    if req.engine_version:
+        _, version_warning = nearest_known_version(req.engine_version)
+        if version_warning:
+            out.append(version_warning)
+    arch_warning = architecture_warning(arch)
+    if arch_warning:
+        out.append(arch_warning)
+    return out
 
 
 def _decode(

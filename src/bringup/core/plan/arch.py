@@ -64,15 +64,76 @@ class Architecture:
 
 
 def parse_architecture(config: Mapping[str, Any]) -> Architecture:
-    """Read an Architecture from a parsed config.json; InputError when fields are missing."""
+    """Read an Architecture from a parsed config.json; InputError (one line naming the key)
+    when a field the planner needs is missing or not a number."""
     cfg = _merged(config)
     try:
         return _parse(cfg)
+    except _Missing as exc:
+        raise InputError(
+            f"the model's config lacks {exc.args[0]}",
+            hint="the planner needs num_hidden_layers, hidden_size, num_attention_heads and "
+            "vocab_size (or their GPT-2 names n_layer, n_embd, n_head)",
+        ) from None
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         raise InputError(
-            f"config.json lacks what the planner needs ({type(exc).__name__}: {exc})",
-            hint="expected num_hidden_layers, hidden_size, num_attention_heads, vocab_size",
+            f"the model's config has a value the planner cannot use ({type(exc).__name__}: {exc})",
+            hint="check config.json against the model's published one",
         ) from exc
+
+
+# Architectures whose config fields the planner reads specifically (others are planned
+# generically: dense, MoE, MLA and windows from the fields they have, with a warning).
+KNOWN_ARCHITECTURES = frozenset(
+    {
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "MixtralForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen2MoeForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "Qwen3NextForCausalLM",
+        "Qwen2VLForConditionalGeneration",
+        "Qwen2_5_VLForConditionalGeneration",
+        "DeepseekV2ForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "KimiK2ForCausalLM",
+        "MiniMaxM2ForCausalLM",
+        "GptOssForCausalLM",
+        "Gemma2ForCausalLM",
+        "Gemma3ForCausalLM",
+        "Gemma3ForConditionalGeneration",
+        "Phi3ForCausalLM",
+        "GraniteForCausalLM",
+        "Glm4ForCausalLM",
+        "Glm4MoeForCausalLM",
+        "Llama4ForConditionalGeneration",
+    }
+)
+
+
+def architecture_warning(arch: Architecture) -> str | None:
+    """A warning when the architecture is not one the planner knows specifically."""
+    if arch.name in KNOWN_ARCHITECTURES:
+        return None
+    shape = "MLA" if arch.mla else ("MoE" if arch.moe else "dense")
+    return (
+        f"architecture {arch.name} is not one bringup knows: planned generically as a {shape} "
+        "decoder from the config's fields (weights and KV may be off)"
+    )
+
+
+class _Missing(Exception):
+    """A required config key is absent."""
+
+
+def _need(cfg: Mapping[str, Any], *names: str) -> int:
+    for name in names:
+        value = cfg.get(name)
+        if value is not None:
+            return int(value)
+    raise _Missing(" (or ".join(names) + ")" * (len(names) - 1))
 
 
 def _merged(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -87,9 +148,9 @@ def _merged(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _parse(cfg: Mapping[str, Any]) -> Architecture:
-    layers = int(cfg.get("num_hidden_layers") or cfg["n_layer"])
-    hidden = int(cfg.get("hidden_size") or cfg["n_embd"])
-    heads = int(cfg.get("num_attention_heads") or cfg["n_head"])
+    layers = _need(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _need(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _need(cfg, "num_attention_heads", "n_head")
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     head_dim = int(cfg.get("head_dim") or hidden // heads)
     names = cfg.get("architectures") or [cfg.get("model_type", "unknown")]
@@ -104,7 +165,7 @@ def _parse(cfg: Mapping[str, Any]) -> Architecture:
         intermediate_size=int(
             cfg.get("intermediate_size") or cfg.get("ffn_hidden_size") or 4 * hidden
         ),
-        vocab_size=int(cfg["vocab_size"]),
+        vocab_size=_need(cfg, "vocab_size", "padded_vocab_size"),
         max_position_embeddings=int(
             cfg.get("max_position_embeddings") or cfg.get("seq_length") or 4096
         ),

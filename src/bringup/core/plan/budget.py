@@ -30,6 +30,7 @@ from bringup.core.checkpoint import TensorInfo
 from bringup.core.plan import kv as kvmod
 from bringup.core.plan import peaks
 from bringup.core.plan.arch import Architecture
+from bringup.core.plan.checks import parallel_problem
 from bringup.core.plan.settings import Settings
 from bringup.core.plan.weights import Parallel, StageWeights, weights_per_stage
 from bringup.core.vocab import FailureClass, Phase
@@ -204,12 +205,11 @@ def config_failure(arch: Architecture, s: Settings, gpus: GpuSet) -> Found | Non
             Phase.CONFIG,
             f"tensor x pipeline parallel = {s.world_size} GPUs, but only {gpus.count} are available",
         )
-    if arch.num_heads % tp:
-        return Found(
-            FailureClass.CONFIG_ERROR,
-            Phase.CONFIG,
-            f"{arch.num_heads} attention heads are not divisible by tensor parallel size {tp}",
-        )
+    problem = parallel_problem(
+        arch, tp, s.pipeline_parallel_size, expert_parallel=s.enable_expert_parallel
+    )
+    if problem is not None:
+        return Found(FailureClass.CONFIG_ERROR, Phase.CONFIG, problem)
     if s.max_model_len > arch.max_position_embeddings:
         return Found(
             FailureClass.CONFIG_ERROR,

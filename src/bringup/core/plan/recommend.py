@@ -9,8 +9,8 @@ Every candidate is re-planned; only settings predicted to fit, with at least
   steps of 0.01;
 - ``--max-model-len``: the longest (a multiple of 256) one request of which fits the KV pool;
 - ``--kv-cache-dtype fp8``: halves KV bytes per token;
-- ``--tensor-parallel-size``: sizes that divide the attention heads, fit on the GPUs there
-  are, and fit in memory;
+- ``--tensor-parallel-size``: sizes vLLM accepts for the model (:mod:`.checks`: heads and KV
+  heads), that fit on the GPUs there are, and fit in memory;
 - ``--enforce-eager``: no graphs, when graphs are what does not fit.
 """
 
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from bringup.core.plan import kv as kvmod
 from bringup.core.plan import peaks
+from bringup.core.plan.checks import parallel_problem
 from bringup.core.plan.result import Recommendation
 from bringup.core.plan.settings import Settings
 from bringup.core.vocab import FailureClass, Phase
@@ -177,7 +178,10 @@ def _tensor_parallel(planner: Planner, s: Settings) -> Iterator[Recommendation]:
         tp
         for tp in range(1, gpus + 1)
         if tp != s.tensor_parallel_size
-        and planner.arch.num_heads % tp == 0
+        and parallel_problem(
+            planner.arch, tp, s.pipeline_parallel_size, expert_parallel=s.enable_expert_parallel
+        )
+        is None
         and _fits(planner, s.with_(tensor_parallel_size=tp))
     ]
     if fitting:

@@ -77,3 +77,4 @@ class Plan:
     verdict: Verdict
     recommendations: tuple[Recommendation, ...] = ()
     decode: DecodeSpeed | None = None  # batch-1 decode speed; None when the bandwidth is unknown
+    warnings: tuple[str, ...] = ()  # what the plan assumed (nearest version, generic architecture)

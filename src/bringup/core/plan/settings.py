@@ -99,6 +99,59 @@ def cpu_batch_defaults(world_size: int) -> tuple[int, int]:
     return 128 * world_size, 2048 * world_size
 
 
+# the vLLM releases whose rules bringup follows (engine docstrings name the file of each rule)
+OLDEST_KNOWN = (0, 5)
+NEWEST_KNOWN = (0, 33)
+
+# ``--kv-cache-dtype`` values vLLM accepts (``vllm/config/cache.py::CacheDType``, 0.33; older
+# releases accept a subset, the planner treats them the same)
+KV_CACHE_DTYPES = (
+    "auto",
+    "float16",
+    "bfloat16",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_inc",
+    "fp8_ds_mla",
+    "nvfp4_ds_mla",
+    "turboquant_k8v4",
+    "turboquant_4bit_nc",
+    "turboquant_k3v4_nc",
+    "turboquant_3bit_nc",
+    "octave_k3v4",
+    "octave_k3v3",
+    "octave_k3v3_compact",
+    "ultraquant_4bit",
+    "int4_per_token_head",
+    "int8_per_token_head",
+    "fp8_per_token_head",
+    "nvfp4",
+    "nvfp4_4over6",
+)
+
+
+def nearest_known_version(text: str) -> tuple[str, str | None]:
+    """(the version whose rules apply, a warning when it is not ``text``'s own)."""
+    version = parse_version(text)
+    if OLDEST_KNOWN <= version <= NEWEST_KNOWN:
+        return text, None
+    near = OLDEST_KNOWN if version < OLDEST_KNOWN else NEWEST_KNOWN
+    near_text = f"{near[0]}.{near[1]}"
+    return near_text, (
+        f"vLLM {text} is not a version bringup knows (it knows {OLDEST_KNOWN[0]}.{OLDEST_KNOWN[1]}"
+        f" to {NEWEST_KNOWN[0]}.{NEWEST_KNOWN[1]}): planned with the rules of {near_text}, the nearest"
+    )
+
+
+def _positive(name: str, value: int | None, default: int) -> int:
+    if value is None:
+        return default
+    if value < 1:
+        raise UsageError(f"{name} must be a whole number of at least 1, got {value}")
+    return value
+
+
 def resolve(
     req: Requested,
     *,
@@ -107,50 +160,52 @@ def resolve(
     max_position_embeddings: int,
     default_quantization: str | None,
 ) -> Settings:
-    """Fill in vLLM's defaults for what the user did not set; UsageError on nonsense."""
-    version_text = req.engine_version or (
+    """Fill in vLLM's defaults for what the user did not set; UsageError (exit 2) for values
+    out of range, naming the allowed ones. An unknown version plans with the nearest known
+    (:func:`nearest_known_version` gives the warning)."""
+    asked = req.engine_version or (
         DEFAULT_CPU_ENGINE_VERSION if req.device == "cpu" else DEFAULT_ENGINE_VERSION
     )
+    version_text, _ = nearest_known_version(asked)
     version = parse_version(version_text)
-    world = (req.tensor_parallel_size or 1) * (req.pipeline_parallel_size or 1)
+    tp = _positive("--tensor-parallel-size", req.tensor_parallel_size, 1)
+    pp = _positive("--pipeline-parallel-size", req.pipeline_parallel_size, 1)
     if req.device == "cpu":
-        seqs, batched = cpu_batch_defaults(world)
+        seqs, batched = cpu_batch_defaults(tp * pp)
     else:
         seqs, batched = batch_defaults(version, memory_bytes, treats_as_a100)
     util = req.gpu_memory_utilization
     if util is None:
         util = 0.92 if version >= (0, 33) else 0.9
-    settings = Settings(
+    if not 0 < util <= 1:
+        raise UsageError(
+            f"--gpu-memory-utilization must be a fraction in (0, 1], e.g. 0.9; got {util}"
+        )
+    max_len = req.max_model_len
+    if max_len is not None and max_len != -1 and max_len < 1:
+        raise UsageError(
+            f"--max-model-len must be at least 1, or -1/auto for the model's own; got {max_len}"
+        )
+    kv_dtype = req.kv_cache_dtype or "auto"
+    if kv_dtype not in KV_CACHE_DTYPES:
+        raise UsageError(
+            f"--kv-cache-dtype {kv_dtype!r} is not one vLLM accepts",
+            hint=f"use one of: {', '.join(KV_CACHE_DTYPES)}",
+        )
+    return Settings(
         engine_version=version_text,
-        tensor_parallel_size=req.tensor_parallel_size or 1,
-        pipeline_parallel_size=req.pipeline_parallel_size or 1,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
         enable_expert_parallel=req.enable_expert_parallel,
         gpu_memory_utilization=util,
-        max_model_len=req.max_model_len
-        if req.max_model_len and req.max_model_len > 0
-        else max_position_embeddings,
-        max_num_seqs=req.max_num_seqs or seqs,
-        max_num_batched_tokens=req.max_num_batched_tokens or batched,
-        kv_cache_dtype=req.kv_cache_dtype or "auto",
+        max_model_len=max_len if max_len and max_len > 0 else max_position_embeddings,
+        max_num_seqs=_positive("--max-num-seqs", req.max_num_seqs, seqs),
+        max_num_batched_tokens=_positive(
+            "--max-num-batched-tokens", req.max_num_batched_tokens, batched
+        ),
+        kv_cache_dtype=kv_dtype,
         quantization=req.quantization or default_quantization,
         enforce_eager=req.enforce_eager,
         cuda_graphs_in_budget=version >= (0, 21) and req.device != "cpu",
         device=req.device,
     )
-    _check(settings)
-    return settings
-
-
-def _check(s: Settings) -> None:
-    if not 0 < s.gpu_memory_utilization <= 1:
-        raise UsageError(
-            f"--gpu-memory-utilization must be in (0, 1], got {s.gpu_memory_utilization}"
-        )
-    for name, value in (
-        ("--tensor-parallel-size", s.tensor_parallel_size),
-        ("--pipeline-parallel-size", s.pipeline_parallel_size),
-        ("--max-num-seqs", s.max_num_seqs),
-        ("--max-num-batched-tokens", s.max_num_batched_tokens),
-    ):
-        if value < 1:
-            raise UsageError(f"{name} must be at least 1, got {value}")
