@@ -4,6 +4,7 @@ Prints vLLM 0.33-style startup lines, then (mode ``ready``) listens on ``--port`
 answers /health, /v1/models and /v1/completions like vLLM does. Other modes:
 
 - ``oom``: a worker's root-cause line, then the process stays alive (``--linger`` seconds)
+  and exits with ``--exit-code``
 - ``exit0``: the engine dies (wrapper line only) and the process exits 0
 - ``hang``: stops printing after NCCL init and sleeps
 - ``slow``: weight-loading progress every ``--step`` seconds for ``--shards`` shards, then ready
@@ -118,6 +119,7 @@ def main() -> None:
     ap.add_argument("--listen-delay", type=float, default=0.0)
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--pidfile")
+    ap.add_argument("--exit-code", type=int, default=0, help="oom: the status to exit with")
     ap.add_argument(
         "--stamp",
         help="write time.time() here when the root-cause line is written or the port listens",
@@ -134,7 +136,7 @@ def main() -> None:
             + "torch.OutOfMemoryError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
         )
         time.sleep(args.linger)
-        return
+        sys.exit(args.exit_code)
     if args.mode == "exit0":
         say(E + "Starting to load model fake/model...")
         say(

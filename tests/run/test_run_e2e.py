@@ -61,6 +61,36 @@ def test_exit_zero_after_engine_death_is_failure():
     assert summary["failure"]["class"] == "engine_core_died"
 
 
+def test_server_exit_status_is_its_own_apart_from_bringups_signal():
+    """A failing server that exits by itself reports its own status; one bringup had to stop
+    reports the signal, and what bringup sent is a field of its own."""
+    port = free_port()
+    _, out, err = cli(
+        [
+            "run",
+            "--json",
+            "--grace",
+            "10s",
+            "--",
+            *fake("oom", port, "--linger", "1", "--exit-code", "3"),
+        ]
+    )
+    summary = events(out)[-1]
+    assert summary["outcome"] == "failed"
+    assert (summary["server_exit_status"], summary["server_exit_signal"]) == (3, None)
+    assert summary["stopped_by_bringup"] is None
+    assert "server exit status 3" in err
+    port = free_port()
+    _, out, err = cli(
+        ["run", "--json", "--grace", "1s", "--", *fake("oom", port, "--linger", "60")]
+    )
+    summary = events(out)[-1]
+    assert (summary["server_exit_status"], summary["server_exit_signal"]) == (None, "SIGTERM")
+    assert summary["stopped_by_bringup"] == {"signals": ["SIGTERM"], "grace_seconds": 1.0}
+    assert "bringup stopped the server (SIGTERM); server ended by SIGTERM" in err
+    assert processes_running(port) == []
+
+
 def test_stall_is_timeouts_with_last_phase():
     """No progress for --stall: outcome stalled, class timeouts, the last phase, exit 4."""
     port = free_port()

@@ -108,6 +108,7 @@ class ChildProcess:
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session: the child leads its own group
         self._created = _create_time(popen.pid)
+        self.signals_sent: list[str] = []  # what terminate() sent, in order
         self._readers = [
             threading.Thread(
                 target=read_batches, args=(s, n, on_lines, on_eof), daemon=True, name=f"read-{n}"
@@ -221,7 +222,11 @@ class ChildProcess:
         )
 
     def terminate(self, grace_seconds: float) -> int | None:
-        """SIGTERM to the group and our descendants, SIGKILL after ``grace_seconds``."""
+        """SIGTERM to the group and our descendants, SIGKILL after ``grace_seconds``.
+
+        ``signals_sent`` lists the signals this sent ("SIGTERM", "SIGKILL"), so the caller can
+        tell the server's own exit status from the effect of bringup's signals.
+        """
         self._signal_all(signal.SIGTERM)
         deadline = time.monotonic() + grace_seconds
         while time.monotonic() < deadline:
@@ -255,6 +260,8 @@ class ChildProcess:
 
     def _signal_all(self, sig: signal.Signals) -> None:
         members = self.members()
+        if (members or self._popen.returncode is None) and sig.name not in self.signals_sent:
+            self.signals_sent.append(sig.name)
         if self._popen.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pgid, sig)
@@ -263,7 +270,10 @@ class ChildProcess:
                 p.send_signal(sig)
 
     def _reap_leftovers(self) -> None:
-        for p in self.members():
+        left = self.members()
+        if left and "SIGKILL" not in self.signals_sent:
+            self.signals_sent.append("SIGKILL")
+        for p in left:
             with contextlib.suppress(psutil.Error):
                 p.kill()
         psutil.wait_procs(self.members(), timeout=2.0)

@@ -30,6 +30,7 @@ from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Diagnosis, EngineEvent, Event
 from bringup.core.endpoint import resolve_url
 from bringup.core.phase_words import status_text
+from bringup.core.server_exit import ServerExit
 from bringup.core.startup import (
     LiveEvent,
     ProbeObservation,
@@ -394,7 +395,10 @@ class _Follower:
         if self.signum is not None and m.state is State.READY:
             m.stop(now)
         left_pid, log = self._settle_server(m)
+        server_exit = self._server_exit(left_pid)
         summary = summary_json(m, now)
+        if server_exit is not None:
+            summary.update(server_exit.json_fields())
         result = StartupResult(
             outcome=m.outcome,
             exit_code=self._exit_code(m),
@@ -406,6 +410,7 @@ class _Follower:
             url=self.url,
             model=m.model or m.probe_model(),
             server_exit_code=self.server_exit,
+            server_exit=server_exit,
             left_running_pid=left_pid,
             detached_log=log,
             interrupted=self.signum is not None,
@@ -430,6 +435,13 @@ class _Follower:
                 f"--keep: server left running (pid {child.pid}); its output goes to {log}"
             )
             return child.pid, log
+        if m.state is State.FAILED and self.signum is None and child.poll() is None:
+            # A failing server is usually tearing itself down (vLLM prints the cause, then
+            # exits 1 a second or two later, ignoring SIGTERM meanwhile): let it finish, so
+            # the summary has its own exit status rather than the effect of our signal.
+            code = child.wait(min(self.config.exit_wait_seconds, self.config.grace_seconds))
+            if code is not None and self.server_exit is None:
+                self.server_exit = code
         if child.poll() is None or child.members():
             if self.notifier is not None:
                 self.notifier.stopping()
@@ -440,6 +452,20 @@ class _Follower:
             if self.server_exit is None:
                 self.server_exit = code
         return None, None
+
+    def _server_exit(self, left_pid: int | None) -> ServerExit | None:
+        """The server's own exit status, apart from the signals bringup sent (run only)."""
+        if not isinstance(self.source, ChildSource) or self.source.child is None:
+            return None
+        child = self.source.child
+        code = None if left_pid is not None else self.server_exit
+        if code is None and left_pid is None:
+            code = child.poll()
+        return ServerExit.from_code(
+            code,
+            tuple(child.signals_sent),
+            self.config.grace_seconds if child.signals_sent else None,
+        )
 
     def _exit_code(self, m: StartupMachine) -> int:
         if m.state is State.FAILED:

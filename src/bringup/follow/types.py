@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bringup.core.diagnosis import Diagnosis, Failure
+from bringup.core.server_exit import ServerExit
 from bringup.core.startup import LiveEvent, ProbeKind, ProbeObservation, StartupMachine
 from bringup.core.vocab import Engine, Outcome
 
@@ -36,6 +37,9 @@ class StartupConfig:
     gpu_interval_seconds: float = 1.0
     probe_interval_seconds: float = 0.25
     wrapper_grace_seconds: float = 2.0
+    # After a failure verdict, how long the server may take to finish dying by itself (and
+    # report its own exit status) before bringup sends SIGTERM; at most grace_seconds.
+    exit_wait_seconds: float = 5.0
 
 
 @dataclass
@@ -53,7 +57,10 @@ class StartupResult:
     summary: dict[str, Any]  # the JSON summary line
     url: str
     model: str | None = None
-    server_exit_code: int | None = None
+    server_exit_code: int | None = None  # the raw return code (negative: killed by that signal)
+    server_exit: ServerExit | None = (
+        None  # the server's own status, kept apart from bringup's signals
+    )
     left_running_pid: int | None = None  # --keep: the server still running
     detached_log: str | None = None  # --keep: where its output now goes
     interrupted: bool = False

@@ -60,6 +60,15 @@ def format_timeline(timeline: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
+def _exit_note(result: StartupResult) -> str:
+    """ " (server exit status 1)", or what bringup did and how the server ended."""
+    if result.server_exit is not None:
+        return f" ({result.server_exit.phrase()})"
+    if result.server_exit_code is not None:
+        return f" (server exit status {result.server_exit_code})"
+    return ""
+
+
 def format_ending(result: StartupResult, machine: StartupMachine) -> list[str]:
     """The closing lines: the verdict, the time to ready and the phase timeline."""
     summary = result.summary
@@ -75,16 +84,10 @@ def format_ending(result: StartupResult, machine: StartupMachine) -> list[str]:
     elif machine.state is State.STALLED:
         lines.append(
             f"stalled in {machine.phase}: {machine.failure.summary if machine.failure else ''}"
+            f"{_exit_note(result)}"
         )
     elif machine.state is State.FAILED:
-        lines.append(
-            f"failed in {machine.phase}"
-            + (
-                f" (server exit status {result.server_exit_code})"
-                if result.server_exit_code is not None
-                else ""
-            )
-        )
+        lines.append(f"failed in {machine.phase}{_exit_note(result)}")
     else:
         lines.append(f"interrupted in {machine.phase} before a verdict")
     lines.append("timeline:")
