@@ -17,6 +17,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -89,11 +90,15 @@ def vllm_environ(
         "TORCHINDUCTOR_CACHE_DIR": "inductor",
         "TRITON_CACHE_DIR": "triton",
         "TMPDIR": "tmp",
-        "VLLM_RPC_BASE_PATH": "rpc",
     }
     for name, sub in dirs.items():
         (folder / sub).mkdir(exist_ok=True)
         env[name] = str(folder / sub)
+    # ZMQ's ipc:// paths must fit sockaddr_un (107 bytes): a test folder is too deep, so the
+    # sockets get a short private folder of their own, named in the run folder for cleanup.
+    rpc = Path(tempfile.mkdtemp(prefix="bu-rpc-", dir="/tmp"))
+    (folder / "rpc-path").write_text(str(rpc))
+    env["VLLM_RPC_BASE_PATH"] = str(rpc)
     env.update(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
@@ -121,11 +126,14 @@ def serve_argv(
     with other servers running, vLLM refuses to start).
     """
     argv = [str(vllm_bin()), "serve", str(model), "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--dtype", "float32"]
-    if memory_fraction is not None:
-        argv += ["--gpu-memory-utilization", str(memory_fraction)]
-    if max_model_len is not None:
-        argv += ["--max-model-len", str(max_model_len)]
+    defaults = {
+        "--dtype": "float32",
+        "--gpu-memory-utilization": memory_fraction,
+        "--max-model-len": max_model_len,
+    }
+    for flag, value in defaults.items():  # a flag given in ``extra`` wins (no duplicate keys)
+        if value is not None and flag not in extra:
+            argv += [flag, str(value)]
     if eager:
         argv.append("--enforce-eager")
     return [*argv, *extra]
@@ -149,16 +157,26 @@ def tiny_model(shared: Path, shards: int = 1) -> Path:
         if not done.exists():
             if out.exists():
                 shutil.rmtree(out)
-            env = vllm_environ(shared / f"build-env-{shards}")
-            subprocess.run(
-                [str(vllm_python()), str(_BUILDER), str(out), "--shards", str(shards)],
-                check=True,
-                capture_output=True,
-                env=env,
-                timeout=300,
-            )
+            env_folder = shared / f"build-env-{shards}"
+            try:
+                subprocess.run(
+                    [str(vllm_python()), str(_BUILDER), str(out), "--shards", str(shards)],
+                    check=True,
+                    capture_output=True,
+                    env=vllm_environ(env_folder),
+                    timeout=300,
+                )
+            finally:
+                remove_environ(env_folder)
             done.write_text("ok\n")
     return out
+
+
+def remove_environ(folder: Path) -> None:
+    """Remove what ``vllm_environ(folder)`` made outside ``folder`` (the short socket folder)."""
+    marker = folder / "rpc-path"
+    if marker.exists():
+        shutil.rmtree(marker.read_text().strip(), ignore_errors=True)
 
 
 def copy_model(model: Path, dest: Path) -> Path:

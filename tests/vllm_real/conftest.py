@@ -15,7 +15,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from builders.vllm_env import require_vllm, shared_folder, tiny_model, vllm_environ
+from builders.vllm_env import (
+    remove_environ,
+    require_vllm,
+    shared_folder,
+    tiny_model,
+    vllm_environ,
+)
 
 MARK = "BRINGUP_TEST_RUN"
 
@@ -58,4 +64,5 @@ def vllm_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     for pid in left:
         with contextlib.suppress(psutil.Error):
             psutil.Process(pid).kill()
+    remove_environ(tmp_path / "vllm")
     assert not left, f"vLLM processes left running: {left}"
