@@ -305,3 +305,20 @@ def test_url_and_engine_from_the_config_win():
     result = w.run()
     assert result.url == "http://10.0.0.5:9000"
     assert result.outcome.value == "ready"
+
+
+def test_an_unknown_exception_waits_for_the_line_that_explains_it():
+    """vLLM 0.32 prints pydantic's ValidationError, then the line that states the cause: live
+    takes the cause (as `diagnose` does on the whole log), not the unknown exception above it."""
+    validation = "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig"
+    cause = (
+        "  Value error, User-specified max_model_len (4096) is greater than the derived "
+        "max_model_len (max_position_embeddings=2048.0 or model_max_length=None in model's "
+        "config.json). To allow overriding this maximum, set the env var "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+    )
+    w = World([*lines((0.0, BANNER), (0.5, validation), (0.6, cause)), exit_at(3.0, 1)])
+    result = w.run()
+    assert result.failure is not None
+    assert result.failure.failure_class.value == "config_error"
+    assert "User-specified max_model_len (4096)" in result.failure.line

@@ -356,7 +356,7 @@ class LogAnalyzer:
         if self._takes(new, priority, weak, key):
             self._failure, self._priority, self._weak = new, priority, weak
             self._failure_key = key
-            events.append(FailureEvent(new))
+            events.append(FailureEvent(new, tentative=weak or not new.is_final))
 
     def _takes(self, new: Failure, priority: int, weak: bool, key: str) -> bool:
         cur = self._failure

@@ -73,9 +73,15 @@ class FactEvent:
 
 @dataclass(frozen=True, slots=True)
 class FailureEvent:
-    """A root cause (or, with ``is_final`` False, a wrapper pointing at one) was found."""
+    """A root cause (or, with ``is_final`` False, a wrapper pointing at one) was found.
+
+    ``tentative``: the cause may still be replaced by a line close after it (a wrapper, or an
+    unknown exception a known signature may explain), so a live follower waits a moment
+    before it settles on it, and gives the verdict the whole log gives.
+    """
 
     failure: Failure
+    tentative: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,9 @@ The rules (issue 5):
 
 - ready only after the smoke request succeeds (health, then /v1/models, then a 1-token
   completion); the engine's own "ready" line is a phase, not the verdict;
-- failed the moment a final root-cause ``FailureEvent`` arrives; a wrapper-only failure
-  (``is_final`` False) is settled after ``wrapper_grace_seconds`` or at process exit;
+- failed the moment a final root-cause ``FailureEvent`` arrives; a tentative one (a wrapper,
+  or an unknown exception a known line may still explain) is settled after
+  ``wrapper_grace_seconds`` or at process exit, as the analyzer's latest choice;
 - a process exit before ready is a failure whatever its code (vLLM can exit 0 after its
   engine died), and so is an exit after ready;
 - stalled (class ``timeouts``) when no new phase, no progress line and no GPU memory
@@ -213,7 +214,7 @@ class StartupMachine:
             }
             return [self._live("progress", now, fields)]
         if isinstance(event, FailureEvent):
-            return self._on_failure(event.failure, now)
+            return self._on_failure(event.failure, now, tentative=event.tentative)
         if isinstance(event, EngineEvent):
             self.engine = event.engine
         return []
@@ -316,13 +317,15 @@ class StartupMachine:
         self.spans.append(PhaseSpan(phase, now - self.start, event.entry.line_number))
         return [self._live("phase", now, {"phase": phase, "line_number": event.entry.line_number})]
 
-    def _on_failure(self, failure: Failure, now: float) -> list[LiveEvent]:
+    def _on_failure(self, failure: Failure, now: float, *, tentative: bool) -> list[LiveEvent]:
         if self.is_terminal:
             return []
-        if failure.is_final:
+        if failure.is_final and not tentative:
             return self._fail(failure, now, State.FAILED)
-        if self._pending is None:
-            self._pending = (failure, now)
+        # A wrapper or an unknown exception: hold it for the grace (counted from the first),
+        # taking each replacement the analyzer makes, so live gives the whole log's verdict.
+        since = self._pending[1] if self._pending is not None else now
+        self._pending = (failure, since)
         return []
 
     def _fail(self, failure: Failure, now: float, state: State) -> list[LiveEvent]:
