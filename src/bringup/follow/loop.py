@@ -439,7 +439,8 @@ class _Follower:
             # A failing server is usually tearing itself down (vLLM prints the cause, then
             # exits 1 a second or two later, ignoring SIGTERM meanwhile): let it finish, so
             # the summary has its own exit status rather than the effect of our signal.
-            code = child.wait(min(self.config.exit_wait_seconds, self.config.grace_seconds))
+            wait = self.config.exit_wait_seconds
+            code = child.wait(self.config.grace_seconds if wait is None else wait)
             if code is not None and self.server_exit is None:
                 self.server_exit = code
         if child.poll() is None or child.members():

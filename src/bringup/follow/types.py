@@ -38,8 +38,8 @@ class StartupConfig:
     probe_interval_seconds: float = 0.25
     wrapper_grace_seconds: float = 2.0
     # After a failure verdict, how long the server may take to finish dying by itself (and
-    # report its own exit status) before bringup sends SIGTERM; at most grace_seconds.
-    exit_wait_seconds: float = 5.0
+    # report its own exit status) before bringup sends SIGTERM; None: grace_seconds.
+    exit_wait_seconds: float | None = None
 
 
 @dataclass
