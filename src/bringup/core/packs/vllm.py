@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from bringup.core.packs import cpu_remedies as cpu
 from bringup.core.packs import remedies as r
 from bringup.core.packs.torch import TORCH_OOM
 from bringup.core.packs.types import (
@@ -168,6 +169,7 @@ FACTS = (
     ),
     FactRule(rx(r"\W(?:port)'?[:=] ?(?P<port>\d+)"), {"port": to_int}),
     FactRule(rx(r"vLLM is using nccl==(?P<nccl_version>\S+)")),
+    FactRule(rx(r"\bdevice_config=(?P<device>[a-z]+)")),
     FactRule(
         rx(r"warming up sampler with (?P<sampler_warmup_requests>\d+) dummy requests"),
         {"sampler_warmup_requests": to_int},
@@ -229,7 +231,7 @@ SIGNATURES = (
         ),
         F.KV_CACHE_INSUFFICIENT,
         "One request of {max_len} tokens needs {needed} GiB of KV cache, but only {available} GiB is available.",
-        r.max_model_len,
+        cpu.by_platform(r.max_model_len, cpu.kv_max_len),
         P.KV_CACHE_ALLOC,
         priority=2,
     ),
@@ -249,7 +251,7 @@ SIGNATURES = (
         rx(r"No available memory for the cache blocks"),
         F.KV_CACHE_INSUFFICIENT,
         "Weights and activations left no memory for the KV cache.",
-        r.no_kv_memory,
+        cpu.by_platform(r.no_kv_memory, cpu.no_kv_memory),
         P.KV_CACHE_ALLOC,
         priority=2,
     ),
@@ -261,6 +263,26 @@ SIGNATURES = (
         F.GPU_MEMORY_UTILIZATION,
         "Only {free_gib} of {total_gib} GiB were free at start; --gpu-memory-utilization {util} asks for {wanted_gib} GiB.",
         r.free_memory,
+        P.DISTRIBUTED_INIT,
+        priority=2,
+    ),
+    Signature(
+        "cpu_free_memory",
+        rx(
+            r"Available memory on node (?P<node>\d+) \((?P<free_gib>[\d.]+)/(?P<total_gib>[\d.]+) GiB\) on startup is less than desired CPU memory utilization \((?P<util>[\d.]+), (?P<wanted_gib>[\d.]+) GiB\)"
+        ),
+        F.GPU_MEMORY_UTILIZATION,
+        "Only {free_gib} of {total_gib} GiB of NUMA node {node}'s memory were free at start; --gpu-memory-utilization {util} asks for {wanted_gib} GiB.",
+        cpu.free_memory,
+        P.DISTRIBUTED_INIT,
+        priority=2,
+    ),
+    Signature(
+        "cpu_thread_binding",
+        rx(r"Not enough allowed NUMA nodes to bind threads of (?P<workers>\d+) local CPUWorkers"),
+        F.CONFIG_ERROR,
+        "{workers} CPU workers need their threads bound to separate cores, and there are not enough NUMA nodes to do it automatically.",
+        cpu.thread_binding,
         P.DISTRIBUTED_INIT,
         priority=2,
     ),
@@ -361,6 +383,14 @@ SIGNATURES = (
         P.WEIGHTS_LOADING,
     ),
     Signature(
+        "index_shard_missing",
+        rx(r"Weight files referenced in index but missing: (?P<files>.+)"),
+        F.MISSING_OR_CORRUPT_WEIGHTS,
+        "Weight files named in model.safetensors.index.json are missing: {files}.",
+        r.redownload,
+        P.WEIGHTS_LOADING,
+    ),
+    Signature(
         "corrupt_safetensors",
         rx(
             r"SafetensorError: Error while deserializing header|incomplete metadata, file not fully covered|HeaderTooLarge|MetadataIncompleteBuffer"
@@ -411,12 +441,20 @@ SIGNATURES = (
     Signature(
         "config",
         rx(
-            r"Model architectures \[.*\] are not supported|is not supported in-tree anymore|Unknown quantization method|does not match the quantization method specified|must be divisible by tensor parallel size|is larger than the number of available GPUs|max_num_batched_tokens \(\d+\) (?:is smaller than|must be greater)|Failed to load the tokenizer|error: argument |error: unrecognized arguments"
+            r"Model architectures \[.*\] are not supported|is not supported in-tree anymore|Unknown quantization method|does not match the quantization method specified|must be divisible by tensor parallel size|is larger than the number of available GPUs|max_num_batched_tokens \(\d+\) (?:is smaller than|must be greater)|Failed to load the tokenizer"
         ),
         F.CONFIG_ERROR,
         "The flags or the model configuration are invalid.",
         r.fix_flags,
         P.CONFIG,
+    ),
+    Signature(
+        "bad_flag",
+        rx(r"error: argument (?P<flag>\S+?):? |error: unrecognized arguments: (?P<flag__2>\S+)"),
+        F.CONFIG_ERROR,
+        "The command line is invalid ({flag}): vLLM's argument parser refused it.",
+        r.fix_flags,
+        P.START,
     ),
     Signature(
         "ready_timeout",
