@@ -198,6 +198,11 @@ class _Follower:
         if self.owned:
             self._foreign_port = port_busy(self.url)
             self.source.start(self.inbox.put)  # BringupError here: nothing was started
+        if self.notifier is not None and self.owned:
+            # the server's first line can take a while (vLLM imports for ~10 s): systemd's
+            # TimeoutStartSec= is pushed out from the start, then at each sign of progress
+            self._last_extend = self.clock.monotonic()
+            self.notifier.extend_timeout(self._extend_seconds())
         self.probe_lane = self._lane("prober", on_close=lambda: self.prober.close())
         self.gpu_lane = self._lane("gpu-sampler")
         restore = self._install_signals()
@@ -357,7 +362,11 @@ class _Follower:
             now = self.clock.monotonic()
             if now - self._last_extend >= 5.0:
                 self._last_extend = now
-                n.extend_timeout((self.config.stall_seconds or 600.0) + 30.0)
+                n.extend_timeout(self._extend_seconds())
+
+    def _extend_seconds(self) -> float:
+        """How far each EXTEND_TIMEOUT_USEC pushes the start timeout: past the stall limit."""
+        return (self.config.stall_seconds or 600.0) + 30.0
 
     def _keep_systemd_informed(self, now: float) -> None:
         n = self.notifier
