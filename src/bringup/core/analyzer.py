@@ -253,6 +253,8 @@ class LogAnalyzer:
             return events
         if any(p.search(msg) for p in pack.exclusions):
             return events
+        # the phase first: a tqdm bar glued to an error line moved on before the error came
+        self._progress_and_phase(pack, ll, events)
         for sig in pack.signatures:
             m = sig.pattern.search(msg)
             if m:
@@ -266,7 +268,6 @@ class LogAnalyzer:
                 m = _EXCEPTION.match(msg)
                 if m:
                     self._offer_exception(pack, m, ll, key, events)
-        self._progress_and_phase(pack, ll, events)
         self._read_facts(pack, msg, ll.number, events)
         return events
 

@@ -168,6 +168,9 @@ FACTS = (
         {"tensor_parallel_size": to_int},
     ),
     FactRule(rx(r"\W(?:port)'?[:=] ?(?P<port>\d+)"), {"port": to_int}),
+    FactRule(
+        rx(r"Starting vLLM (?:API )?server(?: \d+)? on https?://\S*:(?P<port>\d+)"), {"port": to_int}
+    ),
     FactRule(rx(r"vLLM is using nccl==(?P<nccl_version>\S+)")),
     FactRule(rx(r"\bdevice_config=(?P<device>[a-z]+)")),
     FactRule(
