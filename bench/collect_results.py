@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 HERE = Path(__file__).parent
-ORDER = ["diagnose", "verify", "plan", "supervisor", "bench", "engine", "llamacpp_pack"]
+ORDER = ["diagnose", "corpus", "verify", "plan", "supervisor", "bench", "engine", "llamacpp_pack"]
 
 
 def main() -> None:

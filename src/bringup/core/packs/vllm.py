@@ -169,7 +169,8 @@ FACTS = (
     ),
     FactRule(rx(r"\W(?:port)'?[:=] ?(?P<port>\d+)"), {"port": to_int}),
     FactRule(
-        rx(r"Starting vLLM (?:API )?server(?: \d+)? on https?://\S*:(?P<port>\d+)"), {"port": to_int}
+        rx(r"Starting vLLM (?:API )?server(?: \d+)? on https?://\S*:(?P<port>\d+)"),
+        {"port": to_int},
     ),
     FactRule(rx(r"vLLM is using nccl==(?P<nccl_version>\S+)")),
     FactRule(rx(r"\bdevice_config=(?P<device>[a-z]+)")),
