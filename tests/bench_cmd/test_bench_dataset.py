@@ -172,3 +172,25 @@ def test_metrics_names_of_each_engine(text: str, expected: tuple[object, ...]) -
     """vLLM (both names), SGLang and llama.cpp map to the same three figures; ranks add up."""
     m = parse_metrics(text)
     assert (m.kv_cache_usage_perc, m.num_requests_running, m.num_requests_waiting) == expected
+
+
+def test_progress_bar_on_a_terminal(sse_server: FakeServer) -> None:
+    """On a terminal (FORCE_COLOR here) the progress is a rich bar that clears itself; the
+    report is unchanged and no plain progress line is printed."""
+    code, out, err = bench(
+        [
+            sse_server.url,
+            "--concurrency",
+            "1",
+            "--requests",
+            "2",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "4",
+        ],
+        {"FORCE_COLOR": "1"},
+    )
+    assert code == 0
+    assert "Single-stream decode" in out
+    assert "bench: concurrency 1 (level 1/1)" not in err
