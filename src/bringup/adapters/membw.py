@@ -1,11 +1,18 @@
-"""This machine's memory bandwidth, measured: what a CPU decode step can stream per second.
+"""This machine's memory bandwidth as a CPU decode step sees it: what it can stream per second.
 
-A read-only kernel over a buffer several times the last-level cache (a decode step reads the
-weights and writes almost nothing): ``numpy.dot`` of a float32 array with itself, one slice
-per usable core in its own thread (numpy releases the GIL), best of a few passes. STREAM (McCalpin) is the usual tool;
-its "read-only" variant is the right denominator for decode (ggml-org/llama.cpp#26484).
+The probe is the inner loop of a float32 decode step, a dot product of a weight row with the
+activations: ``numpy.dot`` of a float32 buffer with itself, one slice per thread (numpy
+releases the GIL), over a buffer of at least 1 GiB and four times the last-level cache, the
+best of several passes. It reads and barely writes, as decode does (a read-only kernel is
+the right denominator: ggml-org/llama.cpp#26484).
 
-    measure_read_bandwidth()        # bytes per second, e.g. 2.1e10
+It measures what float32 dot products stream with ``threads`` threads, which is not always
+what the memory could deliver to another kernel: on this project's machine one thread streams
+about 22 GB/s of float64 but only 12-13 GB/s of float32 dot products (one core's float32 loop is
+the limit, as it is for llama.cpp's and PyTorch's float32 matrix-vector products), while two
+threads reach 20-22 GB/s either way. Measure with as many threads as the engine decodes with.
+
+    measure_read_bandwidth(threads=2)        # bytes per second, e.g. 2.1e10
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from pathlib import Path
 
 MiB = 1024**2
 DEFAULT_BUFFER_BYTES = 1024 * MiB
-PASSES = 5
+PASSES = 10
 
 
 def last_level_cache_bytes() -> int:

@@ -55,10 +55,12 @@ by architecture class (:data:`GPU_CLASSES`, :data:`CPU_CLASSES`):
 - GPU fixed cost per layer: dense 10 us (about ten kernels, ~1 us each in a graph), MoE 20 us
   (router, top-k, alignment, grouped GEMMs and combine), MLA 30 us (MLA's extra projections and
   the absorbed attention on top of MoE); assumptions of the same kind;
-- CPU (llama.cpp, vLLM's CPU build): 0.85 of a measured read-only memory bandwidth (llama.cpp
-  decodes at 84-91 % of STREAM read bandwidth on a Raspberry Pi 5, ggml-org/llama.cpp#26484, and
-  at >= 78 % of the M1's 68.2 GB/s, ggml-org/llama.cpp#1642), and a fixed cost per layer of
-  50 us (a dozen ops, each ending in a thread barrier); assumptions checked, not fitted, by
+- CPU (llama.cpp, vLLM's CPU build): 0.85 of the measured read bandwidth (llama.cpp decodes
+  at 84-91 % of STREAM's read-only bandwidth on a Raspberry Pi 5, ggml-org/llama.cpp#26484, and
+  at >= 78 % of the M1's 68.2 GB/s, ggml-org/llama.cpp#1642), measured by
+  :mod:`bringup.adapters.membw` as float32 dot products stream it with the engine's threads
+  (one core's float32 loop can be the limit before the memory is), and a fixed cost per layer
+  of 50 us (a dozen ops, each ending in a thread barrier); assumptions checked, not fitted, by
   ``bench/bench_decode.py`` on this project's machine.
 
 What bounds it (``bound_by``) is the largest term of the expected time: ``"weights"``,
