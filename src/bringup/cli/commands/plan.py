@@ -67,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gpu.add_argument(
         "--gpu-memory", metavar="SIZE", help="memory per GPU as CUDA reports it, e.g. 79.19GiB"
     )
+    gpu.add_argument(
+        "--gpu-free",
+        metavar="SIZE",
+        help="free memory per GPU at start when other processes hold some (default: all of it)",
+    )
     gpu.add_argument("--gpus", type=int, metavar="N", help="GPUs available (default: tp x pp)")
     gpu.add_argument(
         "--gpus-from", metavar="FILE", help="read GPUs from a readings file instead of NVML"
@@ -174,7 +179,7 @@ def fits(made: Plan | dict[str, Any]) -> bool:
 def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
     """The plan for the parsed flags: a ``Plan`` (vLLM), or the GGUF plan's JSON object."""
     command = engine_args.parse_server_command(args.passthrough) if args.passthrough else None
-    req = _requested(args, command.flags if command else ())
+    req = _requested(args, command.flags if command else (), ctx.environ)
     model_arg = args.model or (command.model if command else None)
     if not model_arg:
         raise UsageError(
@@ -211,6 +216,13 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
     return dataclasses.replace(
         plan, decode=_decode(args, command, arch, planner, settings, gpus), warnings=warnings
     )
+
+
+def _use_v1(value: str | None) -> bool | None:
+    """``VLLM_USE_V1`` as vLLM reads it (0.8-0.10: ``0`` runs the V0 engine)."""
+    if value is None or value.strip() == "":
+        return None
+    return value.strip() not in ("0", "false", "False")
 
 
 def _warnings(req: Requested, arch: Architecture) -> list[str]:
@@ -325,7 +337,9 @@ def parse_rate(text: str) -> float:
     return float(rate)
 
 
-def _requested(args: argparse.Namespace, flags: Sequence[str]) -> Requested:
+def _requested(
+    args: argparse.Namespace, flags: Sequence[str], environ: Mapping[str, str] | None = None
+) -> Requested:
     values: dict[str, Any] = {}
     for names, dest, kind in _VLLM_FLAGS:
         own = getattr(args, dest)
@@ -344,6 +358,7 @@ def _requested(args: argparse.Namespace, flags: Sequence[str]) -> Requested:
         ),
         enforce_eager=bool(args.enforce_eager or engine_args.has_flag(flags, "--enforce-eager")),
         engine_version=args.engine_version,
+        use_v1=_use_v1((environ or {}).get("VLLM_USE_V1")),
         device=args.device or "cuda",
     )
 
@@ -380,6 +395,19 @@ def _gguf_checkpoint(name: str) -> Checkpoint | None:
 
 
 def _gpus(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
+    gpus = _gpus_given(args, ctx, world)
+    if args.gpu_free:
+        free = parse_size(args.gpu_free)
+        if not 0 <= free <= gpus.total_bytes:
+            raise UsageError(
+                f"--gpu-free {args.gpu_free} must be between 0 and the GPU's "
+                f"{gpus.total_bytes / 1024**3:.2f} GiB"
+            )
+        gpus = dataclasses.replace(gpus, free_bytes=free)
+    return gpus
+
+
+def _gpus_given(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
     count = args.gpus or world
     if args.gpu_memory:
         size = parse_size(args.gpu_memory)

@@ -17,6 +17,28 @@ Per rank, with ``T`` the GPU's total memory and ``u`` the utilization (engines.m
    ``headroom = T - requested - C - G_outside - S`` must stay ≥ 0, else ``cuda_oom`` at
    ``warmup`` — the MiniMax-M2.5 failure.
 
+Per version (from vLLM's code; the setting that carries each rule is in ``settings``):
+
+- **before 0.9** (``vllm/worker/worker.py::determine_num_available_blocks`` for V0,
+  ``vllm/v1/worker/gpu_worker.py::determine_available_memory`` in 0.8): ``KV = T x u - (torch
+  peak + non-torch)``, with non-torch the device's used memory minus torch's: the CUDA
+  context, NCCL and other processes' memory are *inside* the budget, and there is no
+  free-memory check at start (``Settings.context_in_budget``). V0 profiles one batch of
+  ``max_num_batched_tokens`` = ``max(max_model_len, 2048)`` unless chunked prefill is on
+  (``settings.v0_batch_defaults``);
+- **0.9 to 0.20** (``gpu_worker.py`` with ``memory_profiling(init_snapshot, ...)``): a snapshot
+  after device init; ``non_kv = weights + torch peak increase + non-torch increase``; the
+  context is outside the budget; startup fails when the free memory is below ``T x u``;
+  graphs are captured after the pool, outside the budget;
+- **0.21 and later** (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to True in
+  ``vllm/envs.py``): the CUDA-graph estimate is subtracted from the KV budget.
+
+The sampler warmup (``gpu_worker.py::compile_or_warm_up_model`` → ``_dummy_sampler_run`` with
+``min(max_num_seqs, max_num_batched_tokens)`` requests) comes after the pool and the graphs.
+The profile run ends with the same sampler pass, so its peak is in ``A``; bringup still
+charges the warmup transient to the memory outside the budget (conservative: real warmup
+OOMs at 0.95, vllm#27508, vllm#14452, llm-d#787, are not explained otherwise).
+
 The parts of :class:`~bringup.core.plan.result.PerGpu` add up to ``T``.
 """
 
@@ -124,6 +146,8 @@ def _rank(
             spec.sliding_window,
             spec.state_bytes_per_request,
             spec.block_size,
+            spec.full_layers,
+            spec.sliding_layers,
         )
     weights = round(st.total_bytes * c.weights_scale)
     activation = peaks.activation_peak_bytes(
@@ -143,6 +167,13 @@ def _rank(
     in_budget = s.cuda_graphs_in_budget
     requested = math.ceil(gpus.total_bytes * s.gpu_memory_utilization)
     non_torch = peaks.non_torch_growth_bytes(s.world_size)
+    context = peaks.context_bytes(s.world_size)
+    if s.context_in_budget:
+        # before 0.9 (vllm/worker/worker.py, vllm/v1/worker/gpu_worker.py 0.8): non-torch
+        # memory is the whole device's use minus torch's, so the CUDA context, NCCL and other
+        # processes' memory are charged to the budget, and no free-memory check precedes it
+        non_torch += context + (gpus.total_bytes - gpus.free_bytes)
+        context = 0
     kv = requested - weights - activation - non_torch - (graphs if in_budget else 0)
     sampler = (
         peaks.sampler_warmup_bytes(arch, s.max_num_seqs, s.max_num_batched_tokens) if last else 0
@@ -154,7 +185,7 @@ def _rank(
         weights,
         activation,
         non_torch,
-        peaks.context_bytes(s.world_size),
+        context,
         graphs,
         in_budget,
         kv,
@@ -227,7 +258,7 @@ def config_failure(arch: Architecture, s: Settings, gpus: GpuSet) -> Found | Non
 
 def _failure(r: RankBudget, s: Settings, gpus: GpuSet | None) -> Found | None:
     fb = format_bytes
-    if gpus is not None and gpus.free_bytes < r.requested:
+    if gpus is not None and not s.context_in_budget and gpus.free_bytes < r.requested:
         return Found(
             FailureClass.GPU_MEMORY_UTILIZATION,
             Phase.DISTRIBUTED_INIT,

@@ -32,6 +32,8 @@ class KvSpec:
     sliding_window: int | None
     state_bytes_per_request: int  # linear-attention / mamba state
     block_size: int
+    full_layers: int = 0  # attention layers of each kind on this rank (for vLLM's groups)
+    sliding_layers: int = 0
 
     @property
     def bytes_per_token(self) -> int:
@@ -71,6 +73,8 @@ def kv_spec(arch: Architecture, layers: tuple[int, int], tp: int, kv_cache_dtype
         sliding_window=arch.sliding_window,
         state_bytes_per_request=arch.linear_state_bytes * kinds.count("linear") // max(1, tp),
         block_size=block,
+        full_layers=kinds.count("full"),
+        sliding_layers=kinds.count("sliding"),
     )
 
 
@@ -121,3 +125,55 @@ def longest_fitting_len(
         else:
             high = mid - 1
     return low
+
+
+def group_layout(full_layers: int, sliding_layers: int) -> tuple[int, int, int]:
+    """vLLM's KV cache groups (``kv_cache_utils._get_kv_cache_groups_uniform_page_size``, 0.9+):
+    (layers per group, full-attention groups, sliding-window groups). Each attention type is
+    split into groups of ``group_size`` layers, the fewest layers of any type (the most when
+    that is under 1.5x the fewest), the last group padded."""
+    counts = [c for c in (full_layers, sliding_layers) if c]
+    if len(counts) < 2:
+        return (counts[0] if counts else 0), (1 if full_layers else 0), (1 if sliding_layers else 0)
+    fewest, most = min(counts), max(counts)
+    size = most if most < fewest * 1.5 else fewest
+    return size, -(-full_layers // size), -(-sliding_layers // size)
+
+
+def reported_tokens(
+    spec: KvSpec,
+    kv_bytes: int,
+    *,
+    version: tuple[int, int],
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    pipeline_parallel: int = 1,
+) -> int:
+    """The "GPU KV cache size: N tokens" vLLM prints for a pool of ``kv_bytes`` on this rank.
+
+    - before 0.9 (V0 "# GPU blocks" x block, and V1 0.8 ``num_blocks x block_size``; hybrid
+      models are allocated as all-full attention): ``pool // (bytes/token x block) x block``;
+    - 0.9 to 0.20 (``_report_kv_cache_config``): ``num_blocks // len(groups) x block`` with
+      ``num_blocks = pool // (group_size x page)``;
+    - 0.21 and later (``get_kv_cache_capacity``): ``int(max_concurrency x max_model_len)``,
+      ``max_concurrency = num_blocks / Σ_groups cdiv(request bytes, page)`` (a sliding group
+      needs ``cdiv(min(window - 1 + pp x max_num_batched_tokens, len), block) + 1`` blocks).
+    """
+    if kv_bytes <= 0 or spec.bytes_per_token <= 0:
+        return 0
+    full, sliding = spec.full_layers, spec.sliding_layers
+    if version < (0, 9) or (full + sliding) == 0:
+        return tokens_in(spec, kv_bytes)
+    layers = full + sliding
+    per_layer_token = spec.bytes_per_token // layers
+    page = per_layer_token * spec.block_size
+    size, full_groups, sliding_groups = group_layout(full, sliding)
+    blocks = kv_bytes // (size * page)
+    if version < (0, 21):
+        return int(blocks // (full_groups + sliding_groups) * spec.block_size)
+    need = full_groups * -(-max_model_len // spec.block_size)
+    if sliding_groups:
+        window = spec.sliding_window or max_model_len
+        tokens = min(window - 1 + pipeline_parallel * max_num_batched_tokens, max_model_len)
+        need += sliding_groups * (-(-tokens // spec.block_size) + 1)
+    return int(blocks / need * max_model_len) if need else 0

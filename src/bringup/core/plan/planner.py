@@ -24,7 +24,7 @@ from bringup.core.plan.budget import (
     tightest,
 )
 from bringup.core.plan.result import KvCache, ModelInfo, PerGpu, Plan, Verdict
-from bringup.core.plan.settings import Settings
+from bringup.core.plan.settings import Settings, parse_version
 from bringup.core.plan.weights import StageWeights, layer_of, parameter_count
 from bringup.units import format_bytes
 
@@ -108,7 +108,15 @@ def kv_cache(r: RankBudget, s: Settings) -> KvCache:
     """KV capacity of the tightest rank."""
     pool = max(0, r.kv)
     concurrency = kvmod.max_concurrency(r.spec, pool, s.max_model_len, s.max_num_batched_tokens)
-    return KvCache(r.spec.bytes_per_token, kvmod.tokens_in(r.spec, pool), round(concurrency, 2))
+    tokens = kvmod.reported_tokens(
+        r.spec,
+        pool,
+        version=parse_version(s.engine_version),
+        max_model_len=s.max_model_len,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        pipeline_parallel=s.pipeline_parallel_size,
+    )
+    return KvCache(r.spec.bytes_per_token, tokens, round(concurrency, 2))
 
 
 def verdict(o: Outcome) -> Verdict:

@@ -42,6 +42,7 @@ class Requested:
     enforce_eager: bool = False
     engine_version: str | None = None
     device: str = "cuda"  # "cuda" (GPUs) or "cpu" (vLLM's CPU build)
+    use_v1: bool | None = None  # VLLM_USE_V1 (0.8-0.10 could still run the V0 engine)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,8 @@ class Settings:
     enforce_eager: bool
     cuda_graphs_in_budget: bool  # True from 0.21: the graph estimate is subtracted from KV
     device: str = "cuda"  # "cuda" or "cpu"
+    v0_engine: bool = False  # vLLM's V0 engine (before 0.8, or VLLM_USE_V1=0 up to 0.10)
+    context_in_budget: bool = False  # before 0.9: everything not torch's is inside the budget
 
     @property
     def world_size(self) -> int:
@@ -91,7 +94,17 @@ def batch_defaults(
         return 1024, 16384
     if memory_bytes >= 70 * GiB and (not treats_as_a100 or version < (0, 9)):
         return 1024, 8192
-    return 256, 2048
+    return 256, 2048  # (0.8: "device_memory >= 70 GiB" without the A100 exception)
+
+
+def v0_batch_defaults(max_model_len: int, max_position_embeddings: int) -> tuple[int, int]:
+    """V0 engine (``vllm/engine/arg_utils.py::create_engine_config``, ``vllm/config.py::
+    SchedulerConfig``, 0.5-0.7): chunked prefill is on by default only when max_model_len >
+    32768, and then ``max_num_batched_tokens`` is 512; otherwise it is
+    ``max(max_model_len, 2048)`` (the profile run is a whole max-length prompt, vllm#10517);
+    ``max_num_seqs`` 256."""
+    del max_position_embeddings
+    return 256, 512 if max_model_len > 32768 else max(max_model_len, 2048)
 
 
 def cpu_batch_defaults(world_size: int) -> tuple[int, int]:
@@ -170,8 +183,13 @@ def resolve(
     version = parse_version(version_text)
     tp = _positive("--tensor-parallel-size", req.tensor_parallel_size, 1)
     pp = _positive("--pipeline-parallel-size", req.pipeline_parallel_size, 1)
+    v0 = req.device != "cpu" and (version < (0, 8) or (req.use_v1 is False and version < (0, 11)))
+    max_len = req.max_model_len
+    effective_len = max_len if max_len and max_len > 0 else max_position_embeddings
     if req.device == "cpu":
         seqs, batched = cpu_batch_defaults(tp * pp)
+    elif v0:
+        seqs, batched = v0_batch_defaults(effective_len, max_position_embeddings)
     else:
         seqs, batched = batch_defaults(version, memory_bytes, treats_as_a100)
     util = req.gpu_memory_utilization
@@ -181,7 +199,6 @@ def resolve(
         raise UsageError(
             f"--gpu-memory-utilization must be a fraction in (0, 1], e.g. 0.9; got {util}"
         )
-    max_len = req.max_model_len
     if max_len is not None and max_len != -1 and max_len < 1:
         raise UsageError(
             f"--max-model-len must be at least 1, or -1/auto for the model's own; got {max_len}"
@@ -198,7 +215,7 @@ def resolve(
         pipeline_parallel_size=pp,
         enable_expert_parallel=req.enable_expert_parallel,
         gpu_memory_utilization=util,
-        max_model_len=max_len if max_len and max_len > 0 else max_position_embeddings,
+        max_model_len=effective_len,
         max_num_seqs=_positive("--max-num-seqs", req.max_num_seqs, seqs),
         max_num_batched_tokens=_positive(
             "--max-num-batched-tokens", req.max_num_batched_tokens, batched
@@ -208,4 +225,6 @@ def resolve(
         enforce_eager=req.enforce_eager,
         cuda_graphs_in_budget=version >= (0, 21) and req.device != "cpu",
         device=req.device,
+        v0_engine=v0,
+        context_in_budget=req.device != "cpu" and version < (0, 9),
     )

@@ -1,0 +1,373 @@
+"""`bringup plan` against 50 real vLLM startups (a script, not a test): per point and medians.
+
+    .venv/bin/python bench/bench_plan_memory.py [--data ../shared/corpus/memory/vllm-memory.jsonl]
+                                                [--out bench/results/plan_memory.md]
+
+Each point of ``vllm-memory.jsonl`` (read from ../shared, never copied here) is planned with
+the settings it ran with (model config bundled in bringup or written from the model's public
+config in bench/configs/, GPU, TP, utilization, max_model_len, max_num_seqs, KV dtype,
+quantization, eager, vLLM version), and the plan is compared with what vLLM printed:
+
+- **weights** per GPU: "Model loading took X GiB" (also "Loading model weights took X GB",
+  which is GiB too);
+- **KV bytes per token**: the pool over the tokens vLLM reported for it ("Available KV cache
+  memory" / "GPU KV cache size"; V0: ``kv_cache_size`` / ``# GPU blocks`` x 16), against the
+  tokens the plan's own reporting rule gives for that pool (``plan.kv_cache`` arithmetic for
+  the version), so the per-token cost and the version's reporting are both checked;
+- **KV tokens**: the plan's prediction from the GPU's memory, only where the GPU's memory is
+  known (a GiB figure in the log or a catalog GPU named in the log);
+- **verdict**: fits vs the startup's outcome, on points whose outcome is a memory outcome
+  (ready, cuda_oom, kv_cache_insufficient, gpu_memory_utilization).
+
+Points that cannot be used say why (no public config written, a multimodal/hybrid-Mamba model
+the planner does not model, no model name, a GGUF checkpoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "bench" / "configs"
+_SHARED = next(
+    (p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()),
+    ROOT.parent / "shared",
+)
+DEFAULT_DATA = _SHARED / "corpus" / "memory" / "vllm-memory.jsonl"
+GiB = 1024**3
+
+# (substring of the model name, lower case) -> (config: bundled name or bench/configs file,
+# --quantization to pass, or None for the point's own)
+MODELS: tuple[tuple[str, str, str | None], ...] = (
+    ("qwen3-coder-30b-a3b", "Qwen3-30B-A3B-2507", None),
+    ("qwen3-30b-a3b-thinking-2507-awq", "Qwen3-30B-A3B-2507", "w4a16"),
+    ("qwen3-30b-a3b-instruct-2507", "Qwen3-30B-A3B-2507", None),
+    ("qwen3-30b-a3b", "Qwen3-30B-A3B", None),
+    ("tinyllama", "TinyLlama-1.1B", None),
+    ("meta-llama-3.1-70b", "Llama-3.1-70B", None),
+    ("llama-3.1-8b", "Llama-3.1-8B", None),
+    ("llama-3-8b", "Llama-3-8B", None),
+    ("llama-3.2-1b", "Llama-3.2-1B", None),
+    ("deepseek-r1-distill-qwen-32b", "DeepSeek-R1-Distill-Qwen-32B", None),
+    ("deepseek-r1-distill-qwen-14b-awq", "DeepSeek-R1-Distill-Qwen-14B-AWQ", None),
+    ("deepseek-r1-distill-qwen-14b-fp8", "DeepSeek-R1-Distill-Qwen-14B", None),
+    ("qwen-3/transformers/8b", "Qwen3-8B", None),
+    ("minimax-m2.5", "MiniMax-M2.5", None),
+    ("dialogpt-small", "DialoGPT-small", None),
+    ("qwen2.5-14b-instruct-awq", "Qwen2.5-14B-AWQ", None),
+    ("qwen2.5-32b", "Qwen2.5-32B", None),
+    ("mistral-7b-instruct-v0.3", "Mistral-7B-v0.3", None),
+    ("gpt-oss-20b", "gpt-oss-20b", None),
+    ("gpt-oss-120b", "gpt-oss-120b", None),
+    ("qwen2-7b", "Qwen2-7B", None),
+    ("phi-3-mini-4k", "Phi-3-mini-4k", None),
+    ("qwen2.5-coder-7b", "Qwen2.5-7B", None),
+    ("qwen2.5-7b", "Qwen2.5-7B", None),
+    ("qwen2___5-7b", "Qwen2.5-7B", None),
+    ("qwen2___5-3b", "Qwen2.5-3B", None),
+    ("qwen2.5-0.5b-instruct-awq", "Qwen2.5-0.5B-AWQ", None),
+    ("gemma-3-27b", "gemma-3-27b", None),
+    ("mixtral 8x7b awq", "Mixtral-8x7B", "awq"),
+)
+UNUSABLE: tuple[tuple[str, str], ...] = (
+    ("gemma-4", "Gemma-4 (multimodal, per-layer embeddings): no public config written here"),
+    ("qwen3.5-27b", "Qwen3.5 (hybrid gated-delta-net + attention): config not written here"),
+    ("qwen3.6-27b", "Qwen3.6 (hybrid gated-delta-net + attention): config not written here"),
+    ("dotsocr", "dots.ocr is a vision-language model: the encoder's profile is not modelled"),
+    ("dots.ocr", "dots.ocr is a vision-language model: the encoder's profile is not modelled"),
+    ("gemma-3-12b", "gemma-3-12b QAT AWQ: config not written here"),
+    ("glm-5", "GLM-5 (MLA + sparse indexer): config not written here"),
+    ("qwen2.5-vl", "Qwen2.5-VL is a vision-language model: the encoder's profile is not modelled"),
+    ("jamba", "Jamba is a Mamba hybrid with experts_int8: not modelled"),
+    ("llama-4-maverick", "Llama-4 Maverick (PP 3 over Ray, truncated name): config not written"),
+    (".gguf", "a GGUF checkpoint served by vLLM: the vLLM planner reads safetensors configs"),
+    ("/data/model/llama", "the log does not say which Llama"),
+)
+# GPUs named in the logs that the catalog lacks: total memory as CUDA reported it in a log
+EXTRA_GPUS = {"tesla t4": 14.56, "gfx1201": 15.92}
+MEMORY_OUTCOMES = {"ready", "cuda_oom", "kv_cache_insufficient", "gpu_memory_utilization"}
+
+
+@dataclass
+class Row:
+    """One point: what was planned, what vLLM said, and the errors."""
+
+    file: str
+    model: str
+    version: str
+    config: str | None = None
+    gpu: str = "?"
+    unusable: str | None = None
+    weights: tuple[float, float] | None = None  # (predicted GiB, measured GiB)
+    bytes_per_token: tuple[float, float] | None = None  # (predicted, measured)
+    kv_tokens: tuple[int, int] | None = None  # (predicted, measured)
+    kv_tokens_note: str = ""
+    verdict: tuple[str, str] | None = None  # (predicted, real)
+    notes: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def err(pair: tuple[float, float] | None) -> float | None:
+        """Relative error of a (predicted, measured) pair."""
+        if pair is None or not pair[1]:
+            return None
+        return (pair[0] - pair[1]) / pair[1]
+
+
+def _config(model: str) -> tuple[str | None, str | None, str | None]:
+    """(config name, quantization override, reason unusable) for a point's model name."""
+    name = model.lower()
+    for needle, why in UNUSABLE:
+        if needle in name:
+            return None, None, why
+    for needle, config, quant in MODELS:
+        if needle in name:
+            return config, quant, None
+    return None, None, "no config written for this model"
+
+
+def _config_path(name: str) -> str:
+    written = CONFIGS / f"{name}.json"
+    return str(written) if written.exists() else name
+
+
+def _version(text: str) -> str | None:
+    m = re.search(r"(\d+)\.(\d+)", text or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def _catalog_gpu(point: dict[str, Any]) -> Any:
+    from bringup.core import gpu_catalog
+
+    for probe in re.split(r"[(),;]| on ", point.get("gpu_model") or ""):
+        probe = re.sub(r"^\s*\d+x\s*", "", probe).strip()
+        model = gpu_catalog.find(probe) if probe else None
+        if model is not None:
+            return model
+    return None
+
+
+def _gpu_memory_gib(point: dict[str, Any]) -> tuple[float | None, str]:
+    """Total GPU memory as CUDA reports it (GiB) and where the figure came from."""
+    text = point.get("gpu_memory") or ""
+    m = re.search(r"([\d.]+)\s*GiB", text)
+    if m:
+        return float(m.group(1)), "log"
+    m = re.search(r"(\d+)\s*MiB", text)
+    if m:
+        return int(m.group(1)) / 1024, "nvidia-smi"
+    name = (point.get("gpu_model") or "").lower()
+    for key, gib in EXTRA_GPUS.items():
+        if key in name:
+            return gib, "log of the same GPU"
+    model = _catalog_gpu(point)
+    if model is not None:
+        return model.memory_bytes / GiB, f"catalog {model.name}"
+    return None, "unknown"
+
+
+def _num(pattern: str, text: str | None) -> float | None:
+    m = re.search(pattern, text or "")
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+def _measured(rep: dict[str, str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    w = _num(r"took ([\d.]+) ?Gi?B", rep.get("model_loading"))
+    if w is not None:
+        out["weights"] = w
+    kv = _num(r"Available KV cache memory: ([\d.]+) GiB", rep.get("available_kv_cache"))
+    v0 = _num(r"kv_cache_size=([\d.]+)GiB", rep.get("v0_memory_profiling_results"))
+    v0 = v0 if v0 is not None else _num(r"KV Cache is ([\d.]+)GiB", rep.get("v0_profile_breakdown"))
+    if kv is not None or v0 is not None:
+        out["kv_gib"] = kv if kv is not None else v0  # type: ignore[assignment]
+    tokens = _num(r"GPU KV cache size: ([\d,]+) tokens", rep.get("gpu_kv_cache_size"))
+    blocks = _num(r"# GPU blocks: (\d+)", rep.get("gpu_blocks"))
+    if tokens is not None:
+        out["tokens"] = tokens
+    elif blocks is not None:
+        out["tokens"] = blocks * 16
+        out["v0"] = 1
+    if "v0_profile_breakdown" in rep or "v0_memory_profiling_results" in rep:
+        out["v0"] = 1
+    return out
+
+
+def _plan(argv: list[str], environ: dict[str, str]) -> tuple[int, dict[str, Any] | None, str]:
+    from bringup.cli.main import Context, main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["plan", *argv, "--json"], Context(stdout=out, stderr=err, environ=environ))
+    try:
+        return code, json.loads(out.getvalue()), err.getvalue()
+    except json.JSONDecodeError:
+        return code, None, err.getvalue()
+
+
+def evaluate(point: dict[str, Any]) -> Row:
+    """Plan one point and compare."""
+    model = point.get("model") or ""
+    row = Row(point["corpus_file"][:3], model[-40:] or "(none)", point.get("vllm_version") or "")
+    if not model:
+        row.unusable = "the log does not name the model"
+        return row
+    config, quant, why = _config(model)
+    if config is None:
+        row.unusable = why
+        return row
+    row.config = config
+    version = _version(row.version)
+    gib, source = _gpu_memory_gib(point)
+    row.gpu = f"{gib:.2f} GiB ({source})" if gib else "unknown"
+    measured = _measured(point.get("reported") or {})
+    tp = point.get("tensor_parallel_size") or 1
+    argv = [
+        _config_path(config),
+        "--gpu-memory",
+        f"{gib or 80}GiB",
+        "--gpus",
+        str(tp),
+        "-tp",
+        str(tp),
+    ]
+    catalog = _catalog_gpu(point)
+    if catalog is not None:
+        argv += ["--gpu", catalog.name]  # vLLM's defaults look at the name (A100)
+    if "second instance on the same GPU" in (point.get("notes") or "") and gib:
+        # the first instance (same config, gmu 0.1) holds at least its whole budget
+        argv += ["--gpu-free", f"{gib * (1 - 0.1):.3f}GiB"]
+        row.notes.append("free memory: the GPU minus the first instance's 0.1 budget")
+    if version:
+        argv += ["--engine-version", version]
+    for flag, key in (
+        ("--gpu-memory-utilization", "gpu_memory_utilization"),
+        ("--max-model-len", "max_model_len"),
+        ("--max-num-seqs", "max_num_seqs"),
+    ):
+        if point.get(key) is not None:
+            argv += [flag, str(point[key])]
+    if point.get("kv_cache_dtype") not in (None, "auto"):
+        argv += ["--kv-cache-dtype", str(point["kv_cache_dtype"])]
+    q = quant or point.get("quantization")
+    if q:
+        argv += ["--quantization", str(q)]
+    if point.get("enforce_eager"):
+        argv.append("--enforce-eager")
+    environ = {"VLLM_USE_V1": "0"} if measured.get("v0") else {}
+    _code, plan, err = _plan(argv, environ)
+    if plan is None:
+        row.unusable = f"plan refused: {err.strip()[:120]}"
+        return row
+    g = plan["per_gpu"]
+    if "weights" in measured:
+        row.weights = (g["weights_bytes"] / GiB, measured["weights"])
+    if "kv_gib" in measured and "tokens" in measured and measured["tokens"]:
+        pool = measured["kv_gib"] * GiB
+        measured_bpt = pool / measured["tokens"]
+        predicted_tokens = _reported_tokens(plan, pool)
+        row.bytes_per_token = (pool / predicted_tokens if predicted_tokens else 0.0, measured_bpt)
+    if "tokens" in measured:
+        if gib is None:
+            row.kv_tokens_note = "GPU memory unknown"
+        elif source.startswith("catalog") and "nominal" in source:
+            row.kv_tokens_note = "GPU memory nominal"
+        else:
+            row.kv_tokens = (plan["kv_cache"]["tokens"], int(measured["tokens"]))
+    outcome = point.get("startup_outcome")
+    real = "fits" if outcome == "ready" else (point.get("failure_class") or outcome)
+    if outcome == "ready" or (point.get("failure_class") in MEMORY_OUTCOMES):
+        if gib is None:
+            row.notes.append("verdict: GPU memory unknown")
+        else:
+            v = plan["verdict"]
+            row.verdict = ("fits" if v["fits"] else str(v["failure_class"]), str(real))
+    if plan.get("warnings"):
+        row.notes += plan["warnings"]
+    return row
+
+
+def _reported_tokens(plan: dict[str, Any], pool_bytes: float) -> int:
+    """The tokens the plan's reporting rule gives for a pool of ``pool_bytes`` (same version)."""
+    kv = plan["kv_cache"]
+    pool = plan["per_gpu"]["kv_cache_bytes"]
+    if not pool or not kv["tokens"]:
+        return 0
+    return int(kv["tokens"] * pool_bytes / pool)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f} %"
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "plan_memory.md"))
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "src"))
+    points = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line.strip()]
+    rows = [evaluate(p) for p in points]
+    w = [abs(e) for r in rows if (e := Row.err(r.weights)) is not None]
+    b = [abs(e) for r in rows if (e := Row.err(r.bytes_per_token)) is not None]
+    t = [abs(e) for r in rows if (e := Row.err(r.kv_tokens)) is not None]  # type: ignore[arg-type]
+    verdicts = [r.verdict for r in rows if r.verdict is not None]
+    right = sum(1 for p, real in verdicts if p == real)
+    usable = [r for r in rows if r.unusable is None]
+    lines = [
+        "# bringup plan against real vLLM memory figures",
+        "",
+        (
+            f"{len(points)} startups in `../shared/corpus/memory/vllm-memory.jsonl`; "
+            f"{len(usable)} planned, {len(points) - len(usable)} unusable (reasons below). "
+            "Median |error| and how many points each figure has:"
+        ),
+        "",
+        "| figure | points | median abs error | goal |",
+        "|---|---|---|---|",
+        f"| weights per GPU | {len(w)} | {_pct(_median(w))} | 2 % |",
+        f"| KV bytes per token | {len(b)} | {_pct(_median(b))} | 1 % |",
+        f"| KV tokens (GPU memory known) | {len(t)} | {_pct(_median(t))} | 8 % |",
+        (
+            f"| verdict right (memory outcomes, GPU known) | {len(verdicts)} | "
+            f"{right}/{len(verdicts)} = {100 * right / max(1, len(verdicts)):.0f} % | 90 % |"
+        ),
+        "",
+        (
+            "| log | model | vLLM | config | GPU | weights err | bytes/token err | KV tokens "
+            "(plan / vLLM) | KV err | verdict (plan / real) | notes |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.unusable:
+            continue
+        tokens = (
+            f"{r.kv_tokens[0]:,} / {r.kv_tokens[1]:,}" if r.kv_tokens else r.kv_tokens_note or "-"
+        )
+        verdict = f"{r.verdict[0]} / {r.verdict[1]}" if r.verdict else "-"
+        mark = "" if not r.verdict or r.verdict[0] == r.verdict[1] else " **wrong**"
+        lines.append(
+            f"| {r.file} | {r.model} | {r.version[:12]} | {r.config} | {r.gpu} | "
+            f"{_pct(Row.err(r.weights))} | {_pct(Row.err(r.bytes_per_token))} | {tokens} | "
+            f"{_pct(Row.err(r.kv_tokens))} | {verdict}{mark} | {'; '.join(r.notes)[:160]} |"  # type: ignore[arg-type]
+        )
+    lines += ["", "Unusable points:", ""]
+    lines += [f"- {r.file} `{r.model}`: {r.unusable}" for r in rows if r.unusable]
+    text = "\n".join(lines) + "\n"
+    Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
