@@ -25,6 +25,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -128,10 +129,17 @@ class LocalRunner:
         return found
 
 
-def write_local(path: str, text: str, *, private: bool = False) -> None:
+def write_local(
+    path: str,
+    text: str,
+    *,
+    private: bool = False,
+    hint: str = "run as root for a system unit, or use --user for a user unit",
+) -> None:
     """Write ``text`` to ``path`` on this machine, mode 0600 (``private``) or 0644, whatever
     the file's mode was before; the folder is created. The file is replaced in one step."""
     mode = 0o600 if private else 0o644
+    _check_writable_target(path)
     folder = os.path.dirname(os.path.abspath(path))
     temporary = os.path.join(folder, f".{os.path.basename(path)}.bringup-{os.getpid()}")
     try:
@@ -144,10 +152,25 @@ def write_local(path: str, text: str, *, private: bool = False) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}", hint=hint) from exc
+
+
+def _check_writable_target(path: str) -> None:
+    """Refuse to replace anything but a regular file (or a link): writing a unit over
+    /dev/full or a FIFO would replace the device node or the pipe with a file."""
+    from bringup.adapters import files
+
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise files.error(exc, path) from None
+    if not stat.S_ISREG(st.st_mode):
         raise InputError(
-            f"cannot write {path}: {exc.strerror or exc}",
-            hint="run as root for a system unit, or use --user for a user unit",
-        ) from exc
+            f"{files.shown(path)} is {files.kind_of(st.st_mode)}, not a file bringup may replace",
+            hint="give the path of a new or regular file",
+        )
 
 
 # $1 the path, $2 the mode: the text on stdin, replaced in one step

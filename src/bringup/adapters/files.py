@@ -79,11 +79,11 @@ def check_path(
 def _check_kind(mode: int, path: StrPath, *, what: str, want: Want, hint: str | None) -> None:
     if want == "file" and not stat.S_ISREG(mode):
         fix = hint or (
-            f"give a {what} itself, not a folder"
+            f"give the {what} itself, not a folder"
             if stat.S_ISDIR(mode)
             else f"give a regular {what}; bringup does not read pipes, sockets or devices here"
         )
-        raise InputError(f"{shown(path)} is {kind_of(mode)}, not a {what}", hint=fix)
+        raise InputError(f"{shown(path)} is {kind_of(mode)}, not {_a(what)}", hint=fix)
     if want == "folder" and not stat.S_ISDIR(mode):
         raise InputError(
             f"{shown(path)} is {kind_of(mode)}, not a folder",
@@ -114,7 +114,7 @@ def read_bytes(path: StrPath, *, limit: int, what: str = "file", hint: str | Non
         data = read_all(f, limit + 1, path=path, what=what)
     if len(data) > limit:
         raise InputError(
-            f"{shown(path)} is larger than {_size(limit)}, too large for a {what}",
+            f"{shown(path)} is larger than {_size(limit)}, too large for {_a(what)}",
             hint=hint or f"give the {what} itself; this is not one",
         )
     return data
@@ -231,14 +231,14 @@ def error(exc: OSError, path: StrPath, *, what: str = "file", listing: bool = Fa
             hint="check the path",
         )
     if code == errno.EISDIR:
-        return InputError(f"{name} is a folder, not a {what}", hint=f"give the {what} itself")
+        return InputError(f"{name} is a folder, not {_a(what)}", hint=f"give the {what} itself")
     if code == errno.ENAMETOOLONG:
         return InputError(
             f"cannot {verb} {name[:200]}...: the name is too long", hint="check the path"
         )
     if code == errno.ENXIO:  # open() of a socket, or a device with nothing behind it
         return InputError(
-            f"{name} is a socket or a device, not a {what}",
+            f"{name} is a socket or a device, not {_a(what)}",
             hint=f"give a regular {what}",
         )
     if code == errno.EIO:
@@ -259,6 +259,10 @@ def _dangling_target(path: StrPath) -> str | None:
     except OSError:
         return None
     return None
+
+
+def _a(what: str) -> str:
+    return f"an {what}" if what[:1].lower() in "aeiou" else f"a {what}"
 
 
 def _user() -> str:

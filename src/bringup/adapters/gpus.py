@@ -14,12 +14,14 @@ Command line equivalent: ``nvidia-smi --query-gpu=index,name,uuid,memory.total,m
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Any, Protocol
 
 from bringup.core.gpu import GpuProcess, GpuReading
 from bringup.errors import AdapterError, InputError
+
+MAX_READINGS_BYTES = 16 * 1024 * 1024  # a readings file is a few kB per GPU
 
 
 class GpuSource(Protocol):
@@ -37,13 +39,17 @@ class ReadingsFile:
         self.path = Path(path)
 
     def read(self) -> list[GpuReading]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise InputError(f"GPU readings file not found: {self.path}") from exc
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"GPU readings file {self.path} is not valid JSON: {exc}") from exc
-        return parse_readings(data, source=str(self.path))
+        from bringup.adapters import files
+
+        if not os.path.lexists(self.path):
+            raise InputError(f"GPU readings file not found: {files.shown(self.path)}")
+        data = files.read_json(
+            self.path,
+            limit=MAX_READINGS_BYTES,
+            what="GPU readings file",
+            hint='give the JSON `bringup twin` writes: {"gpus": [...]}',
+        )
+        return parse_readings(data, source=files.shown(self.path))
 
 
 def parse_readings(data: Any, *, source: str = "readings") -> list[GpuReading]:

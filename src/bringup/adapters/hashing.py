@@ -172,10 +172,7 @@ def read_manifest(path: Path) -> dict[str, Expected]:
 
 def write_manifest(path: Path, digests: Mapping[str, Digest]) -> None:
     """Write ``<sha256>  <name>`` lines, sorted by name (``sha256sum -c`` reads it)."""
+    from bringup.adapters.commands import write_local
+
     lines = "".join(f"{digests[name].sha256}  {name}\n" for name in sorted(digests))
-    try:
-        path.write_text(lines, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(
-            f"cannot write manifest {path}: {exc.strerror}", hint="check the folder exists"
-        ) from exc
+    write_local(str(path), lines, hint="give a path in a folder you can write")

@@ -8,9 +8,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from bringup.adapters import files
 from bringup.adapters.process import decode_line
 from bringup.adapters.sources.items import Emit, LineItem, Stoppable
-from bringup.errors import InputError
+from bringup.errors import BringupError, InputError
+
+MAX_LINE_BYTES = 1 << 20  # the analyzer reads 65,536 characters of a line at most
+HINT = "give the log file the server writes to (a pipe: `... | bringup diagnose -`)"
 
 
 class FileSource(Stoppable):
@@ -23,10 +27,13 @@ class FileSource(Stoppable):
         self.description = f"log {path}"
 
     def start(self, emit: Emit) -> None:
-        if not self.path.exists():
+        if not os.path.lexists(self.path):
             raise InputError(
-                f"log file not found: {self.path}", hint="give the path the server writes to"
+                f"log file not found: {files.shown(self.path)}",
+                hint="give the path the server writes to",
             )
+        # a FIFO, device, folder or unreadable file is one line now, not a silent wait
+        files.open_file(self.path, what="log file", hint=HINT).close()
         threading.Thread(target=self._follow, args=(emit,), daemon=True, name="follow-log").start()
 
     def command(self) -> list[str] | None:
@@ -36,15 +43,21 @@ class FileSource(Stoppable):
         handle, inode, pending = None, None, b""
         while not self._stopped.is_set():
             if handle is None:
-                with contextlib.suppress(OSError):
-                    handle = self.path.open("rb")
+                with contextlib.suppress(BringupError):  # gone, or replaced by a FIFO
+                    handle = files.open_file(self.path, what="log file")
                     inode = os.fstat(handle.fileno()).st_ino
                 if handle is None:
                     self._stopped.wait(self.poll_seconds)
                     continue
-            chunk = handle.read(65536)
+            try:
+                chunk = handle.read(65536)
+            except OSError:
+                chunk = b""
             if chunk:
                 pending = _emit_lines(pending + chunk, "log", emit)
+                if len(pending) > MAX_LINE_BYTES:  # no newline in sight: cut the line there
+                    emit(LineItem("log", decode_line(pending[:MAX_LINE_BYTES])))
+                    pending = b""
                 continue
             moved, truncated = self._changed(handle, inode)
             if moved or truncated:

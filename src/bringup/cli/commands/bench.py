@@ -16,7 +16,7 @@ from pathlib import Path
 from bringup.bench_runner import BenchConfig, BenchReport, run_bench
 from bringup.cli.main import Context
 from bringup.core.plan import decode
-from bringup.errors import InputError, UsageError
+from bringup.errors import UsageError
 from bringup.render import bench as bench_render
 from bringup.render.bench_progress import BenchProgress
 from bringup.render.console import make_console
@@ -196,10 +196,9 @@ def _is_local_model(text: str) -> bool:
 
 def write_plot(report: BenchReport, path: str) -> None:
     """Write the SVG plot; InputError when the file cannot be written."""
-    try:
-        Path(path).write_text(bench_render.render_svg(report), encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write the plot to {path}: {exc.strerror}") from exc
+    from bringup.adapters.commands import write_local
+
+    write_local(path, bench_render.render_svg(report), hint="give a path in a folder you can write")
 
 
 def run_after_ready(url: str, ctx: Context, *, api_key: str | None, as_json: bool) -> int:

@@ -33,6 +33,7 @@ from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.result import Plan
 from bringup.core.plan.settings import nearest_known_version
 from bringup.core.plan.synth import synthesize
+from bringup.core.printable import printable
 from bringup.errors import AdapterError, InputError, UsageError
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
@@ -211,7 +212,7 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
         tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))
     planner = Planner(arch, tensors, gpus)
     if args.calibrate:
-        planner.calibration = calibrate(planner, settings, _facts(args.calibrate))
+        planner.calibration = calibrate(planner, settings, _facts(args.calibrate, ctx))
     plan = planner.plan(settings)
     return dataclasses.replace(
         plan, decode=_decode(args, command, arch, planner, settings, gpus), warnings=warnings
@@ -453,21 +454,18 @@ def _detected(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
     )
 
 
-def _facts(path: str) -> dict[str, float | int | str]:
-    try:
-        from bringup.core.analyzer import diagnose_bytes  # type: ignore[import-not-found,unused-ignore]
-    except ImportError as exc:
-        raise UsageError(
-            "--calibrate needs `bringup diagnose`, which is not available in this build"
-        ) from exc
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
-    diagnosis = diagnose_bytes(data)
+def _facts(path: str, ctx: Context) -> dict[str, float | int | str]:
+    from bringup.cli.commands.diagnose import diagnose_path
+
+    diagnosis = diagnose_path(path, None, ctx)
     if diagnosis.failure is not None:
         raise InputError(
-            f"{path}: not a successful startup ({diagnosis.failure.summary})",
+            f"{printable(path)}: not a successful startup ({diagnosis.failure.summary})",
+            hint="calibrate with the log of a startup that reached ready",
+        )
+    if not diagnosis.facts:
+        raise InputError(
+            f"{printable(path)}: no startup figures in it (no engine's startup log was found)",
             hint="calibrate with the log of a startup that reached ready",
         )
     facts: dict[str, float | int | str] = dict(diagnosis.facts)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime as dt
+import os
 import tomllib
 from typing import Any
 
@@ -37,6 +38,8 @@ from bringup.core.vocab import Engine, Phase
 from bringup.errors import BringupError, UsageError
 from bringup.render.json_out import print_json
 from bringup.render.service import print_status
+
+MAX_INVENTORY_BYTES = 16 * 1024 * 1024  # an inventory is a few lines per host
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -312,12 +315,18 @@ def _host_rows(host: Any, args: argparse.Namespace, ctx: Context) -> list[Any]:
 
 
 def _read_toml(path: str) -> dict[str, Any]:
+    from bringup.adapters import files
+
+    hint = "give a TOML file of [[host]] tables"
+    if not os.path.lexists(path):
+        raise UsageError(f"inventory not found: {files.shown(path)}", hint=hint)
+    data = files.read_bytes(path, limit=MAX_INVENTORY_BYTES, what="inventory", hint=hint)
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError as exc:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise UsageError(
-            f"inventory not found: {path}", hint="give a TOML file of [[host]] tables"
-        ) from exc
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{path} is not valid TOML: {exc}") from exc
+            f"{files.shown(path)} is not valid TOML: invalid UTF-8 at byte {exc.start}", hint=hint
+        ) from None
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise UsageError(f"{files.shown(path)} is not valid TOML: {reason}", hint=hint) from None
