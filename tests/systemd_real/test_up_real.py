@@ -4,6 +4,7 @@ activating (the seed's story), `--retry` verified in systemd's own view of the u
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from systemd_real.conftest import bringup, free_port, install_twin, readings, twin_command, unique
@@ -123,4 +124,30 @@ def test_up_retry_refuses_a_dropin_systemd_does_not_read(
     assert "the change was not made" in result.err
     assert "attempt 2" not in result.out
     assert systemd.show(unit, "DropInPaths")["DropInPaths"] == ""
+    systemd.systemctl("stop", unit)
+
+
+def test_a_unit_with_an_api_key_becomes_ready_and_up_and_status_use_its_key(
+    systemd: SystemdNamespace, workdir: Path
+) -> None:
+    """`--api-key` moved into the unit's EnvironmentFile= by `bringup unit`: the unit's own
+    run probes with the key systemd filled in (READY=1), `up` and `status` read it from the
+    env file (exit 0), and a wrong key is an authentication failure at once (exit 1)."""
+    name = unique("i13-key")
+    unit = f"{name}.service"
+    gpus = readings(workdir)
+    secret = "sk-i13-never-in-the-unit"
+    command = [*twin_command(free_port(), gpus, "ready", *FAST), "--api-key", secret]
+    install_twin(systemd, name, command, gpus)
+    assert secret not in (systemd.etc / unit).read_text()
+    systemd.start_unit(unit)  # READY=1 only after the key-carrying smoke request
+    up = bringup(systemd, "up", name, "--deadline", "60s", "--gpus-from", str(gpus))
+    assert up.code == 0, up.out[-2000:] + up.err
+    assert "already active" in up.out
+    status = bringup(systemd, "status", name, "--json", "--gpus-from", str(gpus))
+    assert json.loads(status.out)["verdict"] == "ready", status.out
+    wrong = bringup(systemd, "up", name, "--api-key", "sk-wrong", "--deadline", "60s")
+    assert wrong.code == 1, wrong.out[-2000:]
+    assert "authentication failed" in wrong.out
+    assert "HTTP 401" in wrong.out
     systemd.systemctl("stop", unit)

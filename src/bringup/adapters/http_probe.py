@@ -47,6 +47,7 @@ class HttpProber:
         smoke_timeout_seconds: float = 60.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.has_key = bool(api_key)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = client or httpx2.Client(trust_env=False)
         self._client.headers.update(headers)

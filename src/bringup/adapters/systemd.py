@@ -17,7 +17,8 @@ from pathlib import Path
 
 from bringup.adapters.commands import Runner, check, write_local
 from bringup.adapters.sources.unit import UnitSource
-from bringup.core import service
+from bringup.core import engine_args, service
+from bringup.core.endpoint import expand_references, server_api_key
 from bringup.core.systemd_unit import Word, retry_dropin_path
 
 
@@ -70,6 +71,36 @@ class Systemctl:
         )
         words = service.exec_start_from_show(props.get("ExecStart", ""))
         return words, tuple(props.get("DropInPaths", "").split())
+
+    def environment(self, unit: str) -> dict[str, str]:
+        """The unit's environment as its processes get it: ``Environment=``, then each
+        ``EnvironmentFile=`` (read where the manager runs; one that cannot be read is
+        skipped, as systemd does for ``-`` files)."""
+        result = check(
+            self.runner.run(self.argv("show", unit, "--property=Environment,EnvironmentFiles"))
+        )
+        env: dict[str, str] = {}
+        files: list[str] = []
+        for line in result.stdout.splitlines():
+            key, _, value = line.partition("=")
+            if key == "Environment":
+                env.update(service.parse_environment(value))
+            elif key == "EnvironmentFiles" and value.strip():
+                files.append(value.split(" (", 1)[0].strip())
+        for path in files:
+            text = self.runner.run(["cat", path])
+            if text.returncode == 0:
+                env.update(service.parse_environment(text.stdout))
+        return env
+
+    def server_identity(self, unit: str, argv: list[str]) -> tuple[str | None, str | None]:
+        """The API key and the served model name of the server the unit runs: its command
+        line with ``${NAME}`` filled in from the unit's environment (its EnvironmentFile=
+        holds the secrets ``bringup unit`` moved out), then ``--api-key`` or VLLM_API_KEY,
+        and ``--served-model-name``."""
+        env = self.environment(unit)
+        words = expand_references(argv, env)
+        return server_api_key(words, env), engine_args.get_flag(words, "--served-model-name")
 
     def cmdline(self, pid: int) -> list[str] | None:
         """A process's argument line, where the manager runs it (None when it is gone)."""

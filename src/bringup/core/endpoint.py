@@ -1,6 +1,9 @@
-"""Where a server answers: its base URL from ``--url`` or its command line."""
+"""Where a server answers and how to ask it: its base URL from ``--url`` or its command line,
+the API key it was started with, ``${NAME}`` words filled in from a unit's environment."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 from bringup.core import engine_args
 
@@ -19,3 +22,33 @@ def resolve_url(
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"http://{host}:{port}"
+
+
+API_KEY_FLAG = "--api-key"  # vLLM, SGLang, llama.cpp's server and TGI's router all spell it so
+API_KEY_VARIABLES = ("VLLM_API_KEY", "OPENAI_API_KEY")  # what the engines read when no flag
+
+
+def server_api_key(argv: Sequence[str], environment: Mapping[str, str] | None = None) -> str | None:
+    """The key the server itself was started with: its ``--api-key`` (first one: vLLM accepts
+    several), else ``VLLM_API_KEY`` in its environment; None when it needs none, or when the
+    value is still an unexpanded ``${NAME}``."""
+    key = engine_args.get_flag(list(argv), API_KEY_FLAG)
+    if key and not key.startswith("$"):
+        return key
+    for name in API_KEY_VARIABLES[:1]:
+        value = (environment or {}).get(name)
+        if value:
+            return value
+    return None
+
+
+def expand_references(argv: Sequence[str], environment: Mapping[str, str]) -> list[str]:
+    """``${NAME}`` and ``$NAME`` words replaced by their value in ``environment`` (as systemd
+    does for a unit's ``ExecStart=``); unknown names are kept as written."""
+    out: list[str] = []
+    for word in argv:
+        name = word[2:-1] if word.startswith("${") and word.endswith("}") else None
+        if name is None and word.startswith("$") and word[1:].replace("_", "a").isalnum():
+            name = word[1:]
+        out.append(environment.get(name, word) if name else word)
+    return out

@@ -277,6 +277,54 @@ def parse_journal(text: str) -> list[JournalEntry]:
     return out
 
 
+def parse_environment(text: str) -> dict[str, str]:
+    """An ``EnvironmentFile=`` (``NAME=value`` lines, ``#`` comments, single or double quotes,
+    backslash escapes in double quotes) or ``systemctl show -p Environment`` (space-separated
+    assignments, quoted when they hold spaces) as a dict; later assignments win.
+
+    >>> parse_environment("# secrets\\nAPI_KEY='sk-1'\\nHF_TOKEN=\"a b\"\\n")
+    {'API_KEY': 'sk-1', 'HF_TOKEN': 'a b'}
+    """
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", ";")):
+            continue
+        i = 0
+        while i < len(stripped):
+            word, i = _env_word(stripped, i)
+            key, sep, value = word.partition("=")
+            if sep and key and (key.replace("_", "a").isalnum() and not key[0].isdigit()):
+                out[key] = value
+    return out
+
+
+def _env_word(text: str, i: int) -> tuple[str, int]:
+    """One whitespace-separated assignment starting at ``i``, quotes removed."""
+    while i < len(text) and text[i].isspace():
+        i += 1
+    chars: list[str] = []
+    quote = ""
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"' and i + 1 < len(text):
+                i += 1
+                chars.append(text[i])
+            else:
+                chars.append(c)
+        elif c in "'\"":
+            quote = c
+        elif c.isspace():
+            break
+        else:
+            chars.append(c)
+        i += 1
+    return "".join(chars), i + 1
+
+
 OWN_PREFIX = "bringup:"
 
 

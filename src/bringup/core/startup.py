@@ -65,6 +65,9 @@ class ProbeObservation:
     text: str | None = None  # smoke: the answer text
 
 
+AUTH_REFUSED = (401, 403)  # HTTP statuses that mean "not without the right API key"
+
+
 @dataclass(frozen=True, slots=True)
 class StartupPolicy:
     """Limits and pacing of one followed startup."""
@@ -78,6 +81,7 @@ class StartupPolicy:
     liveness_failures: int = 3  # consecutive failed health probes after ready = dead
     fallback_model: str | None = None  # the model named on the command line
     has_health: bool = True  # False when the engine has no health endpoint to ask
+    probe_has_key: bool = False  # bringup's probes carry an API key (for the 401/403 verdict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,9 +254,33 @@ class StartupMachine:
         out = self._report_probe(obs, now)
         if self.is_terminal:
             return out
+        if obs.status in AUTH_REFUSED:
+            return out + self._fail(self._auth_failure(obs), now, State.FAILED)
         if self.state is State.READY:
             return out + self._on_liveness(obs, now)
         return out + self._advance_readiness(obs, now)
+
+    def _auth_failure(self, obs: ProbeObservation) -> Failure:
+        """401/403: the server is up but refuses bringup's requests. Waiting cannot help, so
+        this is the verdict at once (never a stall), with where the key comes from."""
+        sent = "the API key bringup sent" if self.policy.probe_has_key else "no API key"
+        return Failure(
+            failure_class=FailureClass.CONFIG_ERROR,
+            phase=self.phase,
+            line=f"HTTP {obs.status} from {obs.url}: {obs.error or 'refused'}",
+            line_number=self.line_count,
+            summary=(
+                f"authentication failed: the server answers, but refused bringup's {obs.kind} "
+                f"request with HTTP {obs.status} ({sent}); it was started with an API key"
+            ),
+            remedy=(
+                Remedy(
+                    "Give bringup the server's key: --api-key KEY, or VLLM_API_KEY/OPENAI_API_KEY "
+                    "in its environment. bringup run reads it from the server's own --api-key; "
+                    "up and status from the unit's command line and its EnvironmentFile=."
+                ),
+            ),
+        )
 
     def on_exit(
         self, exit_code: int | None, failure: Failure | None, now: float

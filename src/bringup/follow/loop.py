@@ -14,6 +14,7 @@ the server (SIGTERM, then SIGKILL after the grace). It decides every *when* from
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import threading
 from collections.abc import Callable
@@ -158,8 +159,10 @@ class _Follower:
         spec = self._http_spec()
         self.url = resolve_url(self.config.url, command, spec[1])
         self.health_path = spec[0]
-        fallback = engine_args.get_flag(command, "--served-model-name") or (
-            parsed.model if parsed else None
+        fallback = (
+            self.config.model
+            or engine_args.get_flag(command, "--served-model-name")
+            or (parsed.model if parsed else None)
         )
         policy = StartupPolicy(
             stall_seconds=self.config.stall_seconds,
@@ -169,6 +172,7 @@ class _Follower:
             fallback_model=fallback,
         )
         self.prober: Prober = self.make_prober(self.url)
+        policy = dataclasses.replace(policy, probe_has_key=getattr(self.prober, "has_key", False))
         self.machine = StartupMachine(policy, self.clock.monotonic())
 
     def _http_spec(self) -> tuple[str, int]:

@@ -30,6 +30,9 @@ class StartupConfig:
     keep: bool = False  # leave the server running on failure (and with exit_when_ready)
     exit_when_ready: bool = False  # return at ready instead of supervising
     api_key: str | None = None
+    model: str | None = (
+        None  # the model the smoke request names; None: /v1/models, else the command's
+    )
     gpus_from: str | None = None
     notify: bool = False  # speak sd_notify (run under systemd Type=notify)
     environ: Mapping[str, str] = field(default_factory=dict)

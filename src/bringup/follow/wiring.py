@@ -17,14 +17,16 @@ from bringup.adapters.http_probe import HttpProber, api_key_from
 from bringup.adapters.sd_notify import Notifier
 from bringup.adapters.sources.child import ChildSource
 from bringup.adapters.sources.items import Source
+from bringup.core.endpoint import server_api_key
 from bringup.core.startup import LiveEvent
 from bringup.follow.loop import run_startup
 from bringup.follow.types import Observer, Prober, ProberFactory, StartupConfig, StartupResult
 
 
 def http_prober(config: StartupConfig) -> ProberFactory:
-    """HTTP probes of a base URL, with the API key from ``config`` or the environment."""
-    key = api_key_from(config.api_key, config.environ)
+    """HTTP probes of a base URL, with the API key from ``config``, bringup's environment, or
+    the server's own command line (``--api-key``: inside a unit systemd has filled it in)."""
+    key = api_key_from(config.api_key, config.environ) or server_api_key(config.argv)
 
     def make(url: str) -> Prober:
         return HttpProber(url, api_key=key)

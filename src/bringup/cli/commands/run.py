@@ -53,7 +53,8 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="JSON Lines events on stdout; human output on stderr"
     )
     parser.add_argument(
-        "--api-key", help="API key for the probes (default: OPENAI_API_KEY or VLLM_API_KEY)"
+        "--api-key",
+        help="API key for the probes (default: OPENAI_API_KEY or VLLM_API_KEY, else the server's own --api-key; for up, the unit's command and EnvironmentFile=)",
     )
     parser.add_argument(
         "--gpus-from", metavar="FILE", help="read GPU memory from a readings file instead of NVML"

@@ -25,6 +25,7 @@ from bringup.adapters import remote_host
 from bringup.adapters.commands import Runner, check, system_runner
 from bringup.adapters.http_probe import HttpProber, api_key_from
 from bringup.adapters.ssh import SshRunner
+from bringup.adapters.systemd import Systemctl
 from bringup.cli import remote
 from bringup.cli.main import Context
 from bringup.core import engine_args, packs, service
@@ -61,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="server base URL (default: the ExecStart's --host/--port, else the engine's default)",
     )
     parser.add_argument(
-        "--api-key", help="API key for the probe (default: OPENAI_API_KEY or VLLM_API_KEY)"
+        "--api-key",
+        help="API key for the probe (default: the unit's --api-key or VLLM_API_KEY, from its EnvironmentFile= when it is a ${NAME}, else OPENAI_API_KEY or VLLM_API_KEY)",
     )
     parser.add_argument(
         "--gpus-from", metavar="FILE", help="read GPU memory from a readings file instead of NVML"
@@ -138,11 +140,8 @@ def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> d
         if not args.url
         else _url(args.url, argv, engine)
     )
-    probe = (
-        _probe(url, args, ctx)
-        if (args.url or state.active_state == "active") and state.load_state != "not-found"
-        else None
-    )
+    asked = (args.url or state.active_state == "active") and state.load_state != "not-found"
+    probe = _probe(url, args, ctx, *_identity(runner, args.user, unit, argv)) if asked else None
     verdict, why = service.derive(
         service.Look(state, diagnosis, probe.ok if probe is not None else None)
     )
@@ -233,17 +232,32 @@ def _url(url: str | None, argv: list[str], engine: Any) -> str:
     return resolve_url(url, argv, port)
 
 
-def _probe(url: str, args: argparse.Namespace, ctx: Context) -> ProbeObservation:
+def _identity(
+    runner: Runner, user: bool, unit: str, argv: list[str]
+) -> tuple[str | None, str | None]:
+    """The server's API key and served model name, from its command and the unit's environment."""
+    try:
+        return Systemctl(runner, user=user).server_identity(unit, argv)
+    except BringupError:
+        return None, None  # the look goes on: the probe then says what the server answers
+
+
+def _probe(
+    url: str,
+    args: argparse.Namespace,
+    ctx: Context,
+    server_key: str | None = None,
+    served_model: str | None = None,
+) -> ProbeObservation:
     """health, then /v1/models, then a 1-token completion; the first that fails is the answer."""
-    prober = HttpProber(
-        url, api_key=api_key_from(args.api_key, ctx.environ), smoke_timeout_seconds=30.0
-    )
+    key = args.api_key or server_key or api_key_from(None, ctx.environ)
+    prober = HttpProber(url, api_key=key, smoke_timeout_seconds=30.0)
     try:
         obs = prober.probe(ProbeKind.HEALTH)
         if not (obs.ok or obs.status == 404):
             return obs
         models = prober.probe(ProbeKind.MODELS)
-        return prober.probe(ProbeKind.SMOKE, model=models.model)
+        return prober.probe(ProbeKind.SMOKE, model=served_model or models.model)
     finally:
         prober.close()
 
