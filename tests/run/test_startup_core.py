@@ -324,3 +324,24 @@ def test_without_health_endpoint_probing_starts_at_models():
     """An engine with no health path is judged by /v1/models and the smoke request alone."""
     m = machine(has_health=False)
     assert m.next_probe(100.0) is ProbeKind.MODELS
+
+
+def test_after_ready_probe_results_are_reported_only_when_they_change():
+    """Liveness probes every 5 s would be ~17,000 journal lines a day: an ok answer as fast
+    as usual is not reported again; a far slower one, a failure and the recovery are."""
+    m = machine()
+    drive_to_ready(m, 101.0)
+    reported: list[tuple[bool, float]] = []
+    answers = [(True, 0.002)] * 10 + [(True, 0.9), (True, 0.002), (False, 0.0), (True, 0.002)]
+    now = 101.0
+    for ok, latency in answers:
+        now += 5.0
+        kind = m.next_probe(now)
+        assert kind is ProbeKind.HEALTH
+        m.probe_sent(kind)
+        events = m.on_probe(obs(kind, ok, status=200 if ok else 503, latency_seconds=latency), now)
+        reported += [
+            (e.fields["ok"], e.fields["latency_seconds"]) for e in events if e.event == "probe"
+        ]
+    assert reported == [(True, 0.9), (False, 0.0), (True, 0.002)]  # slow, down, back
+    assert m.state is State.READY

@@ -9,6 +9,7 @@ grace period, then ``kill -KILL -PGID``.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -144,6 +145,7 @@ class ChildProcess:
                 env=child_environ(environ),
                 cwd=cwd,
                 start_new_session=True,
+                preexec_fn=_die_with_parent(os.getpid()),
             )
         except FileNotFoundError as exc:
             raise UsageError(
@@ -300,3 +302,25 @@ def _alive(p: psutil.Process) -> bool:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _die_with_parent(parent: int) -> Callable[[], None] | None:
+    """In the child, before exec: SIGTERM when bringup dies (even by SIGKILL, the OOM killer),
+    so a server is never left orphaned holding its GPUs; SIGTERM lets it stop its own workers
+    (the engines' shutdown path). Linux only; elsewhere None (no such guarantee)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # bringup died before the signal was armed
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm

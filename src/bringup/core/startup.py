@@ -65,6 +65,7 @@ class ProbeObservation:
     text: str | None = None  # smoke: the answer text
 
 
+LATENCY_WINDOW = 20  # ok probes after ready that make "usual" latency
 AUTH_REFUSED = (401, 403)  # HTTP statuses that mean "not without the right API key"
 
 
@@ -143,6 +144,7 @@ class StartupMachine:
         self._probe_in_flight = False
         self._liveness_failures = 0
         self._probe_keys: dict[ProbeKind, tuple[Any, ...]] = {}
+        self._live_latencies: list[float] = []  # recent ok liveness probes, for "usual"
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -429,10 +431,24 @@ class StartupMachine:
 
     def _report_probe(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
         key = (obs.ok, obs.status, obs.refused, obs.error)
-        if self._probe_keys.get(obs.kind) == key and not obs.ok:
-            return []  # the same refusal again: not news
+        same = self._probe_keys.get(obs.kind) == key
         self._probe_keys[obs.kind] = key
+        if same and not obs.ok:
+            return []  # the same refusal again: not news
+        if same and self.state is State.READY and not self._latency_unusual(obs):
+            return []  # the server still answers, as fast as usual: not news either
         return [self._live("probe", now, probe_fields(obs))]
+
+    def _latency_unusual(self, obs: ProbeObservation) -> bool:
+        """After ready: whether an ok probe took far longer than the usual (the median of the
+        recent ones: four times it, and at least a quarter second more)."""
+        latency = obs.latency_seconds
+        recent = sorted(self._live_latencies)
+        self._live_latencies = [*self._live_latencies[-(LATENCY_WINDOW - 1) :], latency]
+        if len(recent) < 3:
+            return False
+        usual = recent[len(recent) // 2]
+        return latency > max(4 * usual, usual + 0.25)
 
     def _exit_failure(self, exit_code: int | None) -> Failure:
         after = self.ready_at is not None
