@@ -53,6 +53,7 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "recommendations",
         "decode",
         "warnings",
+        "calibration",
     }
     assert set(data["decode"]) == DECODE_KEYS
     assert set(data["model"]) == {"architecture", "parameters", "weights_bytes_total"}

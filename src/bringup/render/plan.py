@@ -63,7 +63,31 @@ def format_plan(plan: Plan) -> Group:
         f"KV cache: {kv.bytes_per_token:,} bytes per token, {kv.tokens:,} tokens, "
         f"max concurrency {kv.max_concurrency:.2f} at {s.max_model_len:,} tokens per request"
     )
-    return Group(head, table, kv_line, *_decode(plan), _verdict(plan), *_recommendations(plan))
+    return Group(
+        head,
+        table,
+        kv_line,
+        *_decode(plan),
+        *_calibration(plan),
+        _verdict(plan),
+        *_recommendations(plan),
+    )
+
+
+def _calibration(plan: Plan) -> list[Text]:
+    c = plan.calibration
+    if c is None:
+        return []
+    version = f", vLLM {c.engine_version} rules" if c.engine_version else ""
+    lines = [Text(f"calibrated from {c.log}{version}:")]
+    lines += [Text(f"  forced despite: {m}", style="yellow") for m in c.mismatches]
+    for ch in c.changes:
+        lines.append(Text(f"  {ch.what}: {ch.before} -> {ch.after}"))
+        if ch.line:
+            lines.append(Text(f"      from: {ch.line}", style="dim"))
+    if not c.changes:
+        lines.append(Text("  nothing changed (the log has no memory figures)"))
+    return lines
 
 
 def _decode(plan: Plan) -> list[Text]:

@@ -28,10 +28,11 @@ from bringup.core.plan import (
     resolve,
 )
 from bringup.core.plan.arch import architecture_warning
-from bringup.core.plan.calibrate import calibrate
+from bringup.core.plan.calibrate import calibrate, model_mismatches
+from bringup.core.plan.calibrate import report as calibration_report
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.result import Plan
-from bringup.core.plan.settings import nearest_known_version
+from bringup.core.plan.settings import nearest_known_version, parse_version
 from bringup.core.plan.synth import synthesize
 from bringup.core.printable import printable
 from bringup.errors import AdapterError, InputError, UsageError
@@ -142,6 +143,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--calibrate", metavar="LOG", help="a successful startup log of this model and GPUs"
     )
+    parser.add_argument(
+        "--force-calibrate",
+        action="store_true",
+        help="calibrate even with a log that looks like another model's",
+    )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument(
         "--compare",
@@ -208,15 +214,53 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
         max_position_embeddings=arch.max_position_embeddings,
         default_quantization=None,
     )
+    log = _calibration_log(args.calibrate, ctx) if args.calibrate else None
+    version_before = settings.engine_version
+    if log is not None and log.version and not req.engine_version:
+        # the log's vLLM version is the one whose rules apply
+        settings = resolve(
+            dataclasses.replace(req, engine_version=_short_version(log.version)),
+            memory_bytes=gpus.total_bytes,
+            treats_as_a100=gpus.treats_as_a100,
+            max_position_embeddings=arch.max_position_embeddings,
+            default_quantization=None,
+        )
     if tensors is None:
         tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))
     planner = Planner(arch, tensors, gpus)
-    if args.calibrate:
-        planner.calibration = calibrate(planner, settings, _facts(args.calibrate, ctx))
+    report = None
+    if log is not None:
+        mismatches = model_mismatches(planner, settings, log.facts, model_arg)
+        if mismatches and not args.force_calibrate:
+            raise InputError(
+                f"{args.calibrate} is a log of another model: {'; '.join(mismatches)}",
+                hint="calibrate with a log of this model, or add --force-calibrate",
+            )
+        calibration = calibrate(planner, settings, log.facts)
+        report = calibration_report(
+            args.calibrate,
+            log.lines,
+            planner,
+            settings,
+            calibration,
+            engine_version=settings.engine_version if log.version else None,
+            version_before=version_before,
+            mismatches=mismatches,
+        )
+        planner.calibration = calibration
     plan = planner.plan(settings)
     return dataclasses.replace(
-        plan, decode=_decode(args, command, arch, planner, settings, gpus), warnings=warnings
+        plan,
+        decode=_decode(args, command, arch, planner, settings, gpus),
+        warnings=warnings,
+        calibration=report,
     )
+
+
+def _short_version(text: str) -> str:
+    """``"0.11.1rc3.dev29+g3fa2c1218"`` → ``"0.11"`` (the rules are per minor version)."""
+    major, minor = parse_version(text)
+    return f"{major}.{minor}"
 
 
 def _use_v1(value: str | None) -> bool | None:
@@ -454,7 +498,27 @@ def _detected(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
     )
 
 
-def _facts(path: str, ctx: Context) -> dict[str, float | int | str]:
+@dataclasses.dataclass(frozen=True)
+class _Log:
+    facts: dict[str, float | int | str]
+    version: str | None
+    lines: list[str]
+
+
+_SOURCE_PHRASES = (
+    "Model loading took",
+    "Loading model weights took",
+    "Available KV cache memory",
+    "Graph capturing finished",
+    "KV cache size",
+    "version",
+    "LLM engine (v",
+)
+
+
+def _calibration_log(path: str, ctx: Context) -> _Log:
+    """The facts, vLLM version and figure lines of a successful startup log (``diagnose``)."""
+    from bringup.adapters import files
     from bringup.cli.commands.diagnose import diagnose_path
 
     diagnosis = diagnose_path(path, None, ctx)
@@ -468,8 +532,20 @@ def _facts(path: str, ctx: Context) -> dict[str, float | int | str]:
             f"{printable(path)}: no startup figures in it (no engine's startup log was found)",
             hint="calibrate with the log of a startup that reached ready",
         )
-    facts: dict[str, float | int | str] = dict(diagnosis.facts)
-    return facts
+    lines: list[str] = []
+    if path != "-":
+        with files.open_file(path, what="log file") as fh:
+            carry = b""
+            for block in files.iter_blocks(fh, path=path, what="log file"):
+                *whole, carry = (carry + block).split(b"\n")
+                carry = carry[-4096:]  # a line without end is kept bounded
+                for raw in whole:
+                    line = raw[:400].decode("utf-8", "replace")
+                    if any(p in line for p in _SOURCE_PHRASES):
+                        lines.append(printable(line.rstrip()))
+                if len(lines) >= 64:
+                    break
+    return _Log(dict(diagnosis.facts), diagnosis.engine_version, lines)
 
 
 def _cpu_memory_total() -> int:

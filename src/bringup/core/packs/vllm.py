@@ -147,6 +147,7 @@ FACTS = (
     ),
     FactRule(rx(r"serving model (?P<model>\S+)$|[█▀▄]\s+model\s+(?P<model__2>\S+)\s*$")),
     FactRule(rx(r"(?:with config: |^)model='(?P<model>[^']+)'")),
+    FactRule(rx(r"Resolved architecture: (?P<architecture>\w+)")),
     FactRule(
         rx(r"[\s,(]tensor_parallel_size=(?P<tensor_parallel_size>\d+)"),
         {"tensor_parallel_size": to_int},

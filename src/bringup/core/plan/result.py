@@ -67,6 +67,26 @@ class Recommendation:
 
 
 @dataclass(frozen=True, slots=True)
+class Change:
+    """One thing calibration changed: what, from → to, and the log line it came from."""
+
+    what: str
+    before: str
+    after: str
+    line: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationReport:
+    """What ``--calibrate LOG`` did (the JSON ``calibration`` object)."""
+
+    log: str
+    engine_version: str | None  # the log's vLLM version (its rules were used)
+    changes: tuple[Change, ...]
+    mismatches: tuple[str, ...] = ()  # why the log looks like another model (when forced)
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """The whole prediction."""
 
@@ -78,3 +98,4 @@ class Plan:
     recommendations: tuple[Recommendation, ...] = ()
     decode: DecodeSpeed | None = None  # batch-1 decode speed; None when the bandwidth is unknown
     warnings: tuple[str, ...] = ()  # what the plan assumed (nearest version, generic architecture)
+    calibration: CalibrationReport | None = None  # what --calibrate LOG changed, and from where
