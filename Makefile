@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install real demo test lint typecheck unit bench clean
+.PHONY: install real demo demo-service test lint typecheck unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ real: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/bringup demo
+
+# the seed's story as a systemd service, against a real systemd 252 in its own namespaces (root)
+demo-service: $(STAMP)
+	$(BIN)/python scripts/demo_service.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
