@@ -357,3 +357,34 @@ def test_a_closed_output_pipe_does_not_leave_the_server_unsupervised():
     reader.stdout.close()  # like `head -1` exiting
     assert reader.wait(timeout=90) == 1
     assert processes_running(port) == []
+
+
+def test_a_stopped_server_stalls_and_the_stall_names_the_stopped_process():
+    """A server frozen with SIGSTOP makes no progress: stalled, and the message names it."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bringup", "run", "--json", "--stall", "2s", "--grace", "2s"]
+    with subprocess.Popen(
+        [*argv, "--", *fake("hang", port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as run:
+        server = None
+        deadline = time.monotonic() + 30
+        while server is None and time.monotonic() < deadline:
+            kids = psutil.Process(run.pid).children()
+            server = kids[0] if kids else None
+            time.sleep(0.05)
+        assert server is not None
+        time.sleep(0.5)
+        server.send_signal(signal.SIGSTOP)
+        out, _ = run.communicate(timeout=60)
+    summary = events(out)[-1]
+    assert run.returncode == 4
+    assert summary["outcome"] == "stalled"
+    assert summary["failure"]["class"] == "timeouts"
+    stall = [e for e in events(out) if e["event"] == "failure"][-1]
+    assert f"process {server.pid} (" in stall["summary"]
+    assert "is stopped" in stall["summary"]
+    assert f"kill -CONT {server.pid}" in stall["remedy"][0]["text"]
+    assert processes_running(port) == []

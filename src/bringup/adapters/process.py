@@ -205,6 +205,17 @@ class ChildProcess:
                     found[p.pid] = p
         return [p for p in found.values() if _alive(p)]
 
+    def stopped_members(self) -> tuple[tuple[int, str], ...]:
+        """Our processes that are stopped (SIGSTOP, SIGTSTP, a debugger), as (pid, title)."""
+        found = []
+        for p in self.members():
+            with contextlib.suppress(psutil.Error):
+                if p.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+                    argv = p.cmdline()
+                    title = os.path.basename(argv[0]) if argv else p.name()
+                    found.append((p.pid, title))
+        return tuple(found)
+
     def _in_session(self, p: psutil.Process) -> bool:
         try:
             return os.getsid(p.pid) == self.pgid and self._is_ours(p)

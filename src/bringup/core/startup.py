@@ -22,6 +22,7 @@ The rules (issue 5):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -307,8 +308,23 @@ class StartupMachine:
             self.state = State.STOPPED
             self.ended_at = now
 
-    def tick(self, now: float) -> list[LiveEvent]:
-        """Time passed: settle a wrapper failure, detect a stall or the deadline."""
+    def stall_due(self, now: float) -> bool:
+        """Whether ``tick(now)`` would call the startup stalled (the follower then looks for
+        stopped processes to name)."""
+        stall = self.policy.stall_seconds
+        return (
+            not self.is_terminal
+            and self.state is not State.READY
+            and stall is not None
+            and now - self._last_activity >= stall
+        )
+
+    def tick(self, now: float, stopped: Sequence[tuple[int, str]] = ()) -> list[LiveEvent]:
+        """Time passed: settle a wrapper failure, detect a stall or the deadline.
+
+        ``stopped``: the server's processes found stopped (SIGSTOP, a debugger), as (pid, name);
+        a stall names them, since they are why nothing moves.
+        """
         if self.is_terminal:
             return []
         if (
@@ -320,11 +336,21 @@ class StartupMachine:
             return []
         stall = self.policy.stall_seconds
         if stall is not None and now - self._last_activity >= stall:
-            return self._fail(
-                self._stall_failure(stall, "no new phase, progress line or GPU memory change"),
-                now,
-                State.STALLED,
-            )
+            failure = self._stall_failure(stall, "no new phase, progress line or GPU memory change")
+            if stopped:
+                names = ", ".join(f"{pid} ({name})" for pid, name in stopped)
+                failure = dataclasses.replace(
+                    failure,
+                    summary=f"{failure.summary}; the server's process {names} is stopped (SIGSTOP or a debugger), so it cannot progress",
+                    remedy=(
+                        Remedy(
+                            f"Resume it with `kill -CONT {stopped[0][0]}` (or detach the debugger); "
+                            "a stopped process never makes progress."
+                        ),
+                        *failure.remedy,
+                    ),
+                )
+            return self._fail(failure, now, State.STALLED)
         deadline = self.policy.deadline_seconds
         if deadline is not None and now - self.start >= deadline:
             return self._fail(

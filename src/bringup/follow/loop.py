@@ -237,7 +237,8 @@ class _Follower:
                 item = self.inbox.get_nowait()
             if item is not None:
                 self._handle(item, now)
-            self._report(self.machine.tick(now))
+            stopped = self._stopped_members() if self.machine.stall_due(now) else ()
+            self._report(self.machine.tick(now, stopped))
             self._send_probe(now)
             self._sample_gpus(now)
             self._keep_systemd_informed(now)
@@ -466,6 +467,12 @@ class _Follower:
             if self.server_exit is None:
                 self.server_exit = code
         return None, None
+
+    def _stopped_members(self) -> tuple[tuple[int, str], ...]:
+        """The server's processes in the stopped state (asked only when a stall is due)."""
+        if not isinstance(self.source, ChildSource) or self.source.child is None:
+            return ()
+        return self.source.child.stopped_members()
 
     def _server_exit(self, left_pid: int | None) -> ServerExit | None:
         """The server's own exit status, apart from the signals bringup sent (run only)."""
