@@ -22,6 +22,7 @@ def test_phase_vocabulary_is_exact_and_ordered() -> None:
         "distributed_init",
         "weights_loading",
         "weights_loaded",
+        "torch_compile",
         "memory_profiling",
         "kv_cache_alloc",
         "cuda_graph_capture",

@@ -11,6 +11,7 @@ PHASE_WORDS: dict[Phase, str] = {
     Phase.DISTRIBUTED_INIT: "initialising devices",
     Phase.WEIGHTS_LOADING: "loading weights",
     Phase.WEIGHTS_LOADED: "weights loaded",
+    Phase.TORCH_COMPILE: "compiling the model (torch.compile)",
     Phase.MEMORY_PROFILING: "profiling memory",
     Phase.KV_CACHE_ALLOC: "allocating the KV cache",
     Phase.CUDA_GRAPH_CAPTURE: "capturing CUDA graphs",

@@ -17,7 +17,10 @@ class Phase(StrEnum):
     DISTRIBUTED_INIT = "distributed_init"  # device and NCCL/process-group init; free-memory check
     WEIGHTS_LOADING = "weights_loading"  # shards being read (progress a/b)
     WEIGHTS_LOADED = "weights_loaded"  # weights on the GPU ("Model loading took ...")
-    MEMORY_PROFILING = "memory_profiling"  # compile + dummy forward at max_num_batched_tokens
+    TORCH_COMPILE = (
+        "torch_compile"  # torch.compile / inductor graphs (vLLM without --enforce-eager)
+    )
+    MEMORY_PROFILING = "memory_profiling"  # dummy forward at max_num_batched_tokens (warm-up run)
     KV_CACHE_ALLOC = "kv_cache_alloc"  # KV cache sized and allocated
     CUDA_GRAPH_CAPTURE = "cuda_graph_capture"  # graphs captured (progress n/m)
     WARMUP = "warmup"  # sampler warmup / engine warmup requests

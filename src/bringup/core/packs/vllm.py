@@ -54,12 +54,20 @@ PHASES = (
     ),
     PhaseMarker(
         rx(
-            r"for vLLM's torch\.compile|torch\.compile cache is disabled|Starting torch\.compile|Dynamo bytecode transform time|Compiling a graph for|Directly load the compiled graph|Memory profiling takes|Profiling CUDA graph memory"
+            r"for vLLM's torch\.compile|torch\.compile cache is disabled|Starting torch\.compile|Dynamo bytecode transform time|Compiling a graph for|Directly load the compiled graph|Warming up model for the compilation"
+        ),
+        P.TORCH_COMPILE,
+    ),
+    PhaseMarker(
+        rx(
+            r"torch\.compile t(?:akes|ook) [\d.]+ s in total|Memory profiling takes|Profiling CUDA graph memory|Initial profiling/warmup run took"
         ),
         P.MEMORY_PROFILING,
     ),
     PhaseMarker(
-        rx(r"Available KV cache memory|KV cache size: [\d,]+ tokens|# (?:GPU|cuda) blocks: \d+"),
+        rx(
+            r"Available KV cache memory|KV cache size: [\d,]+ tokens|# (?:GPU|cuda) blocks: \d+|GiB for KV cache on node \d+"
+        ),
         P.KV_CACHE_ALLOC,
     ),
     PhaseMarker(rx(r"Capturing (?:CUDA graph|cudagraphs)"), P.CUDA_GRAPH_CAPTURE),
@@ -113,6 +121,10 @@ FACTS = (
         {"weights_gib_per_gpu": _FLOAT},
     ),
     FactRule(rx(r"KV cache size: (?P<kv_cache_tokens>[\d,]+) tokens"), {"kv_cache_tokens": to_int}),
+    FactRule(
+        rx(r"torch\.compile t(?:akes|ook) (?P<compile_seconds>[\d.]+) s in total"),
+        {"compile_seconds": _FLOAT},
+    ),
     FactRule(
         rx(
             r"Maximum concurrency for (?P<max_model_len>[\d,]+) tokens per request: (?P<max_concurrency>[\d.]+)x"
