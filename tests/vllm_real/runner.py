@@ -26,7 +26,7 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "logs" / "vllm_cpu_real"
-RUN_TIMEOUT_SECONDS = 240
+RUN_TIMEOUT_SECONDS = 420  # generous: a busy 2-core machine starts vLLM in minutes
 
 
 @dataclass
@@ -86,8 +86,24 @@ def bringup_run(
     """`bringup run --json [flags] -- SERVER`; returns its exit code, JSON events and stderr."""
     more = ["--exit-when-ready"] if exit_when_ready else []
     argv = bringup_argv(*run_flags(*more, *flags), "--", *server)
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=dict(env))
-    return Run(p.returncode, events_of(p.stdout), p.stderr)
+    with subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(env),
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # SIGTERM, as a user's Ctrl-C: bringup stops the server it started (never SIGKILL
+            # bringup first, which would leave vLLM running)
+            proc.terminate()
+            out, err = proc.communicate(timeout=120)
+            raise AssertionError(
+                f"bringup run took more than {timeout:g}s; stderr:\n{err[-3000:]}"
+            ) from None
+    return Run(proc.returncode, events_of(out), err)
 
 
 @contextmanager
@@ -171,7 +187,7 @@ def record(name: str, run: Run, how: str, **extra: Any) -> None:
         "class": failure["class"] if failure else None,
         "phase": failure["phase"] if failure else None,
         "root_cause_line": failure["line"] if failure else None,
-        "remedy_env": sorted({r["env"] for r in failure["remedy"] if r.get("env")})
+        "remedy_env": sorted({r["env"].split("=")[0] for r in failure["remedy"] if r.get("env")})
         if failure
         else [],
         "remedy_flags": sorted({r["flag"] for r in failure["remedy"] if r.get("flag")})
@@ -180,6 +196,14 @@ def record(name: str, run: Run, how: str, **extra: Any) -> None:
         **extra,
     }
     (FIXTURES / f"{name}.json").write_text(json.dumps(case, indent=2, sort_keys=True) + "\n")
+
+
+def record_json(name: str, data: dict[str, Any]) -> None:
+    """With BRINGUP_RECORD=1: keep ``data`` (what real vLLM answered) as a fixture."""
+    if os.environ.get("BRINGUP_RECORD") != "1":
+        return
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    (FIXTURES / f"{name}.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def vllm_children(root_pid: int, title: str) -> list[psutil.Process]:
