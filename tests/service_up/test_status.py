@@ -151,3 +151,21 @@ def test_json_of_a_look_has_no_error():
     """A successful look carries `error: null`, so scripts can test one field."""
     _, out = call(recorded(SHOW_FAILED, MESSAGES), "--json")
     assert json.loads(out)["error"] is None
+
+
+def test_a_failed_unit_that_restart_would_restart_names_the_start_limit():
+    """systemd 252 says Result=exit-code when the start limit stops the restarts: with
+    Restart=on-failure that can only be the limit, and status says so plainly."""
+    state = service.UnitState.from_show(
+        service.parse_show(
+            "LoadState=loaded\nActiveState=failed\nSubState=failed\nResult=exit-code\n"
+            "Restart=on-failure\nStartLimitBurst=5\nStartLimitIntervalUSec=30min\n"
+        )
+    )
+    verdict, why = service.derive(service.Look(state, None, None))
+    assert verdict is service.Verdict.FAILED
+    assert "its start limit (5 starts within 30min) was hit" in why
+    no_restart = service.UnitState.from_show(
+        service.parse_show("LoadState=loaded\nActiveState=failed\nResult=exit-code\nRestart=no\n")
+    )
+    assert "start limit" not in service.derive(service.Look(no_restart, None, None))[1]

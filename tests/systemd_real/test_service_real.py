@@ -146,4 +146,7 @@ def test_status_auto_restart_then_failed(systemd: SystemdNamespace, workdir: Pat
     assert code == 1, report
     assert report["failure"]["class"] == "cuda_oom"  # type: ignore[index]
     assert report["failure"]["phase"] == "warmup"  # type: ignore[index]
+    why = report["why"]
+    assert "systemd will not restart it: its start limit (2 starts within 30min) was hit" in why  # type: ignore[operator]
+    assert "reset-failed" in why  # type: ignore[operator]
     assert report["state"]["n_restarts"] >= 1  # type: ignore[index,operator]

@@ -33,6 +33,9 @@ SHOW_PROPERTIES = (
     "ActiveEnterTimestamp",
     "ExecStart",
     "Environment",
+    "Restart",
+    "StartLimitBurst",
+    "StartLimitIntervalUSec",
 )
 
 
@@ -58,6 +61,9 @@ class UnitState:
     result: str  # success | exit-code | signal | timeout | ...
     exec_main_status: int | None
     invocation_id: str
+    restart: str = ""  # Restart=: no | on-failure | always | ...
+    start_limit_burst: int | None = None
+    start_limit_interval: str = ""  # as systemd prints it: "30min"
 
     @classmethod
     def from_show(cls, props: Mapping[str, str]) -> UnitState:
@@ -72,6 +78,24 @@ class UnitState:
             result=props.get("Result", ""),
             exec_main_status=_int(props.get("ExecMainStatus")),
             invocation_id=props.get("InvocationID", ""),
+            restart=props.get("Restart", ""),
+            start_limit_burst=_int(props.get("StartLimitBurst")),
+            start_limit_interval=props.get("StartLimitIntervalUSec", ""),
+        )
+
+    @property
+    def start_limit_hit(self) -> bool:
+        """Failed for good although Restart= would restart this result: systemd's start limit
+        stopped it (systemd 252 still reports Result=exit-code, not start-limit-hit)."""
+        restarts = {
+            "always": {"exit-code", "signal", "core-dump", "timeout", "watchdog", "success"},
+            "on-failure": {"exit-code", "signal", "core-dump", "timeout", "watchdog"},
+            "on-abnormal": {"signal", "core-dump", "timeout", "watchdog"},
+            "on-abort": {"signal", "core-dump"},
+            "on-watchdog": {"watchdog"},
+        }
+        return self.active_state == "failed" and (
+            self.result == "start-limit-hit" or self.result in restarts.get(self.restart, set())
         )
 
 
@@ -377,7 +401,15 @@ def derive(look: Look) -> tuple[Verdict, str]:
     if s.load_state == "not-found":
         return Verdict.UNKNOWN, "the unit is not loaded (no such unit)"
     if s.active_state == "failed":
-        return Verdict.FAILED, f"the unit failed ({s.result or 'no result'})"
+        why = f"the unit failed ({s.result or 'no result'})"
+        if s.start_limit_hit:
+            burst = f"{s.start_limit_burst} starts" if s.start_limit_burst else "its starts"
+            within = f" within {s.start_limit_interval}" if s.start_limit_interval else ""
+            why += (
+                f"; systemd will not restart it: its start limit ({burst}{within}) was hit; "
+                "fix the cause, then `systemctl reset-failed` it before starting it again"
+            )
+        return Verdict.FAILED, why
     if (
         failure is not None
         and look.diagnosis is not None
