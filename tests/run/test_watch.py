@@ -264,3 +264,68 @@ def test_journal_message_forms():
     assert journal_message("x") == "x"
     assert journal_message([104, 105]) == "hi"
     assert journal_message(None) is None
+
+
+LOADING = (
+    "(EngineCore pid=9) INFO 11-30 09:50:03 [gpu_model_runner.py:4327] Starting to load model m..."
+)
+BANNER_2 = BANNER.replace("pid=6", "pid=8").replace("09:47:00", "09:50:00")
+
+
+def test_watch_log_follows_only_the_newest_attempt(tmp_path: Path):
+    """A log that holds a failed attempt and a new one still loading: watch follows the new
+    one (no old failure taken for this run's), says so once, and stalls on the new attempt."""
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join([BANNER, LOADING, OOM, BANNER_2, LOADING]) + "\n")
+    code, out, err = cli(
+        [
+            "watch",
+            "--log",
+            str(log),
+            "--json",
+            "--stall",
+            "2s",
+            "--url",
+            f"http://127.0.0.1:{free_port()}",
+        ]
+    )
+    summary = events(out)[-1]
+    assert code == 4, out[-2000:]
+    assert summary["outcome"] == "stalled"
+    assert summary["failure"]["class"] == "timeouts"
+    assert "holds 2 attempts: following the newest (its first 2 lines)" in err
+    code, out, _ = cli(  # every attempt, as before: the old attempt's OOM is the verdict
+        [
+            "watch",
+            "--log",
+            str(log),
+            "--json",
+            "--from-start",
+            "--url",
+            f"http://127.0.0.1:{free_port()}",
+        ]
+    )
+    assert (code, events(out)[-1]["failure"]["class"]) == (1, "cuda_oom")
+
+
+def test_file_source_from_end_takes_only_new_lines(tmp_path: Path):
+    """start="end" (`watch --log FILE --from-end`): nothing already in the file, every new line."""
+    log = tmp_path / "server.log"
+    log.write_text(f"{BANNER}\n{OOM}\n")
+    q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    src = FileSource(str(log), poll_seconds=0.02, start="end")
+    src.start(q.put)
+    try:
+        time.sleep(0.3)
+        with log.open("a") as f:
+            f.write(BANNER_2 + "\n")
+        got = collect(q, 1)
+    finally:
+        src.stop(0)
+    assert lines_of(got) == [BANNER_2]
+
+
+def test_from_end_only_applies_to_a_log(tmp_path: Path):
+    code, _, err = cli(["watch", "--pid", "1", "--from-end"])
+    assert code == 2
+    assert "apply to --log FILE only" in err

@@ -1,4 +1,5 @@
-"""``FileSource``: a log file followed by name, like ``tail -F``."""
+"""``FileSource``: a log file followed by name, like ``tail -F``: from the newest attempt the
+file holds (``core.log_attempts``), or from its end (``start="end"``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Any
 
 from bringup.adapters import files
 from bringup.adapters.process import decode_line
-from bringup.adapters.sources.items import Emit, LineItem, Stoppable
+from bringup.adapters.sources.items import Emit, LineItem, NoteItem, Stoppable
+from bringup.core.log_attempts import newest_attempt_start
 from bringup.errors import BringupError, InputError
 
+SCAN_BYTES = 64 << 20  # how much of an existing log is read to find its newest attempt
 MAX_LINE_BYTES = 1 << 20  # the analyzer reads 65,536 characters of a line at most
 HINT = "give the log file the server writes to (a pipe: `... | bringup diagnose -`)"
 
@@ -20,10 +23,13 @@ HINT = "give the log file the server writes to (a pipe: `... | bringup diagnose 
 class FileSource(Stoppable):
     """A log file followed by name, like ``tail -F``: from its start, across renames and truncation."""
 
-    def __init__(self, path: str, *, poll_seconds: float = 0.1) -> None:
+    def __init__(self, path: str, *, poll_seconds: float = 0.1, start: str = "newest") -> None:
         super().__init__()
+        if start not in ("newest", "end", "beginning"):
+            raise ValueError(f"start={start!r}")
         self.path = Path(path)
         self.poll_seconds = poll_seconds
+        self.start_at = start
         self.description = f"log {path}"
 
     def start(self, emit: Emit) -> None:
@@ -39,8 +45,38 @@ class FileSource(Stoppable):
     def command(self) -> list[str] | None:
         return None
 
+    def _skip_to_start(self, handle: Any, emit: Emit) -> bytes:
+        """Position ``handle`` where following begins; the lines of the newest attempt that
+        are already there are emitted. Returns the unfinished last line."""
+        size = os.fstat(handle.fileno()).st_size
+        if self.start_at == "end":
+            handle.seek(size)
+            emit(NoteItem(f"following {files.shown(self.path)} from its end (new lines only)"))
+            return b""
+        if self.start_at == "beginning":
+            return b""
+        begin = max(0, size - SCAN_BYTES)
+        handle.seek(begin)
+        data: bytes = handle.read(size - begin)
+        if begin:  # the first line was cut: start after it
+            data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
+        *raw, rest = data.split(b"\n")
+        lines = [decode_line(r) for r in raw]
+        first, attempts = newest_attempt_start(lines)
+        if attempts > 1:
+            emit(
+                NoteItem(
+                    f"{files.shown(self.path)} holds {attempts} attempts: following the newest "
+                    f"(its first {len(lines) - first} lines), not the earlier ones"
+                )
+            )
+        for text in lines[first:]:
+            emit(LineItem("log", text))
+        return rest
+
     def _follow(self, emit: Emit) -> None:
         handle, inode, pending = None, None, b""
+        first_open = True
         while not self._stopped.is_set():
             if handle is None:
                 with contextlib.suppress(BringupError):  # gone, or replaced by a FIFO
@@ -49,6 +85,9 @@ class FileSource(Stoppable):
                 if handle is None:
                     self._stopped.wait(self.poll_seconds)
                     continue
+                if first_open:
+                    first_open = False
+                    pending = self._skip_to_start(handle, emit)
             try:
                 chunk = handle.read(65536)
             except OSError:

@@ -36,6 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--pid", type=int, help="a process id: liveness only, no log")
     add_common(parser)
     parser.add_argument(
+        "--from-end",
+        action="store_true",
+        help="with --log: only the lines written from now on (default: the newest attempt the file holds)",
+    )
+    parser.add_argument(
+        "--from-start",
+        action="store_true",
+        help="with --log: every attempt the file holds, from its first line",
+    )
+    parser.add_argument(
         "--follow",
         action="store_true",
         help="keep watching after ready until the server dies (exit 1) or Ctrl-C (exit 0)",
@@ -46,12 +56,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def make_source(args: argparse.Namespace, ctx: Context) -> Source:
     """The source named by the flags (over ssh with --host)."""
     runner = remote.ssh_runner(args, ctx.environ)
+    if (args.from_end or args.from_start) and not args.log:
+        raise UsageError("--from-end and --from-start apply to --log FILE only")
     if args.unit:
         return UnitSource(args.unit, ctx.environ, runner=runner)
     if args.container:
         return ContainerSource(args.container, ctx.environ, runner=runner)
     if args.log:
-        return FileSource(args.log) if runner is None else RemoteFileSource(args.log, runner)
+        if args.from_end and args.from_start:
+            raise UsageError("--from-end and --from-start both say where to begin; give one")
+        start = "end" if args.from_end else "beginning" if args.from_start else "newest"
+        if runner is None:
+            return FileSource(args.log, start=start)
+        return RemoteFileSource(args.log, runner)
     if runner is not None:
         raise UsageError(
             "--pid cannot be watched on a remote host",
