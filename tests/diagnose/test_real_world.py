@@ -280,10 +280,10 @@ def test_log_ending_at_a_step_known_to_hang_is_a_hang_without_a_cause_line() -> 
 
 
 def test_a_server_answering_requests_is_ready() -> None:
-    """No startup lines at all, only metrics and access logs: the server is up; a later crash is runtime."""
+    """No startup lines at all, only vLLM's metrics line: the server is up; a later crash is runtime."""
     d = _diag(
-        'INFO:     10.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
-        "INFO 04-03 17:38:52 metrics.py:9] Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 1.0",
+        "2025-04-03 17:38:52,710 - vllm.metrics - INFO - Avg prompt throughput: 10.0 tokens/s, Avg "
+        "generation throughput: 1.0 tokens/s",
         "ERROR 04-03 17:39:00 core.py:9] RuntimeError: worker crashed",
     )
     assert d.outcome is Outcome.READY
@@ -316,3 +316,53 @@ def test_v0_worker_header_repeats_the_error_the_exception_line_states() -> None:
     assert d.failure is not None
     assert d.failure.failure_class is FailureClass.CUDA_OOM
     assert d.failure.line_number == 3
+
+
+def test_child_stream_wrapper_and_json_msg_records() -> None:
+    """An app's "[ts] [stderr] " around Ollama's lines, and a runner's JSON record with "msg"."""
+    ll = logline.parse(
+        '[2024-12-05 01:56:09] [stderr] time=2024-12-05T01:56:09.603Z level=INFO source=routes.go:1 msg="Listening on 127.0.0.1:11434 (version 0.3.1)"',
+        1,
+    )
+    assert ll.message == "Listening on 127.0.0.1:11434 (version 0.3.1)"
+    ll = logline.parse(
+        '{"function":"main","level":"INFO","line":9,"msg":"model loaded","tid":"1"}', 2
+    )
+    assert ll.message == "model loaded"
+
+
+def test_ollama_runner_load_is_a_new_attempt_after_the_server_is_up() -> None:
+    """Listening is ready; a runner that then fails to load its model is a failed load, not ready."""
+    up = (
+        'time=2025-01-01T10:00:00.000Z level=INFO source=routes.go:1 msg="server config" env="map[]"',
+        'time=2025-01-01T10:00:00.001Z level=INFO source=routes.go:2 msg="Listening on 127.0.0.1:11434 (version 0.5.7)"',
+    )
+    assert _diag(*up).outcome is Outcome.READY
+    d = _diag(
+        *up,
+        'time=2025-01-01T10:05:00.000Z level=INFO source=server.go:3 msg="starting llama server" cmd="runner --model /m"',
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 40000.00 MiB on device 0: cudaMalloc failed: out of memory",
+        'time=2025-01-01T10:05:09.000Z level=ERROR source=sched.go:4 msg="error loading llama server" error="llama runner process has terminated: exit status 2"',
+    )
+    assert d.engine == "ollama"
+    assert d.outcome is Outcome.FAILED
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.CUDA_OOM
+    assert d.failure.line_number == 4
+    assert d.phase is Phase.WEIGHTS_LOADING
+    ok = _diag(
+        *up,
+        'time=2025-01-01T10:05:00.000Z level=INFO source=server.go:3 msg="starting llama server" cmd="runner --model /m"',
+        'time=2025-01-01T10:05:04.000Z level=INFO source=server.go:5 msg="llama runner started in 4.01 seconds"',
+    )
+    assert ok.outcome is Outcome.READY
+    assert ok.facts.get("load_seconds") == 4.01
+
+
+def test_ollama_second_server_on_a_taken_port() -> None:
+    """`ollama serve` while another one listens: port_in_use at start."""
+    d = _diag("Error: listen tcp 127.0.0.1:11434: bind: address already in use")
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.PORT_IN_USE
+    assert d.engine == "ollama"
+    assert ("--port", "11435") not in [(r.flag, r.value) for r in d.failure.remedy]

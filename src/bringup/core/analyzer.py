@@ -32,6 +32,7 @@ What lies, and the rules that see through it:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable
 
@@ -149,7 +150,7 @@ class LogAnalyzer:
         if (
             self._use_screen
             and screen is not None
-            and not any(t in line for t in screen)
+            and not _screen_regex(screen).search(line)
             and not line.startswith("{")  # a JSON record may hide its text (journald bytes)
         ):
             return []
@@ -191,6 +192,13 @@ class LogAnalyzer:
             self._pending.append((number, line))
             if len(self._pending) > _MAX_PENDING:
                 del self._pending[: _MAX_PENDING // 10]
+            generic = packs.generic()
+            if (
+                self._use_screen
+                and generic.screen is not None
+                and not _screen_regex(generic.screen).search(text)
+            ):
+                return []
             try:
                 events = self._process(packs.generic(), logline.parse(line, number))
             except RecursionError:  # pragma: no cover - pathological regex input
@@ -624,6 +632,12 @@ def detect_bytes(data: bytes) -> Pack | None:
     tokens = tuple(t for pack in packs.all_packs() for t in pack.detect)
     first = logline.find_first(data, tokens)
     return detect_engine(first[1]) if first is not None else None
+
+
+@functools.cache
+def _screen_regex(tokens: tuple[str, ...]) -> re.Pattern[str]:
+    """One search for any of a screen's substrings (faster than testing each in turn)."""
+    return re.compile("|".join(re.escape(t) for t in tokens))
 
 
 def _other_port(groups: dict[str, str], facts: dict[str, float | int | str]) -> bool:

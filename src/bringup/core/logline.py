@@ -37,6 +37,8 @@ _RELOG = re.compile(
     r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ - (?:[\w.]+ - )?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:[\w-]+: (?=[A-Z]+\b))?"
 )
+# an app wrapping a child's output: "[2024-12-05 01:56:09] [stderr] <line>"
+_CHILD_STREAM = re.compile(r"^\[[\d\-/ :.,T]+\] \[(?:stdout|stderr)\] ")
 _PY_DEFAULT = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.-]+:\s*")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _BROKEN_PREFIX = re.compile(
@@ -112,6 +114,10 @@ def parse(raw: str, number: int) -> LogLine:
     m = _DOCKER.match(text)
     if m and not text.startswith(("Loading", "Capturing")):
         text = text[m.end() :]
+    if text.startswith("[") and "] [std" in text[:40]:
+        m = _CHILD_STREAM.match(text)
+        if m:
+            text = text[m.end() :]
     if text[:1].isdigit():
         m = _RUNTIME_TS.match(text)
         if m:
@@ -208,7 +214,7 @@ def _json_record(text: str) -> tuple[str, str | None, str | None, str | None] | 
         return None
     if not isinstance(obj, dict):
         return None
-    message = obj.get("MESSAGE", obj.get("message"))
+    message = obj.get("MESSAGE", obj.get("message", obj.get("msg")))
     fields = obj.get("fields")
     if message is None and isinstance(fields, dict):
         message = fields.get("message")

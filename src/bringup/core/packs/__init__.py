@@ -20,23 +20,26 @@ __all__ = ["HttpSpec", "Pack", "all_packs", "generic", "get"]
 
 # every line a common signature matches carries one of these ("NCCL" alone would let every
 # NCCL INFO line through the screen: 55 % of a multi-GPU log, 150x slower)
-_COMMON_SCREEN = (
-    "rror",
-    "out of memory",
-    "Killed",
-    "NCCL WARN",
-    "oom-kill",
-    "Timeout",
-    "gated",
-    "error:",
-    "actor is dead",
+_COMMON_SCREEN = ("rror", "out of memory", "Killed", "NCCL WARN", "oom-kill", "actor is dead")
+
+# A line none of these occur in matches no pack's signature or phase marker: what the analyzer
+# reads with while the engine is unknown (every engine but vLLM reads all lines once known).
+_GENERIC_SCREEN = (
+    *_COMMON_SCREEN,
+    *("ERROR", "Error", "xception", "Traceback", "WARN", "fatal", "Fatal", "panic", "abort"),
+    *("failed", "Failed", "fail", ".py", "signal", "bind", "listen", "Listening", "ready"),
+    *("oad", "llama", "ggml", "gguf", "GGUF", "cuda", "CUDA", "Shard", "shard", "Capture"),
+    *("KV", "kv", "erver", "eight", "model", "Uvicorn", "Application", "Start", "start"),
+    *("nccl", "init", "Init", "Args", "build", "version", "memory", "graph", "Graph"),
+    *("max seq len", "custom code", "PC: @", "device", "runner", "Processed prompts", "200"),
+    *("Waiting", "waiting", "Connected", "offload", "ServerArgs", "rank", "torch", "throughput"),
 )
 
 
 def _with_common(pack: Pack) -> Pack:
     screen = pack.screen
-    if screen is not None:
-        screen = screen + tuple(t for t in _COMMON_SCREEN if t not in screen)
+    if screen is not None:  # a token another already covers adds a scan, not a line
+        screen = screen + tuple(t for t in _COMMON_SCREEN if not any(o in t for o in screen))
     return dataclasses.replace(
         pack, signatures=common.EARLY + pack.signatures + common.SIGNATURES, screen=screen
     )
@@ -62,12 +65,14 @@ def all_packs() -> tuple[Pack, ...]:
 @cache
 def generic() -> Pack:
     """The pack for a log whose engine is not known: every pack's tables, merged."""
-    own = tuple(
-        dataclasses.replace(sig, owner=pack.engine)
-        for pack in all_packs()
-        for sig in pack.signatures
-        if sig not in common.SIGNATURES and sig not in common.EARLY
-    )
+    # a signature two packs share (Ollama embeds llama.cpp's) belongs to the one it came from
+    seen = set(common.SIGNATURES) | set(common.EARLY)
+    own = []
+    for pack in sorted(all_packs(), key=lambda p: p.engine is Engine.OLLAMA):
+        for sig in pack.signatures:
+            if sig not in seen:
+                seen.add(sig)
+                own.append(dataclasses.replace(sig, owner=pack.engine))
     base = all_packs()[0]
     return dataclasses.replace(
         base,
@@ -77,10 +82,10 @@ def generic() -> Pack:
         phases=tuple(m for p in all_packs() for m in p.phases),
         progress=tuple(r for p in all_packs() for r in p.progress),
         facts=tuple(f for p in all_packs() for f in p.facts),
-        signatures=common.EARLY + common.SIGNATURES + own,
+        signatures=common.EARLY + common.SIGNATURES + tuple(own),
         exclusions=tuple(x for p in all_packs() for x in p.exclusions),
         frames=tuple(f for p in all_packs() for f in p.frames),
-        screen=None,
+        screen=_GENERIC_SCREEN,
         heartbeats=(),
         hang_classes={k: v for p in all_packs() for k, v in p.hang_classes.items()},
         phase_after={k: v for p in all_packs() for k, v in p.phase_after.items()},

@@ -19,7 +19,6 @@ P = Phase
 BIND = (
     r"\[Errno 98\] (?:error while attempting to bind on address \('?(?P<host>[^',]*)'?, "
     r"(?P<port>\d+)\): )?[Aa]ddress already in use"
-    r"|listen tcp (?P<host__2>[^\s:]*):(?P<port__2>\d+): bind: address already in use"
     r"|EADDRINUSE"
 )
 

@@ -247,6 +247,8 @@ PACK = Pack(
             P.WEIGHTS_LOADING,
         ),
         PhaseMarker(rx(r"(?:llm_)?load_tensors: .*model buffer size"), P.WEIGHTS_LOADED),
+        # any loader line, even an error, shows the weights were being loaded
+        PhaseMarker(rx(r"^(?:llm_)?load_tensors: |^llama_model_load: "), P.WEIGHTS_LOADING),
         PhaseMarker(
             rx(
                 r"(?:llama_kv_cache\w*|llama_new_context_with_model|llama_context): +\S+ KV buffer size|llama_context: constructing llama_context|llama_new_context_with_model: n_ctx"

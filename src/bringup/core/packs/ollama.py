@@ -45,7 +45,7 @@ SIGNATURES = (
         rx(r"listen tcp (?P<host>[^\s:]*):(?P<port>\d+): bind: address already in use"),
         F.PORT_IN_USE,
         "Port {port} is already in use: another Ollama server (or another program) holds it.",
-        r.port_in_use,
+        r.ollama_port,
         P.START,
     ),
     Signature(
@@ -73,6 +73,7 @@ SIGNATURES = (
         F.ENGINE_CORE_DIED,
         "The model runner died while loading; no more specific cause is in the log.",
         r.engine_died,
+        P.WEIGHTS_LOADING,  # a runner only starts to load a model
         is_wrapper=True,
     ),
 )
@@ -95,6 +96,12 @@ PACK = Pack(
         PhaseMarker(rx(_RUNNER_START), P.WEIGHTS_LOADING),
         PhaseMarker(rx(r"waiting for llama runner to start responding"), P.WEIGHTS_LOADING),
         PhaseMarker(rx(r"(?:llm_)?load_tensors: .*(?:model )?buffer size"), P.WEIGHTS_LOADED),
+        PhaseMarker(
+            rx(
+                r"^(?:llm_)?load_tensors: |^llama_model_load: |ggml_backend_cuda_buffer_type_alloc_buffer"
+            ),
+            P.WEIGHTS_LOADING,
+        ),
         PhaseMarker(
             rx(
                 r"llama_kv_cache\w*: +\S+ KV buffer size|llama_new_context_with_model: n_ctx|^kv cache"

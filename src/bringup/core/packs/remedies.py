@@ -521,3 +521,20 @@ def version_skew(_: RemedyContext) -> tuple[Remedy, ...]:
             "release pins (its requirements file), in a fresh environment."
         ),
     )
+
+
+def ollama_port(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """Ollama's port is taken, most often by an Ollama server already running."""
+    port = ctx.groups.get("port") or "11434"
+    host = ctx.groups.get("host") or "127.0.0.1"
+    nxt = str(int(port) + 1) if port.isdigit() else "11435"
+    return (
+        Remedy(
+            f"An Ollama server is probably running already (`systemctl status ollama`, "
+            f"`ss -ltnp | grep :{port}`): use it, or stop it before starting another."
+        ),
+        Remedy(
+            f"Or serve on another address: OLLAMA_HOST={host or '127.0.0.1'}:{nxt}.",
+            env=f"OLLAMA_HOST={host or '127.0.0.1'}:{nxt}",
+        ),
+    )

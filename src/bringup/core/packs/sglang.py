@@ -100,7 +100,7 @@ PACK = Pack(
             rx(
                 r"Started server process|Waiting for application startup|Application startup complete|Uvicorn running on"
             ),
-            P.API_SERVER_STARTING,
+            P.WARMUP,  # SGLang binds first, then sends itself a warmup request (/health 503)
         ),
         PhaseMarker(rx(r"The server is fired up and ready to roll!"), P.READY),
     ),
@@ -310,13 +310,28 @@ PACK = Pack(
     frames=(
         FrameRule(
             frozenset(
-                {"capture", "init_cuda_graphs", "init_device_graphs", "capture_one_batch_size"}
+                {
+                    "capture",
+                    "init_cuda_graphs",
+                    "init_device_graphs",
+                    "capture_one_batch_size",
+                    "init_forward_metadata_capture_cuda_graph",
+                }
             ),
             P.CUDA_GRAPH_CAPTURE,
         ),
         FrameRule(frozenset({"init_memory_pool", "profile_max_num_token"}), P.KV_CACHE_ALLOC),
         FrameRule(frozenset({"load_model", "load_weights"}), P.WEIGHTS_LOADING),
-        FrameRule(frozenset({"init_torch_distributed"}), P.DISTRIBUTED_INIT),
+        FrameRule(
+            frozenset(
+                {
+                    "init_torch_distributed",
+                    "init_distributed_environment",
+                    "initialize_model_parallel",
+                }
+            ),
+            P.DISTRIBUTED_INIT,
+        ),
     ),
     http=HttpSpec(
         default_port=30000,

@@ -64,14 +64,19 @@ PACK = Pack(
     phases=(
         PhaseMarker(rx(r"^Args \{"), P.START),
         PhaseMarker(
-            rx(
-                r"Starting check and download process|Successfully downloaded weights|Using attention|Default .max_batch_prefill_tokens."
-            ),
+            rx(r"Using attention|Default .max_batch_prefill_tokens."),
             P.CONFIG,
         ),
-        PhaseMarker(rx(r"Starting shard"), P.DISTRIBUTED_INIT),
+        # downloading, then each shard loading its part (NCCL init is inside the shard's load)
+        PhaseMarker(
+            rx(
+                r"Starting check and download process|Successfully downloaded weights|Starting shard"
+            ),
+            P.WEIGHTS_LOADING,
+        ),
         PhaseMarker(rx(r"Server started at unix://|Shard ready in"), P.WEIGHTS_LOADED),
-        PhaseMarker(rx(r"Starting Webserver|Warming up model"), P.MEMORY_PROFILING),
+        PhaseMarker(rx(r"Starting Webserver"), P.MEMORY_PROFILING),
+        PhaseMarker(rx(r"Warming up model|Method Warmup|Warmup\("), P.WARMUP),
         PhaseMarker(
             rx(
                 r"KV-cache blocks: \d+|Setting max batch total tokens to|Inferred max batch total tokens"
@@ -119,7 +124,7 @@ PACK = Pack(
             F.CUDA_OOM,
             "The warmup batch of {tokens} prefill tokens did not fit in GPU memory.",
             r.tgi_prefill,
-            P.MEMORY_PROFILING,
+            P.WARMUP,  # TGI's warmup is this prefill
             priority=2,
         ),
         Signature(
@@ -134,7 +139,9 @@ PACK = Pack(
         Signature("cuda_oom", rx(_OOM), F.CUDA_OOM, "The GPU ran out of memory.", r.tgi_prefill),
         Signature(
             "bind",
-            rx(r"Failed to bind to (?P<host>\S+?):(?P<port>\d+)|[Aa]ddress already in use"),
+            rx(
+                r"Failed to bind to (?P<host>\S+?):(?P<port>\d+)|Address already in use \(os error 98\)"
+            ),
             F.PORT_IN_USE,
             "The HTTP port is already in use.",
             r.port_in_use,
@@ -177,7 +184,7 @@ PACK = Pack(
             F.MISSING_OR_CORRUPT_WEIGHTS,
             "Model files are missing or could not be downloaded.",
             r.redownload,
-            P.CONFIG,
+            P.WEIGHTS_LOADING,  # the download is part of getting the weights
         ),
         Signature(
             "cpu_quantize",

@@ -82,9 +82,7 @@ PHASES = (
     # a server answering requests is ready whatever the log shows of its start; so is an offline
     # LLM() processing prompts
     PhaseMarker(
-        rx(
-            r"Avg prompt throughput: |\"(?:POST|GET) /v1/\S* HTTP/1\.[01]\" 200|^Processed prompts: "
-        ),
+        rx(r"Avg prompt throughput: |^Processed prompts: "),
         P.READY,
     ),
 )
@@ -689,14 +687,12 @@ PACK = Pack(
         "Killed",
         "not compatible",
         "Process EngineCore",
-        # lines users paste without the logging header
+        # lines users paste without the logging header (the others carry "rror")
         "max seq len",
         "custom code",
-        "KV cache",
-        "placement group",
-        "device type",
         "PC: @",
-        "peer-to-peer",
+        "throughput: ",
+        "Processed prompts",
     ),
     heartbeats=(
         rx(r"Waiting for \d+ (?:local, \d+ remote )?core engine proc\(s\) to (?:start|connect)"),
