@@ -44,6 +44,8 @@ def planner_for(
         model.memory_bytes,
         req.pop("free_bytes", model.memory_bytes),
         model.vllm_treats_as_a100,
+        model.compute_capability,
+        model.interconnect,
     )
     settings = resolve(
         Requested(**req),

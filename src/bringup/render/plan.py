@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rich.console import Console, Group
@@ -9,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bringup.core.plan.decode import DecodeSpeed
+from bringup.core.plan.peaks import SAMPLER_BYTES_PER_ELEMENT
 from bringup.core.plan.result import Plan
 from bringup.units import format_bytes
 
@@ -68,6 +70,7 @@ def format_plan(plan: Plan) -> Group:
         table,
         kv_line,
         *_decode(plan),
+        *_warmup(plan),
         *_calibration(plan),
         _verdict(plan),
         *_recommendations(plan),
@@ -95,6 +98,33 @@ def _decode(plan: Plan) -> list[Text]:
     if d is None:
         return [Text("decode: no memory bandwidth known for this GPU (give --memory-bandwidth)")]
     return [Text(d.ceiling_line()), Text(d.expected_line())]
+
+
+def _warmup(plan: Plan) -> list[Text]:
+    """The sampler-warmup arithmetic: what is outside vLLM's budget and what the warmup needs."""
+    s, g = plan.settings, plan.per_gpu
+    if s.device == "cpu" or g.sampler_warmup_bytes <= 0 or g.kv_cache_bytes <= 0:
+        return []
+    fb = format_bytes
+    requested = math.ceil(g.total_bytes * s.gpu_memory_utilization)
+    outside = g.total_bytes - requested
+    graphs = 0 if s.cuda_graphs_in_budget else g.cuda_graph_bytes
+    context = outside - graphs - g.sampler_warmup_bytes - g.headroom_bytes
+    n = min(s.max_num_seqs, s.max_num_batched_tokens)
+    vocab = g.sampler_warmup_bytes // (n * SAMPLER_BYTES_PER_ELEMENT)
+    where = "inside the budget (0.21+)" if s.cuda_graphs_in_budget else "outside the budget"
+    return [
+        Text(
+            f"sampler warmup (vLLM {s.engine_version} rules, utilization "
+            f"{s.gpu_memory_utilization}): outside the budget {fb(g.total_bytes)} - "
+            f"{fb(requested)} = {fb(outside)}; there already: CUDA context and NCCL "
+            f"{fb(context)}"
+            + (f", CUDA graphs {fb(graphs)}" if graphs else f"; CUDA graphs {where}")
+            + f"; the warmup needs {n} requests x {vocab:,} vocab x "
+            f"{SAMPLER_BYTES_PER_ELEMENT} B = {fb(g.sampler_warmup_bytes)}; "
+            f"left {fb(g.headroom_bytes)}"
+        )
+    ]
 
 
 def _verdict(plan: Plan) -> Text:

@@ -463,11 +463,19 @@ def _gpus_given(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
             size,
             size,
             bool(model and model.vllm_treats_as_a100),
+            model.compute_capability if model else None,
+            model.interconnect if model else None,
         )
     if args.gpu:
         model = gpu_catalog.lookup(args.gpu)
         return GpuSet(
-            model.name, count, model.memory_bytes, model.memory_bytes, model.vllm_treats_as_a100
+            model.name,
+            count,
+            model.memory_bytes,
+            model.memory_bytes,
+            model.vllm_treats_as_a100,
+            model.compute_capability,
+            model.interconnect,
         )
     return _detected(args, ctx, world)
 
@@ -495,6 +503,8 @@ def _detected(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
         total_bytes=min(g.memory_total_bytes for g in used),
         free_bytes=min(g.memory_free_bytes for g in used),
         treats_as_a100="a100" in used[0].name.lower(),
+        compute_capability=model.compute_capability if model else None,
+        interconnect=model.interconnect if model else None,
     )
 
 

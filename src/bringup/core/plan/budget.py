@@ -53,6 +53,7 @@ from bringup.core.plan import kv as kvmod
 from bringup.core.plan import peaks
 from bringup.core.plan.arch import Architecture
 from bringup.core.plan.checks import parallel_problem
+from bringup.core.plan.quant import mxfp4_moe_padding
 from bringup.core.plan.settings import Settings
 from bringup.core.plan.weights import Parallel, StageWeights, weights_per_stage
 from bringup.core.vocab import FailureClass, Phase
@@ -70,6 +71,8 @@ class GpuSet:
     total_bytes: int  # per GPU (the smallest)
     free_bytes: int  # the least free memory among them at start (= total when unknown)
     treats_as_a100: bool = False
+    compute_capability: tuple[int, int] | None = None  # from the catalog, when known
+    interconnect: str | None = None  # "nvlink" | "pcie" | "xgmi" (AMD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +118,17 @@ class RankBudget:
 
 
 def stages_for(
-    arch: Architecture, tensors: Sequence[TensorInfo], s: Settings
+    arch: Architecture,
+    tensors: Sequence[TensorInfo],
+    s: Settings,
+    gpus: GpuSet | None = None,
 ) -> list[StageWeights]:
-    """Weights per rank for each pipeline stage under these settings."""
-    par = Parallel(s.tensor_parallel_size, s.pipeline_parallel_size, s.enable_expert_parallel)
+    """Weights per rank for each pipeline stage under these settings (on these GPUs)."""
+    pad = (1, 1)
+    quant = str((arch.quantization or {}).get("quant_method", "")).lower()
+    if gpus is not None and (quant == "mxfp4" or (s.quantization or "").lower() == "mxfp4"):
+        pad = mxfp4_moe_padding(gpus.compute_capability, gpus.interconnect)
+    par = Parallel(s.tensor_parallel_size, s.pipeline_parallel_size, s.enable_expert_parallel, pad)
     return weights_per_stage(tensors, arch, par)
 
 

@@ -58,7 +58,7 @@ class Planner:
         """Weights per rank for each stage (cached by parallel layout)."""
         key = (s.tensor_parallel_size, s.pipeline_parallel_size, s.enable_expert_parallel)
         if key not in self._stages:
-            self._stages[key] = stages_for(self.arch, self.tensors, s)
+            self._stages[key] = stages_for(self.arch, self.tensors, s, self.gpus)
         return self._stages[key]
 
     def evaluate(self, s: Settings) -> Outcome:

@@ -28,7 +28,19 @@ from typing import Any
 from bringup.core.checkpoint import TensorInfo
 from bringup.errors import UsageError
 
-METHODS = ("none", "fp8", "fp8-channel", "awq", "gptq", "int4", "nvfp4", "mxfp4", "int8")
+METHODS = (
+    "none",
+    "fp8",
+    "fp8-channel",
+    "mxfp8",
+    "awq",
+    "gptq",
+    "int4",
+    "nf4",
+    "nvfp4",
+    "mxfp4",
+    "int8",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,32 +70,89 @@ def format_from_config(quant: Mapping[str, Any] | None, override: str | None) ->
     return _from_name(method, quant)
 
 
+# ``--quantization`` names vLLM accepts (``vllm/model_executor/layers/quantization/__init__.py``
+# ``QuantizationMethods``, 0.33, plus bitsandbytes and gguf of earlier releases) that a
+# checkpoint can carry, and the weight format each stores
+_NAMES: dict[str, str] = {
+    "fp8": "fp8",
+    "fbgemm-fp8": "fp8-channel",
+    "fp8-per-tensor": "fp8-channel",
+    "fp8-per-channel": "fp8-channel",
+    "fp8-per-block": "fp8",
+    "deepseek-v4-fp8": "fp8",
+    "online": "fp8-channel",
+    "ptpc-fp8": "fp8-channel",
+    "modelopt": "modelopt",
+    "modelopt-fp4": "nvfp4",
+    "modelopt-mxfp8": "mxfp8",
+    "mxfp8": "mxfp8",
+    "nvfp4": "nvfp4",
+    "nvfp4-per-token": "nvfp4",
+    "fp4": "nvfp4",
+    "mxfp4": "mxfp4",
+    "gpt-oss-mxfp4": "mxfp4",
+    "awq": "awq",
+    "auto-awq": "awq",
+    "awq-marlin": "awq",
+    "gptq": "gptq",
+    "auto-gptq": "gptq",
+    "gptq-marlin": "gptq",
+    "moe-wna16": "int4",
+    "compressed-tensors": "compressed-tensors",
+    "w8a8": "int8",
+    "int8": "int8",
+    "int8-per-channel-weight-only": "int8",
+    "experts-int8": "experts-int8",
+    "w4a16": "int4",
+    "int4": "int4",
+    "bitsandbytes": "bitsandbytes",
+    "bitsandbytes-8bit": "int8",
+    "gguf": "gguf",
+}
+KNOWN_QUANTIZATIONS = tuple(sorted(n.replace("-", "_") for n in _NAMES))
+
+
 def _from_name(name: str, quant: Mapping[str, Any] | None) -> WeightFormat:
     n = name.lower().replace("_", "-")
     q = quant or {}
     if n in ("none", "bf16", "fp16", "auto", ""):
         return WeightFormat("none")
-    if n == "fp8":
+    kind = _NAMES.get(n)
+    if kind is None:
+        raise UsageError(
+            f"unknown quantization {name!r}",
+            hint=f"use one of vLLM's: {', '.join(KNOWN_QUANTIZATIONS)}",
+        )
+    if kind == "fp8":
         block = q.get("weight_block_size")
         if block:
             return WeightFormat("fp8", block=(int(block[0]), int(block[1])))
-        return WeightFormat("fp8-channel")
-    if n in ("awq", "awq-marlin", "gptq", "gptq-marlin"):
-        return WeightFormat(n.split("-")[0], group_size=int(q.get("group_size") or 128))
-    if n in ("nvfp4", "modelopt-fp4", "fp4"):
-        return WeightFormat("nvfp4")
-    if n == "mxfp4":
+        return (
+            WeightFormat("fp8", block=(128, 128))
+            if n == "fp8-per-block"
+            else (WeightFormat("fp8-channel"))
+        )
+    if kind == "modelopt":
+        algo = str(q.get("quant_algo") or (q.get("quantization") or {}).get("quant_algo", ""))
+        return WeightFormat("nvfp4" if "fp4" in algo.lower() else "fp8-channel")
+    if kind in ("awq", "gptq"):
+        return WeightFormat(kind, group_size=int(q.get("group_size") or 128))
+    if kind == "mxfp4":
         return WeightFormat("mxfp4", experts_only=True)
-    if n in ("int8", "w8a8", "bitsandbytes-8bit"):
-        return WeightFormat("int8")
-    if n in ("int4", "w4a16", "bitsandbytes"):
-        return WeightFormat("int4")
-    if n == "compressed-tensors":
+    if kind == "mxfp8":
+        return WeightFormat("mxfp8")
+    if kind == "experts-int8":
+        return WeightFormat("int8", experts_only=True)  # vLLM quantizes the experts at load
+    if kind == "bitsandbytes":
+        return WeightFormat("int8" if q.get("load_in_8bit") else "nf4")
+    if kind == "gguf":
+        raise UsageError(
+            "--quantization gguf: plan the .gguf file itself (bringup plan MODEL.gguf)",
+            hint="the GGUF planner reads the file's own tensor types",
+        )
+    if kind == "compressed-tensors":
         return _compressed_tensors(q)
-    raise UsageError(
-        f"unknown quantization {name!r}",
-        hint="use one of fp8, awq, gptq, nvfp4, mxfp4, int8, int4, none",
-    )
+    return WeightFormat(kind)
 
 
 def _compressed_tensors(quant: Mapping[str, Any]) -> WeightFormat:
@@ -148,6 +217,17 @@ def linear_tensors(
             ),
             _t(f"{prefix}.weight_scale", "F32", (out_features, 1), 4),
         ]
+    if method == "mxfp8":  # fp8 values with one e8m0 scale byte per 32
+        return [
+            _t(f"{prefix}.weight", "F8_E4M3", (out_features, in_features), 1),
+            _t(f"{prefix}.weight_scale", "U8", (out_features, _cdiv(in_features, 32)), 1),
+        ]
+    if method == "nf4":  # bitsandbytes 4-bit: two per byte, an fp32 absmax per 64
+        count = out_features * in_features
+        return [
+            _t(f"{prefix}.weight", "U8", (count // 2, 1), 1),
+            _t(f"{prefix}.weight.absmax", "F32", (_cdiv(count, 64),), 4),
+        ]
     if method in ("awq", "gptq", "int4"):
         groups = _cdiv(in_features, fmt.group_size)
         return [
@@ -185,3 +265,29 @@ def _cdiv(a: int, b: int) -> int:
 def plain(name: str, shape: tuple[int, ...], dtype_bytes: int) -> TensorInfo:
     """An unquantized tensor (embedding, norm, router)."""
     return _t(name, "BF16" if dtype_bytes == 2 else "F32", shape, dtype_bytes)
+
+
+def mxfp4_moe_padding(
+    compute_capability: tuple[int, int] | None, interconnect: str | None = None
+) -> tuple[int, int]:
+    """(multiple of the per-rank expert intermediate size, multiple of the hidden size) vLLM
+    pads MXFP4 MoE weights to at load, by the backend it picks for the GPU
+    (``vllm/model_executor/layers/quantization/mxfp4.py``: ``get_mxfp4_backend`` and
+    ``create_weights``, 0.10-0.13):
+
+    - Blackwell datacenter (SM10x, FlashInfer BF16/TRTLLM): 256 and 256;
+    - Hopper (SM90, Triton kernels): 64, hidden unpadded;
+    - Ampere/Ada and SM12x (RTX PRO 6000, GB10: the Marlin kernel, which needs n % 256 and
+      k % 128): 128 and 256;
+    - ROCm (Triton): 256 and 256.
+    """
+    if compute_capability is None:
+        return 1, 1
+    if interconnect == "xgmi":
+        return 256, 256
+    major, _minor = compute_capability
+    if major == 10:
+        return 256, 256
+    if major == 9:
+        return 64, 1
+    return 128, 256

@@ -13,7 +13,9 @@ The rules are vLLM's (``VocabParallelEmbedding``, ``ColumnParallelLinear``,
 - everything else (norms, routers, MLA's ``q_a_proj``/``kv_a_proj_with_mqa``, 1-D tensors):
   replicated on every rank;
 - pipeline parallel: layers are split into contiguous stages, the embedding goes to the
-  first stage and the LM head to the last.
+  first stage and the LM head to the last;
+- MXFP4 experts are padded at load to what the GPU's MoE kernel needs
+  (``quant.mxfp4_moe_padding``).
 
 Layers beyond ``num_hidden_layers`` (multi-token-prediction heads that vLLM only loads for
 speculative decoding) are not counted.
@@ -49,6 +51,7 @@ class Parallel:
     tp: int = 1
     pp: int = 1
     expert_parallel: bool = False
+    expert_pad: tuple[int, int] = (1, 1)  # MXFP4 load-time padding (intermediate, hidden)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +124,12 @@ def _place(t: TensorInfo, arch: Architecture, par: Parallel) -> tuple[int, int]:
     """(kind index, bytes on one rank) for one tensor."""
     tp = par.tp
     if _EXPERT.search(t.name) and "shared_expert" not in t.name:
+        nbytes = round(t.nbytes * _expert_padding(arch, par))
         if par.expert_parallel and tp > 1:
             # whole experts spread over EP = TP ranks; the busiest holds ceil(E / EP) of them
             experts = arch.moe.num_experts if arch.moe else tp
-            return _EXPERT_I, t.nbytes * -(-experts // tp) // experts
-        return _EXPERT_I, t.nbytes // tp
+            return _EXPERT_I, nbytes * -(-experts // tp) // experts
+        return _EXPERT_I, nbytes // tp
     if _VOCAB.search(t.name) and len(t.shape) == 2:
         rows = t.shape[0]
         padded = -(-arch.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
@@ -137,6 +141,19 @@ def _place(t: TensorInfo, arch: Architecture, par: Parallel) -> tuple[int, int]:
         kv = arch.num_kv_heads
         return _SHARDED_I, t.nbytes * max(1, kv // tp) // kv
     return _SHARDED_I, t.nbytes // tp
+
+
+def _expert_padding(arch: Architecture, par: Parallel) -> float:
+    """How much larger an expert tensor is once vLLM pads it (MXFP4 backends, see
+    ``quant.mxfp4_moe_padding``)."""
+    mi, mh = par.expert_pad
+    if (mi, mh) == (1, 1) or arch.moe is None:
+        return 1.0
+    shards = 1 if par.expert_parallel else par.tp
+    inter = arch.moe.intermediate_size // shards
+    padded_inter = -(-inter // mi) * mi
+    padded_hidden = -(-arch.hidden_size // mh) * mh
+    return (padded_inter / inter) * (padded_hidden / arch.hidden_size)
 
 
 def parameter_count(tensors: Iterable[TensorInfo], arch: Architecture) -> int:
