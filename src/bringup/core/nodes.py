@@ -17,6 +17,7 @@ own runtime: it neither launches ranks itself nor rendezvous.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -24,7 +25,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bringup.core import engine_args
+from bringup.core.diagnosis import Event, Failure, Remedy
 from bringup.core.packs.types import MultiNodeSpec
+from bringup.core.startup import (
+    LiveEvent,
+    ProbeObservation,
+    StartupMachine,
+    StartupPolicy,
+    State,
+    failure_fields,
+)
+from bringup.core.vocab import FailureClass, Phase
 from bringup.errors import InputError
 
 _ADDRESS = re.compile(
@@ -635,3 +646,302 @@ def _model_problems(
 def _few(names: Sequence[str], limit: int = 3) -> str:
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+# -- one startup over every node -------------------------------------------------------------
+
+
+@dataclass
+class NodeRun:
+    """How one node's part of the startup stands."""
+
+    node: Node
+    machine: StartupMachine
+    waiting_at: float | None = None  # when it said it is about to meet the others
+    joined_at: float | None = None  # when its first "joined the group" line came
+    exited: bool = False
+    exit_code: int | None = None
+    unreachable_line: str | None = None  # its last "cannot reach the head" line
+
+    @property
+    def alive(self) -> bool:
+        """Still running (as far as bringup has seen)."""
+        return not self.exited
+
+
+class ClusterMachine:
+    """The verdict of a startup over several nodes, from what each node's log and exit say.
+
+    Each node has its own ``StartupMachine`` (phases, root-cause lines, exit); rank 0's
+    also takes the HTTP probes. Ready only when rank 0 answered the smoke request *and*
+    every node is alive. The first node to fail names the failure (the others' errors
+    follow from it). A node that has not joined the group ``join_seconds`` after node 0
+    reached the rendezvous (from then on its store waits for the others) fails, with its last "cannot
+    reach" line if it printed one; before that, slow imports are no join problem (rank 0's
+    stall limit covers a node that shows nothing).
+    """
+
+    def __init__(
+        self,
+        plan: ClusterPlan,
+        spec: MultiNodeSpec,
+        policy: StartupPolicy,
+        start: float,
+        *,
+        join_seconds: float | None = 120.0,
+    ) -> None:
+        self.plan = plan
+        self.spec = spec
+        self.start = start
+        self.join_seconds = join_seconds
+        quiet = dataclasses.replace(
+            policy, stall_seconds=None, deadline_seconds=None, liveness_interval_seconds=0.0
+        )
+        self.runs = [
+            NodeRun(node, StartupMachine(policy if node.rank == 0 else quiet, start))
+            for node in plan.nodes
+        ]
+        self.state = State.STARTING
+        self.failure: Failure | None = None
+        self.failed_rank: int | None = None
+        self.ended_at: float | None = None
+
+    @property
+    def rank0(self) -> StartupMachine:
+        """Rank 0's machine: it serves, so the probes and the readiness are its."""
+        return self.runs[0].machine
+
+    @property
+    def is_terminal(self) -> bool:
+        """A verdict other than ready was reached (or the user stopped it)."""
+        return self.state in (State.FAILED, State.STALLED, State.STOPPED)
+
+    def _tag(self, rank: int, events: list[LiveEvent]) -> list[LiveEvent]:
+        node = self.plan.nodes[rank]
+        return [
+            LiveEvent(e.event, e.t, {"node": node.address, "rank": rank, **e.fields})
+            for e in events
+        ]
+
+    def _settle(self, rank: int, events: list[LiveEvent], now: float) -> list[LiveEvent]:
+        out = self._tag(rank, events)
+        if self.is_terminal:
+            return out
+        machine = self.runs[rank].machine
+        if machine.state in (State.FAILED, State.STALLED):
+            self.state = machine.state
+            self.failure = machine.failure
+            self.failed_rank = rank
+            self.ended_at = now
+            return out
+        ready = self.state is State.STARTING and self.rank0.state is State.READY
+        if ready and all(r.alive for r in self.runs):
+            self.state = State.READY
+        return out
+
+    def on_line(self, rank: int, text: str, events: Sequence[Event], now: float) -> list[LiveEvent]:
+        """A line of node ``rank``'s log and what its analyzer made of it."""
+        run = self.runs[rank]
+        run.machine.on_line(text, now)
+        out: list[LiveEvent] = []
+        if run.waiting_at is None and self.spec.rendezvous.search(text):
+            run.waiting_at = now
+        if run.joined_at is None and self.spec.joined.search(text):
+            run.joined_at = now
+            out.append(
+                LiveEvent("joined", now - self.start, {"seconds": round(now - self.start, 3)})
+            )
+        elif run.joined_at is None and self.spec.cannot_reach.search(text):
+            run.unreachable_line = text
+        for event in events:
+            out.extend(run.machine.on_event(event, now))
+        return self._settle(rank, out, now)
+
+    def on_exit(
+        self, rank: int, exit_code: int | None, failure: Failure | None, now: float
+    ) -> list[LiveEvent]:
+        """Node ``rank``'s process ended; ``failure``: its analyzer's verdict on its log."""
+        run = self.runs[rank]
+        run.exited, run.exit_code = True, exit_code
+        if self.is_terminal:
+            return []
+        if self.state is State.READY:
+            failure = self._after_ready(run, exit_code, failure)
+        return self._settle(rank, run.machine.on_exit(exit_code, failure, now), now)
+
+    def _after_ready(self, run: NodeRun, exit_code: int | None, failure: Failure | None) -> Failure:
+        """A node ended while the model was being served: say so, with what its log says."""
+        code = "with an unknown status" if exit_code is None else f"with status {exit_code}"
+        summary = f"{run.node.label} exited {code} after the model was ready"
+        if run.node.rank:
+            summary += " (rank 0 still answers /health, but the next request fails)"
+        if failure is not None:
+            return dataclasses.replace(
+                failure, summary=f"{summary}: {failure.summary}", is_final=True
+            )
+        return Failure(
+            failure_class=FailureClass.ENGINE_CORE_DIED,
+            phase=Phase.READY,
+            line=run.machine.last_line,
+            line_number=run.machine.line_count,
+            summary=summary,
+            remedy=(
+                Remedy(
+                    f"Read node {run.node.rank}'s last lines for why it ended, then start all nodes again."
+                ),
+            ),
+        )
+
+    def on_probe(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
+        """An HTTP probe of rank 0 came back."""
+        return self._settle(0, self.rank0.on_probe(obs, now), now)
+
+    def tick(self, now: float) -> list[LiveEvent]:
+        """Time passed: stalls and deadline (rank 0), nodes that never joined."""
+        if self.is_terminal:
+            return []
+        out = self._settle(0, self.rank0.tick(now), now)
+        if self.is_terminal or self.join_seconds is None or self.state is State.READY:
+            return out
+        head = self.runs[0].waiting_at or self.runs[0].joined_at  # its store listens from here on
+        if head is None or now - head < self.join_seconds:
+            return out
+        waiting = [run for run in self.runs if run.joined_at is None and run.alive]
+        # a node that says it cannot reach the head is the cause; the others wait for it
+        # and node 0, which hosts the store, waits for the others: it is blamed last
+        waiting.sort(key=lambda run: (run.unreachable_line is None, run.node.rank == 0))
+        if waiting:
+            return out + self._never_joined(waiting[0], now)
+        return out
+
+    def _never_joined(self, run: NodeRun, now: float) -> list[LiveEvent]:
+        plan = self.plan
+        head = f"{plan.master_addr}:{plan.master_port}"
+        waited = f"{self.join_seconds:g} s"
+        if run.unreachable_line is not None:
+            m = self.spec.cannot_reach.search(run.unreachable_line)
+            tried = m["addr"] if m else head
+            summary = (
+                f"{run.node.label} never connected to {tried} after {waited}: it keeps retrying"
+            )
+            if tried != head:
+                summary += f" (the head, node 0, listens at {head})"
+            line = run.unreachable_line
+            remedy = Remedy(
+                f"Make {self.spec.master_addr_flag} node 0's address as node {run.node.rank} sees it, and open port {plan.master_port} between the nodes."
+            )
+        else:
+            summary = f"{run.node.label} did not join the group within {waited} of node 0 waiting at {head}"
+            line = run.machine.last_line
+            remedy = Remedy(
+                f"Read node {run.node.rank}'s last lines; check it runs the same command, model and versions as node 0."
+            )
+        failure = Failure(
+            failure_class=FailureClass.NCCL_ERROR,
+            phase=run.machine.phase,
+            line=line,
+            line_number=run.machine.line_count,
+            summary=summary,
+            remedy=(remedy,),
+        )
+        self.state, self.failure, self.failed_rank, self.ended_at = (
+            State.FAILED,
+            failure,
+            run.node.rank,
+            now,
+        )
+        fields = {**failure_fields(failure), "line_number": failure.line_number, "summary": summary}
+        return self._tag(run.node.rank, [LiveEvent("failure", now - self.start, fields)])
+
+    def stop(self, now: float) -> None:
+        """The user asked to stop after ready: not a failure."""
+        if not self.is_terminal:
+            self.state = State.STOPPED
+            self.ended_at = now
+
+
+# -- status --nodes --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    """One node's server as its run folder and process table show it now."""
+
+    rank: int
+    node: str
+    found: bool  # a run folder exists for this rank
+    alive: bool = False
+    pid: int | None = None
+    exit_code: int | None = None
+    command: str | None = None
+    last_line: str | None = None
+    gpus: tuple[tuple[int, str, int, int], ...] = ()  # index, name, used bytes, total bytes
+    folder: str | None = None
+    error: str | None = None  # the node could not be asked
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"rank", "node", "found", "alive", "pid", "exit_code", "command", "last_line", "gpus", "folder", "error"}``."""
+        return {
+            "rank": self.rank,
+            "node": self.node,
+            "found": self.found,
+            "alive": self.alive,
+            "pid": self.pid,
+            "exit_code": self.exit_code,
+            "command": self.command,
+            "last_line": self.last_line,
+            "gpus": [
+                {"index": i, "name": n, "used_bytes": u, "total_bytes": t}
+                for i, n, u, t in self.gpus
+            ],
+            "folder": self.folder,
+            "error": self.error,
+        }
+
+
+def parse_node_status(node: Node, text: str) -> NodeStatus:
+    """What the status script printed on ``node`` (``KEY value`` lines)."""
+    values: dict[str, str] = {}
+    gpus = []
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "gpu":
+            parts = [p.strip() for p in value.split(",")]
+            try:
+                gpus.append(
+                    (
+                        int(parts[0]),
+                        parts[1],
+                        int(float(parts[2]) * 2**20),
+                        int(float(parts[3]) * 2**20),
+                    )
+                )
+            except (IndexError, ValueError):
+                continue
+        elif key:
+            values[key] = value
+    if "dir" not in values:
+        return NodeStatus(node.rank, node.address, found=False)
+    pid = values.get("pid", "")
+    code = values.get("exit", "")
+    return NodeStatus(
+        rank=node.rank,
+        node=node.address,
+        found=True,
+        alive=values.get("state") == "alive",
+        pid=int(pid) if pid.isdigit() else None,
+        exit_code=int(code) if code.lstrip("-").isdigit() else None,
+        command=values.get("cmd") or None,
+        last_line=values.get("last") or None,
+        gpus=tuple(gpus),
+        folder=values["dir"],
+    )
+
+
+def nodes_exit_code(statuses: Sequence[NodeStatus], api_ok: bool | None) -> int:
+    """0 every node alive and rank 0 answers; 1 any node dead, unreachable, or no answer; 3 no run found."""
+    if all(not s.found and s.error is None for s in statuses):
+        return 3
+    if all(s.alive for s in statuses) and api_ok:
+        return 0
+    return 1

@@ -100,6 +100,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="when ready, run `bringup bench` against the server (30 s, concurrency 1 and 4), then go on as without it",
     )
+    parser.add_argument(
+        "--nodes",
+        metavar="FILE",
+        help="one model over several machines: FILE lists the nodes in rank order ([user@]host[:port] NAME=value ...); each gets its own command over ssh",
+    )
+    parser.add_argument(
+        "--preflight",
+        action="store_true",
+        help="with --nodes: check every node (versions, model, GPUs, master port, interfaces) and exit, starting nothing",
+    )
+    parser.add_argument(
+        "--join-timeout",
+        default="120s",
+        help="with --nodes: a node that has not joined the group this long after the start fails (default 120s; 0 = never)",
+    )
     parser.epilog = "the server command goes after `--`, e.g. bringup run -- vllm serve Qwen/Qwen3-8B --port 8000"
 
 
@@ -129,6 +144,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             "no server command given",
             hint="put it after `--`, e.g. `bringup run -- vllm serve MODEL`",
         )
+    if args.nodes:
+        from bringup.cli.commands.run_nodes import run_nodes
+
+        return run_nodes(args, ctx)
+    if args.preflight:
+        raise UsageError("--preflight checks the nodes of --nodes FILE", hint="add --nodes FILE")
     config = config_from(args, ctx, tuple(args.passthrough))
     if args.retry:
         from bringup.cli.commands.up import retry_run

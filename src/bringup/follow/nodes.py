@@ -1,0 +1,362 @@
+"""Follow one startup over several nodes (``bringup run --nodes FILE -- CMD``).
+
+Its dependencies are passed in: a factory of node servers (over ssh:
+``adapters.node_process.RemoteServer``) and the prober of rank 0's API.
+
+Every node's server is started over ssh at once (``adapters.node_process``); each node's
+lines go to its own analyzer; ``core.nodes.ClusterMachine`` decides: ready only when rank
+0 answered the smoke request and every node is alive; the first node to fail (an error
+line, an exit, or never joining) is named with its own root-cause line, and then every
+node is stopped (SIGTERM, SIGKILL after the grace, /dev/shm leftovers removed). After
+ready it keeps following until a node ends (reported at once, even while idle) or the
+user stops it.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bringup.core.analyzer import LogAnalyzer
+from bringup.core.diagnosis import Failure, Remedy
+from bringup.core.nodes import ClusterMachine, ClusterPlan, Node
+from bringup.core.packs.types import MultiNodeSpec
+from bringup.core.startup import (
+    LiveEvent,
+    ProbeKind,
+    ProbeObservation,
+    StartupPolicy,
+    State,
+    failure_fields,
+    timeline_json,
+)
+from bringup.core.vocab import Engine, FailureClass
+from bringup.follow.types import Prober
+
+EXIT_READY, EXIT_FAILED, EXIT_STALLED = 0, 1, 4
+
+
+class NodeServer(Protocol):
+    """One node's server (``adapters.node_process.RemoteServer``)."""
+
+    def start(
+        self, on_line: Callable[[str], None], on_exit: Callable[[int | None, str | None], None]
+    ) -> None: ...
+    def stop(self) -> None: ...
+    @property
+    def running(self) -> bool: ...
+
+
+ServerFactory = Callable[[Node, tuple[str, ...]], NodeServer]  # node, its command → server
+
+
+@dataclass(frozen=True)
+class NodesConfig:
+    """What to start where, and the limits."""
+
+    plan: ClusterPlan
+    spec: MultiNodeSpec
+    engine: Engine = Engine.VLLM
+    grace_seconds: float = 10.0
+    join_seconds: float | None = 120.0
+    stall_seconds: float | None = 300.0
+    deadline_seconds: float | None = 7200.0
+    exit_when_ready: bool = False
+    probe_interval_seconds: float = 0.25
+
+
+@dataclass
+class NodesResult:
+    """How the startup over the nodes ended."""
+
+    state: State
+    exit_code: int
+    failure: Failure | None
+    failed_rank: int | None
+    time_to_ready_seconds: float | None
+    summary: dict[str, Any]
+    interrupted: bool = False
+
+
+class NodesObserver(Protocol):
+    """Renders a startup over several nodes (``bringup.render.nodes``)."""
+
+    def event(self, event: LiveEvent) -> None: ...
+    def line(self, rank: int, text: str) -> None: ...
+    def note(self, text: str) -> None: ...
+    def close(self, result: NodesResult) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    rank: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Exit:
+    rank: int
+    code: int | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Probe:
+    obs: ProbeObservation
+
+
+@dataclass(frozen=True, slots=True)
+class _Signal:
+    signum: int
+
+
+def follow_nodes(
+    config: NodesConfig,
+    observer: NodesObserver,
+    *,
+    server_for: ServerFactory,
+    prober: Prober,
+) -> NodesResult:
+    """Start every node's server and follow them as one startup, to a verdict.
+
+    ``server_for(node, argv)`` makes a node's server; ``prober`` asks rank 0's API.
+    """
+    return _Follower(config, observer, server_for, prober).run()
+
+
+class _Follower:
+    def __init__(
+        self,
+        config: NodesConfig,
+        observer: NodesObserver,
+        server_for: ServerFactory,
+        prober: Prober,
+    ) -> None:
+        self.config = config
+        self.observer = observer
+        self.plan = config.plan
+        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.probes: queue.SimpleQueue[tuple[ProbeKind, str | None] | None] = queue.SimpleQueue()
+        self.analyzers = [LogAnalyzer(config.engine) for _ in self.plan.nodes]
+        policy = StartupPolicy(
+            stall_seconds=config.stall_seconds,
+            deadline_seconds=config.deadline_seconds,
+            probe_interval_seconds=config.probe_interval_seconds,
+            fallback_model=self.plan.model,
+        )
+        self.start = time.monotonic()
+        self.machine = ClusterMachine(
+            self.plan, config.spec, policy, self.start, join_seconds=config.join_seconds
+        )
+        self.servers = [server_for(node, self.plan.commands[node.rank]) for node in self.plan.nodes]
+        self.prober = prober
+        self.signum: int | None = None
+
+    def run(self) -> NodesResult:
+        for rank, server in enumerate(self.servers):
+            server.start(*self._sinks(rank))
+        self.observer.note(
+            f"started {len(self.servers)} nodes; rank 0 serves at {self.plan.rank0_url}"
+        )
+        prober = threading.Thread(target=self._probe_loop, daemon=True, name="prober")
+        prober.start()
+        restore = _install_signals(self.queue.put)
+        try:
+            self._loop()
+        except KeyboardInterrupt:
+            self.signum = signal.SIGINT
+        finally:
+            restore()
+            self.probes.put(None)
+            self._stop_all()
+        return self._finish()
+
+    def _sinks(
+        self, rank: int
+    ) -> tuple[Callable[[str], None], Callable[[int | None, str | None], None]]:
+        def line(text: str) -> None:
+            self.queue.put(_Line(rank, text))
+
+        def end(code: int | None, error: str | None) -> None:
+            self.queue.put(_Exit(rank, code, error))
+
+        return line, end
+
+    def _loop(self) -> None:
+        m = self.machine
+        while True:
+            try:
+                item: Any = self.queue.get(timeout=0.1)
+            except queue.Empty:
+                item = None
+            while item is not None:
+                self._handle(item, time.monotonic())
+                try:
+                    item = self.queue.get_nowait()
+                except queue.Empty:
+                    item = None
+            now = time.monotonic()
+            self._report(m.tick(now))
+            self._send_probe(now)
+            if self.signum is not None or m.is_terminal:
+                return
+            if m.state is State.READY and self.config.exit_when_ready:
+                return
+
+    def _handle(self, item: Any, now: float) -> None:
+        m = self.machine
+        if isinstance(item, _Line):
+            self.observer.line(item.rank, item.text)
+            events = self.analyzers[item.rank].feed(item.text)
+            self._report(m.on_line(item.rank, item.text, events, now))
+        elif isinstance(item, _Exit):
+            failure = self.analyzers[item.rank].finish(item.code).failure
+            if item.error:  # ssh itself failed: that is the cause, not the server
+                failure = Failure(
+                    failure_class=FailureClass.CONFIG_ERROR,
+                    phase=m.runs[item.rank].machine.phase,
+                    line=item.error,
+                    line_number=0,
+                    summary=f"{self.plan.nodes[item.rank].label} could not be reached over ssh",
+                    remedy=(
+                        Remedy("Make `ssh NODE true` work from here (keys, known_hosts, address)."),
+                    ),
+                )
+            self._report(m.on_exit(item.rank, item.code, failure, now))
+        elif isinstance(item, _Probe):
+            self._report(m.on_probe(item.obs, now))
+        elif isinstance(item, _Signal):
+            self.signum = item.signum
+
+    def _report(self, events: list[LiveEvent]) -> None:
+        for event in events:
+            self.observer.event(event)
+
+    def _send_probe(self, now: float) -> None:
+        rank0 = self.machine.rank0
+        if self.machine.is_terminal:
+            return
+        kind = rank0.next_probe(now)
+        if kind is not None:
+            rank0.probe_sent(kind)
+            self.probes.put((kind, rank0.probe_model()))
+
+    def _probe_loop(self) -> None:
+        while (request := self.probes.get()) is not None:
+            kind, model = request
+            try:
+                obs = self.prober.probe(kind, health_path="/health", model=model)
+            except Exception as exc:  # a probe must never stop the follower
+                obs = ProbeObservation(
+                    kind, self.plan.rank0_url, ok=False, error=f"{type(exc).__name__}: {exc}"
+                )
+            self.queue.put(_Probe(obs))
+        self.prober.close()
+
+    def _stop_all(self) -> None:
+        running = [s for s in self.servers if s.running]
+        if not running:
+            return
+        self.observer.note(
+            f"stopping {len(running)} node{'s' if len(running) != 1 else ''}: SIGTERM to each server's process group, SIGKILL after {self.config.grace_seconds:g}s"
+        )
+        threads = [threading.Thread(target=s.stop, daemon=True) for s in running]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        # the exits of the nodes stopped here: their lines are the shutdown's, not news
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Exit):
+                run = self.machine.runs[item.rank]
+                run.exited, run.exit_code = True, item.code
+
+    def _finish(self) -> NodesResult:
+        m = self.machine
+        now = time.monotonic()
+        if self.signum is not None and m.state is State.READY:
+            m.stop(now)
+        ttr = m.rank0.time_to_ready_seconds if m.rank0.ready_at is not None else None
+        if m.state is State.FAILED:
+            code = EXIT_FAILED
+        elif m.state is State.STALLED:
+            code = EXIT_STALLED
+        elif m.state in (State.READY, State.STOPPED):
+            code = EXIT_READY
+        else:
+            code = 128 + (self.signum or signal.SIGINT)
+        end = (m.ended_at or now) - self.start
+        failure = None
+        if m.failure is not None:
+            node = self.plan.nodes[m.failed_rank or 0]
+            failure = {
+                **failure_fields(m.failure),
+                "summary": m.failure.summary,
+                "node": node.address,
+                "rank": node.rank,
+            }
+        outcome = {
+            State.READY: "ready",
+            State.STOPPED: "ready",
+            State.FAILED: "failed",
+            State.STALLED: "stalled",
+        }.get(m.state, "failed")
+        summary = {
+            "event": "summary",
+            "outcome": outcome,
+            "failure": failure,
+            "time_to_ready_seconds": None if ttr is None else round(ttr, 3),
+            "nodes": [
+                {
+                    "rank": run.node.rank,
+                    "node": run.node.address,
+                    "phase": run.machine.phase.value,
+                    "joined_t": None
+                    if run.joined_at is None
+                    else round(run.joined_at - self.start, 3),
+                    "exit_code": run.exit_code,
+                    "last_line": run.machine.last_line,
+                    "command": list(self.plan.commands[run.node.rank]),
+                    "timeline": timeline_json(run.machine.spans, end),
+                }
+                for run in m.runs
+            ],
+        }
+        result = NodesResult(
+            state=m.state,
+            exit_code=code,
+            failure=m.failure,
+            failed_rank=m.failed_rank,
+            time_to_ready_seconds=ttr,
+            summary=summary,
+            interrupted=self.signum is not None,
+        )
+        self.observer.close(result)
+        return result
+
+
+def _install_signals(put: Callable[[Any], None]) -> Callable[[], None]:
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+    def handler(signum: int, _frame: object) -> None:
+        put(_Signal(signum))
+
+    for s in previous:
+        signal.signal(s, handler)
+
+    def restore() -> None:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+    return restore

@@ -1,0 +1,247 @@
+"""One startup over several nodes: the verdict (pure) and the follower loop with fake nodes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from bringup.core import packs
+from bringup.core.analyzer import LogAnalyzer
+from bringup.core.nodes import ClusterMachine, ClusterPlan, parse_nodes, plan_cluster
+from bringup.core.startup import LiveEvent, ProbeKind, ProbeObservation, StartupPolicy, State
+from bringup.core.vocab import Engine
+from bringup.follow.nodes import NodesConfig, NodesResult, follow_nodes
+
+SPEC = packs.get(Engine.VLLM).multinode
+assert SPEC is not None
+BEFORE = "(Worker pid=2) INFO 12-01 10:00:01 [parallel_state.py:1] world_size=2 rank=1 local_rank=0 distributed_init_method=tcp://10.0.0.1:29501 backend=gloo"
+JOIN0 = "(EngineCore pid=1) INFO 12-01 10:00:02 [parallel_state.py:959] rank 0 in world size 2 is assigned as DP rank 0, PP rank 0, TP rank 0"
+JOIN1 = "(Worker pid=2) INFO 12-01 10:00:02 [parallel_state.py:959] rank 1 in world size 2 is assigned as DP rank 0, PP rank 0, TP rank 1"
+TP1 = "ValueError: Invalid data-parallel launch options: --nnodes 2 must evenly divide the total world size (1)."
+RETRY = "[W1201 10:00:05.000000000 socket.cpp:767] [c10d] TCP client failed to connect/validate to host 10.0.0.9:29501 - retrying (try=10, timeout=600000ms, delay=1000ms): Connection refused"
+
+
+def _plan() -> ClusterPlan:
+    assert SPEC is not None
+    nodes = parse_nodes("ops@gpu1 VLLM_HOST_IP=10.0.0.1\nops@gpu2 VLLM_HOST_IP=10.0.0.2\n")
+    return plan_cluster(["vllm", "serve", "/m", "-tp", "2"], nodes, SPEC)
+
+
+class Cluster:
+    """A ClusterMachine fed the way the follower feeds it, one analyzer per node."""
+
+    def __init__(self, join_seconds: float | None = 60.0) -> None:
+        assert SPEC is not None
+        self.m = ClusterMachine(_plan(), SPEC, StartupPolicy(), 0.0, join_seconds=join_seconds)
+        self.analyzers = [LogAnalyzer(Engine.VLLM), LogAnalyzer(Engine.VLLM)]
+        self.events: list[LiveEvent] = []
+
+    def line(self, rank: int, text: str, now: float = 1.0) -> None:
+        found = self.analyzers[rank].feed(text)
+        self.events += self.m.on_line(rank, text, found, now)
+
+    def exit(self, rank: int, code: int, now: float = 2.0) -> None:
+        failure = self.analyzers[rank].finish(code).failure
+        self.events += self.m.on_exit(rank, code, failure, now)
+
+    def answer(self, now: float = 3.0) -> None:
+        for kind in (ProbeKind.HEALTH, ProbeKind.MODELS, ProbeKind.SMOKE):
+            obs = ProbeObservation(kind, "http://10.0.0.1:8000", ok=True, model="/m", text="hi")
+            self.events += self.m.on_probe(obs, now)
+
+
+def test_ready_needs_rank_0_to_answer_and_every_node_alive() -> None:
+    c = Cluster()
+    c.line(1, BEFORE)  # said before the rendezvous: not joined yet
+    assert not [e for e in c.events if e.event == "joined"]
+    c.line(0, JOIN0)
+    c.line(1, JOIN1)
+    assert [e.fields["rank"] for e in c.events if e.event == "joined"] == [0, 1]
+    c.answer()
+    assert c.m.state is State.READY
+    ready = next(e for e in c.events if e.event == "ready")
+    assert (ready.fields["rank"], ready.fields["node"]) == (0, "ops@gpu1")
+
+
+def test_a_node_gone_before_the_answer_fails_the_start() -> None:
+    c = Cluster()
+    c.line(0, JOIN0)
+    c.exit(1, 1)
+    c.answer()
+    assert c.m.state is State.FAILED
+    assert c.m.failed_rank == 1
+
+
+def test_a_node_exit_is_named_with_its_own_line_and_the_first_failure_wins() -> None:
+    c = Cluster()
+    c.line(0, JOIN0)
+    c.line(1, "Traceback (most recent call last):")
+    c.line(1, TP1)
+    c.exit(1, 1)
+    assert c.m.state is State.FAILED
+    assert c.m.failed_rank == 1
+    assert c.m.failure is not None
+    assert "must evenly divide the total world size (1)" in c.m.failure.line
+    c.line(0, "ERROR ... RuntimeError: something on node 0 afterwards")
+    c.exit(0, -9)
+    assert c.m.failed_rank == 1
+
+
+def test_a_node_that_never_joins_is_named_with_its_retry_line() -> None:
+    c = Cluster(join_seconds=30.0)
+    c.line(0, BEFORE.replace("rank=1", "rank=0"), now=1.0)  # node 0 waits for the others
+    c.line(1, RETRY, now=5.0)
+    assert c.m.tick(29.0) == []
+    (failure,) = c.m.tick(31.0)
+    assert failure.event == "failure"
+    assert failure.fields["rank"] == 1
+    assert c.m.failure is not None
+    assert "never connected to 10.0.0.9:29501 after 30 s" in c.m.failure.summary
+    assert "(the head, node 0, listens at 10.0.0.1:29501)" in c.m.failure.summary
+    assert c.m.failure.line == RETRY
+
+
+def test_silence_without_a_retry_line_names_the_node_that_did_not_join() -> None:
+    c = Cluster(join_seconds=30.0)
+    assert c.m.tick(100.0) == []  # node 0 not waiting yet: slow imports are not a join problem
+    c.line(0, BEFORE.replace("rank=1", "rank=0"), now=100.0)  # node 0's store waits from here
+    assert c.m.tick(129.0) == []
+    c.m.tick(131.0)
+    assert c.m.failed_rank == 1
+    assert c.m.failure is not None
+    assert (
+        "did not join the group within 30 s of node 0 waiting at 10.0.0.1:29501"
+        in c.m.failure.summary
+    )
+
+
+def test_a_node_that_dies_after_ready_is_reported_then() -> None:
+    c = Cluster()
+    c.line(0, JOIN0)
+    c.line(1, JOIN1)
+    c.answer()
+    c.exit(1, -9, now=50.0)
+    assert c.m.state is State.FAILED
+    assert c.m.failed_rank == 1
+    assert c.m.failure is not None
+    assert c.m.failure.summary.startswith(
+        "node 1 (ops@gpu2) exited with status -9 after the model was ready (rank 0 still answers /health"
+    )
+
+
+def test_stopping_after_ready_is_not_a_failure() -> None:
+    c = Cluster()
+    c.line(0, JOIN0)
+    c.line(1, JOIN1)
+    c.answer()
+    c.m.stop(9.0)
+    assert c.m.state is State.STOPPED
+    assert c.m.failure is None
+
+
+# -- the follower loop, with fake nodes and a fake prober -------------------------------------
+
+
+class FakeServer:
+    """A node server that prints ``lines`` and then exits with ``code`` (None: runs until stopped)."""
+
+    def __init__(self, lines: list[str], code: int | None) -> None:
+        self.lines, self.code = lines, code
+        self.stopped = threading.Event()
+        self._done = threading.Event()
+
+    def start(
+        self, on_line: Callable[[str], None], on_exit: Callable[[int | None, str | None], None]
+    ) -> None:
+        def go() -> None:
+            for text in self.lines:
+                on_line(text)
+                time.sleep(0.01)
+            if self.code is None:
+                self.stopped.wait(30)
+                code: int | None = -15
+            else:
+                code = self.code
+            self._done.set()
+            on_exit(code, None)
+
+        threading.Thread(target=go, daemon=True).start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self._done.wait(5)
+
+    @property
+    def running(self) -> bool:
+        return not self._done.is_set()
+
+
+class FakeProber:
+    base_url = "http://10.0.0.1:8000"
+
+    def __init__(self, up: threading.Event) -> None:
+        self.up = up
+
+    def probe(
+        self, kind: ProbeKind, *, health_path: str = "/health", model: str | None = None
+    ) -> ProbeObservation:
+        if not self.up.is_set():
+            return ProbeObservation(kind, self.base_url, ok=False, refused=True)
+        return ProbeObservation(kind, self.base_url, ok=True, model="/m", text="hi")
+
+    def close(self) -> None: ...
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[LiveEvent] = []
+        self.result: NodesResult | None = None
+
+    def event(self, event: LiveEvent) -> None:
+        self.events.append(event)
+
+    def line(self, rank: int, text: str) -> None: ...
+    def note(self, text: str) -> None: ...
+
+    def close(self, result: NodesResult) -> None:
+        self.result = result
+
+
+def _follow(servers: list[FakeServer], up: threading.Event, **config: object) -> Recorder:
+    assert SPEC is not None
+    recorder = Recorder()
+    follow_nodes(
+        NodesConfig(_plan(), SPEC, **config),  # type: ignore[arg-type]
+        recorder,
+        server_for=lambda node, _argv: servers[node.rank],
+        prober=FakeProber(up),
+    )
+    return recorder
+
+
+def test_follower_ready_then_stops_every_node() -> None:
+    up = threading.Event()
+    up.set()
+    servers = [FakeServer([JOIN0], None), FakeServer([JOIN1], None)]
+    r = _follow(servers, up, exit_when_ready=True)
+    assert r.result is not None
+    assert r.result.exit_code == 0
+    assert r.result.summary["outcome"] == "ready"
+    assert all(s.stopped.is_set() for s in servers)
+    assert [n["joined_t"] is not None for n in r.result.summary["nodes"]] == [True, True]
+
+
+def test_follower_names_the_node_that_exits_and_stops_the_other() -> None:
+    servers = [
+        FakeServer([JOIN0], None),
+        FakeServer(["Traceback (most recent call last):", TP1], 1),
+    ]
+    r = _follow(servers, threading.Event())
+    assert r.result is not None
+    assert r.result.exit_code == 1
+    failure = r.result.summary["failure"]
+    assert (failure["rank"], failure["node"]) == (1, "ops@gpu2")
+    assert "must evenly divide" in failure["line"]
+    assert servers[0].stopped.is_set()
+    assert r.result.summary["nodes"][1]["exit_code"] == 1

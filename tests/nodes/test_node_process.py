@@ -1,0 +1,94 @@
+"""A node's server over a real sshd: output back, exit status, and a stop that wins over a
+server that ignores SIGTERM, leaving nothing running."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bringup.adapters.node_process import RemoteServer, run_folder
+
+from builders.sshd import SSHD, SshServer, running_sshd, target_for
+
+pytestmark = pytest.mark.ssh
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    if SSHD is None:
+        if os.environ.get("BRINGUP_REQUIRE_REAL") == "1":
+            pytest.fail("sshd is required in CI (apt-get install openssh-server)")
+        pytest.skip("sshd is not installed (apt-get install openssh-server)")
+    with running_sshd(tmp_path_factory.mktemp("sshd")) as server:
+        yield server
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.exit: tuple[int | None, str | None] | None = None
+        self.done = threading.Event()
+
+    def line(self, text: str) -> None:
+        self.lines.append(text)
+
+    def end(self, code: int | None, error: str | None) -> None:
+        self.exit = (code, error)
+        self.done.set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_output_env_and_exit_status_come_back(sshd: SshServer, tmp_path: Path) -> None:
+    folder = run_folder(str(tmp_path), "run", 1)
+    server = RemoteServer(
+        target_for(sshd),
+        ["sh", "-c", 'echo "hello $WHO"; exit 3'],
+        [("WHO", "node 1")],
+        folder,
+        grace_seconds=1,
+    )
+    seen = Seen()
+    server.start(seen.line, seen.end)
+    assert seen.done.wait(30)
+    assert seen.lines == ["hello node 1"]
+    assert seen.exit == (3, None)
+    assert (Path(folder) / "exit").read_text().strip() == "3"
+    assert "hello node 1" in (Path(folder) / "log").read_text()
+
+
+def test_stop_kills_a_server_that_ignores_sigterm_and_its_children(
+    sshd: SshServer, tmp_path: Path
+) -> None:
+    folder = run_folder(str(tmp_path), "run", 0)
+    script = 'trap "" TERM; sleep 300 & echo "child $!"; echo ready; wait'
+    server = RemoteServer(target_for(sshd), ["sh", "-c", script], [], folder, grace_seconds=1)
+    seen = Seen()
+    server.start(seen.line, seen.end)
+    deadline = time.monotonic() + 30
+    while "ready" not in seen.lines and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(next(x for x in seen.lines if x.startswith("child ")).split()[1])
+    leader = int((Path(folder) / "pid").read_text())
+    assert _alive(child)
+    assert _alive(leader)
+    started = time.monotonic()
+    server.stop()
+    assert seen.done.is_set()
+    assert seen.exit is not None
+    assert seen.exit[0] == -9  # SIGTERM ignored: SIGKILL after the grace
+    assert time.monotonic() - started < 15
+    assert not _alive(child)
+    assert not _alive(leader)
+    assert not server.running

@@ -1,0 +1,270 @@
+"""Real vLLM (CPU build) over two nodes: network namespaces with a real sshd each, one model
+with tensor parallel 2, started and followed by ``bringup run --nodes`` (real-parts.md §4).
+
+One two-node setup is shared by the module; each test starts its own pair of servers:
+- ready across both nodes with a real answer, then node 1 killed while idle: reported at
+  once (vLLM itself keeps /health at 200 until the next request fails);
+- node 1 running another -tp: it exits, and its own line names the cause; node 0, which
+  vLLM leaves waiting 30 minutes and deaf to SIGTERM, is stopped;
+- node 1 pointed at the wrong head address: it retries forever; bringup names it after
+  --join-timeout.
+Each leaves no process in the namespaces and no /dev/shm object behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from nodes.conftest import require_netns
+
+from builders.netns import Cluster, cluster
+from builders.vllm_env import require_vllm, shared_folder, tiny_model, vllm_venv
+
+pytestmark = [pytest.mark.ssh, pytest.mark.timeout(900)]
+BRINGUP = Path(sys.executable).with_name("bringup")
+
+
+@dataclass
+class TwoNodes:
+    cluster: Cluster
+    work: Path
+    model: Path
+
+    def nodes_file(self, name: str, *, node1_bin: Path | None = None) -> Path:
+        venv = vllm_venv()
+        env: dict[int, dict[str, str]] = {}
+        for rank in (0, 1):
+            home = self.work / name / f"node{rank}"
+            dirs = {
+                "TMPDIR": "tmp",
+                "VLLM_RPC_BASE_PATH": "rpc",
+                "HF_HOME": "hf",
+                "XDG_CACHE_HOME": "cache",
+                "VLLM_CACHE_ROOT": "vllm-cache",
+            }
+            for sub in dirs.values():
+                (home / sub).mkdir(parents=True, exist_ok=True)
+            path = f"{venv}/bin:/usr/bin:/bin"
+            if rank == 1 and node1_bin is not None:
+                path = f"{node1_bin}:{path}"
+            env[rank] = {
+                "PATH": path,
+                "VLLM_CPU_OMP_THREADS_BIND": str(rank),  # the two nodes must not share a core
+                "VLLM_CPU_KVCACHE_SPACE": "1",
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1",
+                "PYTHONUNBUFFERED": "1",
+                **{k: str(home / v) for k, v in dirs.items()},
+            }
+        return self.cluster.nodes_file(self.work / f"{name}.nodes", env=env)
+
+    def wrapped_vllm(self, name: str, *extra: str) -> Path:
+        """A `vllm` for node 1 only that adds ``extra`` flags: a node whose command differs."""
+        folder = self.work / name / "bin"
+        folder.mkdir(parents=True, exist_ok=True)
+        venv = vllm_venv()
+        script = folder / "vllm"
+        script.write_text(
+            f"#!{venv / 'bin' / 'python'}\nimport os, sys\n"
+            f"os.execv({str(venv / 'bin' / 'vllm')!r}, ['vllm', *sys.argv[1:], *{list(extra)!r}])\n"
+        )
+        script.chmod(0o755)
+        return folder
+
+    def start(self, nodes_file: Path, *flags: str) -> subprocess.Popen[str]:
+        argv = [
+            str(BRINGUP),
+            "run",
+            "--nodes",
+            str(nodes_file),
+            "--json",
+            "--quiet",
+            "--grace",
+            "5s",
+            *flags,
+            "--",
+            "vllm",
+            "serve",
+            str(self.model),
+            "-tp",
+            "2",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "8000",
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "512",
+            "--enforce-eager",
+        ]
+        return subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env()
+        )
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "NO_COLOR": "1",
+            "BRINGUP_SSH_CONFIG": str(self.cluster.ssh_config),
+            "BRINGUP_NODES_DIR": str(self.work / "runs"),
+        }
+
+    def status(self, nodes_file: Path) -> subprocess.CompletedProcess[str]:
+        argv = [str(BRINGUP), "status", "--nodes", str(nodes_file), "--json"]
+        return subprocess.run(argv, capture_output=True, text=True, env=self.env(), timeout=120)
+
+    def assert_clean(self) -> None:
+        deadline = time.monotonic() + 10
+        while self.cluster.processes_left() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert self.cluster.processes_left() == {}
+        assert self.cluster.shm_leftovers() == []
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
+    require_netns()
+    require_vllm()
+    shared = shared_folder(tmp_path_factory)
+    model = tiny_model(shared)
+    work = tmp_path_factory.mktemp("i18-real")
+    # one pair of vLLMs at a time on the machine, whichever pytest-xdist worker runs these
+    with (shared / ".two-nodes.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with cluster(work / "cluster") as c:
+            yield TwoNodes(c, work, model)
+
+
+def _events(proc: subprocess.Popen[str], until: str, timeout: float) -> list[dict[str, Any]]:
+    """JSON events from bringup's stdout, up to and including the first ``until`` (or the end)."""
+    assert proc.stdout is not None
+    out: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        event = json.loads(line)
+        out.append(event)
+        if event["event"] in (until, "summary") or time.monotonic() > deadline:
+            break
+    return out
+
+
+def _finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return proc.returncode, err
+
+
+def test_ready_across_two_nodes_then_node_1_dies_while_idle(two: TwoNodes) -> None:
+    proc = two.start(two.nodes_file("ready"))
+    try:
+        events = _events(proc, "ready", 420)
+        kinds = [e["event"] for e in events]
+        assert "ready" in kinds, (events[-3:], _finish(proc)[1][-3000:])
+        preflight = next(e for e in events if e["event"] == "preflight")
+        assert preflight["ok"] is True
+        joined = {e["rank"] for e in events if e["event"] == "joined"}
+        assert joined == {0, 1}
+        phases = {(e["rank"], e["phase"]) for e in events if e["event"] == "phase"}
+        assert (1, "distributed_init") in phases
+        assert (0, "api_server_starting") in phases
+        assert all("node" in e and "rank" in e for e in events if e["event"] != "preflight")
+        ready = events[-1]
+        assert ready["rank"] == 0
+        assert ready["url"].startswith(f"http://{two.cluster.nodes[0].address}:8000")
+        answer = httpx2.post(
+            f"http://{two.cluster.nodes[0].address}:8000/v1/completions",
+            json={"model": str(two.model), "prompt": "Hello", "max_tokens": 4},
+            timeout=120,
+        )
+        assert answer.status_code == 200
+        assert answer.json()["choices"][0]["text"] is not None
+        status = two.status(two.work / "ready.nodes")
+        assert status.returncode == 0, status.stdout + status.stderr
+        report = json.loads(status.stdout)
+        assert [n["alive"] for n in report["nodes"]] == [True, True]
+        assert report["api"]["ok"] is True
+        (pid_file,) = (two.work / "runs").glob("*-rank1/pid")
+        killed_at = time.monotonic()
+        os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # node 1 crashes while idle
+        rest = _events(proc, "summary", 60)
+        failure = next(e for e in rest if e["event"] == "failure")
+        assert failure["rank"] == 1
+        assert "after the model was ready" in failure["summary"]
+        assert time.monotonic() - killed_at < 30
+        code, _ = _finish(proc)
+        assert code == 1
+        summary = rest[-1]
+        assert summary["outcome"] == "failed"
+        assert summary["failure"]["rank"] == 1
+        after = json.loads(two.status(two.work / "ready.nodes").stdout)
+        assert [n["alive"] for n in after["nodes"]] == [False, False]  # bringup stopped node 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        _finish(proc)
+    two.assert_clean()
+
+
+def test_node_1_with_another_tp_exits_and_is_named(two: TwoNodes) -> None:
+    node1 = two.wrapped_vllm("tp1", "-tp", "1")
+    proc = two.start(two.nodes_file("tp1", node1_bin=node1))
+    try:
+        events = _events(proc, "summary", 300)
+        code, err = _finish(proc)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    summary = events[-1]
+    assert summary["event"] == "summary", err[-3000:]
+    assert code == 1
+    failure = summary["failure"]
+    assert failure["rank"] == 1
+    assert "must evenly divide the total world size (1)" in failure["line"]
+    failed = next(e for e in events if e["event"] == "failure")
+    exit_t = summary["nodes"][1]
+    assert exit_t["exit_code"] not in (None, 0)
+    assert failed["t"] < 120
+    two.assert_clean()
+
+
+def test_node_1_that_never_joins_is_named(two: TwoNodes) -> None:
+    wrong = two.cluster.host_address  # on the bridge, but no store listens there
+    node1 = two.wrapped_vllm("wrongaddr", "--master-addr", wrong)
+    proc = two.start(two.nodes_file("wrongaddr", node1_bin=node1), "--join-timeout", "40s")
+    try:
+        events = _events(proc, "summary", 300)
+        code, err = _finish(proc)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    summary = events[-1]
+    assert summary["event"] == "summary", err[-3000:]
+    assert code == 1
+    failure = summary["failure"]
+    assert failure["rank"] == 1, summary
+    if "TCP client failed to connect" in failure["line"]:  # torch logs only some of its retries
+        assert f"never connected to {wrong}:29501 after 40 s" in failure["summary"]
+        head = two.cluster.nodes[0].address
+        assert f"(the head, node 0, listens at {head}:29501)" in failure["summary"]
+    else:
+        assert "did not join the group within 40 s of node 0 waiting" in failure["summary"]
+    two.assert_clean()
