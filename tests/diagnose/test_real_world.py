@@ -366,3 +366,33 @@ def test_ollama_second_server_on_a_taken_port() -> None:
     assert d.failure.failure_class is FailureClass.PORT_IN_USE
     assert d.engine == "ollama"
     assert ("--port", "11435") not in [(r.flag, r.value) for r in d.failure.remedy]
+
+
+# -- remedies right for the case --------------------------------------------------------------
+
+
+def test_free_memory_remedy_never_asks_for_less_than_the_weights() -> None:
+    """13 of 93 GiB free, weights unknown: no --gpu-memory-utilization 0.13 to apply blindly."""
+    d = _diag(
+        "INFO 05-01 10:00:00 [api_server.py:1] vLLM API server version 0.10.2",
+        "(EngineCore_DP0 pid=9) ERROR 05-01 10:00:09 [core.py:7] ValueError: Free memory on device "
+        "(13.0/93.0 GiB) on startup is less than desired GPU memory utilization (0.9, 83.7 GiB). "
+        "Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.GPU_MEMORY_UTILIZATION
+    assert all(r.flag is None for r in d.failure.remedy)
+    assert any("weights" in r.text for r in d.failure.remedy)
+
+
+def test_nccl_remedy_puts_a_small_dev_shm_first() -> None:
+    """The log says /dev/shm is 46 MiB: that is the first remedy, before the P2P switches."""
+    d = _diag(
+        "2024-04-26 01:58:58,742 WARNING services.py:1996 -- WARNING: The object store is using /tmp "
+        "instead of /dev/shm because /dev/shm has only 47824896 bytes available.",
+        "INFO 04-26 01:59:00 llm_engine.py:1] Initializing an LLM engine (v0.4.1) with config: model='m'",
+        "host:1:2 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.NCCL_ERROR
+    assert d.failure.remedy[0].text.startswith("/dev/shm is too small")

@@ -138,7 +138,7 @@ class LogAnalyzer:
         self._number = max(self._number, number)
         if self._stale:
             return []
-        if _NUL_RUN in line:
+        if "\x00" in line and _NUL_RUN in line:
             self._stale = True
             line = line[: line.find(_NUL_RUN)].rstrip("\x00")
         if line.strip():

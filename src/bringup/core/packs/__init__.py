@@ -21,6 +21,8 @@ __all__ = ["HttpSpec", "Pack", "all_packs", "generic", "get"]
 # every line a common signature matches carries one of these ("NCCL" alone would let every
 # NCCL INFO line through the screen: 55 % of a multi-GPU log, 150x slower)
 _COMMON_SCREEN = ("rror", "out of memory", "Killed", "NCCL WARN", "oom-kill", "actor is dead")
+# in vLLM's lines these carry "rror", ".py" or "Killed" too: no extra scan for them
+_COVERED_IN_VLLM = ("out of memory", "oom-kill")
 
 # A line none of these occur in matches no pack's signature or phase marker: what the analyzer
 # reads with while the engine is unknown (every engine but vLLM reads all lines once known).
@@ -39,7 +41,10 @@ _GENERIC_SCREEN = (
 def _with_common(pack: Pack) -> Pack:
     screen = pack.screen
     if screen is not None:  # a token another already covers adds a scan, not a line
-        screen = screen + tuple(t for t in _COMMON_SCREEN if not any(o in t for o in screen))
+        extra = [t for t in _COMMON_SCREEN if not any(o in t for o in screen)]
+        if pack.engine is Engine.VLLM:
+            extra = [t for t in extra if t not in _COVERED_IN_VLLM]
+        screen = screen + tuple(extra)
     return dataclasses.replace(
         pack, signatures=common.EARLY + pack.signatures + common.SIGNATURES, screen=screen
     )

@@ -56,7 +56,7 @@ SIGNATURES = (
         "nccl",
         rx(
             r"NCCL [Ee]rror|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError"
-            r"|NCCL WARN (?:Cuda failure|Call to|NET/|Error|ncclOsSocketPollConnect|.*failed to extend /dev/shm)"
+            r"|NCCL WARN (?:Cuda failure|Call to|NET/|Error|ncclOsSocketPollConnect|.*failed to extend (?P<shm>/dev/shm))"
         ),
         F.NCCL_ERROR,
         "NCCL (GPU-to-GPU communication) failed.",

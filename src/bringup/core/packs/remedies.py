@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from bringup.core.diagnosis import Remedy
 from bringup.core.packs.types import EngineFlags, RemedyContext
@@ -203,18 +204,48 @@ def free_memory(ctx: RemedyContext) -> tuple[Remedy, ...]:
     ]
     free, total = number(ctx, "free_gib"), number(ctx, "total_gib")
     share = ctx.flags.memory_share  # the engine's own flag (vLLM --gpu-memory-utilization)
+    weights = number(ctx, "weights_gib_per_gpu") or _weights_from_name(ctx)
     if free is not None and total and share is not None:
         value = math.floor((free / total - 0.02) * 100) / 100
-        if value >= 0.1:
+        budget = value * total
+        # never ask for less than the weights need: a share below them cannot start either
+        fits = weights is not None and budget >= weights * 1.1 + 1.0
+        if value >= 0.1 and fits:
             out.append(
                 Remedy(
                     f"Or ask for what is free: {share} "
-                    f"{_fmt_util(value)} ({free:g} of {total:g} GiB are free).",
+                    f"{_fmt_util(value)} ({free:g} of {total:g} GiB are free; the weights "
+                    f"take about {weights:.3g} GiB).",
                     share,
                     _fmt_util(value),
                 )
             )
+        elif value >= 0.1:
+            out.append(
+                Remedy(
+                    f"Asking for only what is free ({share} {_fmt_util(value)}, {budget:.1f} "
+                    f"GiB) works only if the weights and a KV cache fit in that; "
+                    f"{'they take about ' + format(weights, '.3g') + ' GiB per GPU' if weights else 'the log does not say how much the weights take'}: "
+                    "free the GPU instead, or check with `bringup plan`."
+                )
+            )
     return tuple(out)
+
+
+_PARAMS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[Bb](?![A-Za-z])")
+
+
+def _weights_from_name(ctx: RemedyContext) -> float | None:
+    """GiB of weights per GPU guessed from a model name ("Llama-3.1-8B" in bf16: ~15 GiB),
+    lower for FP8 and 4-bit names; None when the name gives no size."""
+    name = str(ctx.facts.get("model", ""))
+    m = _PARAMS.search(name.rsplit("/", 1)[-1])
+    if not m:
+        return None
+    low = name.lower()
+    per_param = 0.5 if re.search(r"awq|gptq|int4|4bit|q4", low) else 1.0 if "fp8" in low else 2.0
+    tp = number(ctx, "tensor_parallel_size") or 1
+    return float(m.group(1)) * 1e9 * per_param / 2**30 / tp
 
 
 def port_in_use(ctx: RemedyContext) -> tuple[Remedy, ...]:
@@ -231,8 +262,19 @@ def port_in_use(ctx: RemedyContext) -> tuple[Remedy, ...]:
 
 
 def nccl(ctx: RemedyContext) -> tuple[Remedy, ...]:
-    """NCCL failed or hung between GPUs."""
-    out = [
+    """NCCL failed or hung between GPUs; a /dev/shm the log shows too small comes first."""
+    shm = number(ctx, "shm_bytes")
+    line = " ".join(str(v) for v in ctx.groups.values())
+    out = []
+    if shm is not None or "/dev/shm" in line:
+        size = f" (it has {shm / 2**20:.0f} MiB)" if shm else ""
+        out.append(
+            Remedy(
+                f"/dev/shm is too small for NCCL{size}: run the container with --ipc=host or "
+                "--shm-size=16g (Kubernetes: an emptyDir with medium Memory on /dev/shm)."
+            )
+        )
+    out += [
         Remedy("Rerun with NCCL_DEBUG=INFO to see which transport failed.", env="NCCL_DEBUG=INFO"),
         Remedy(
             "Disable peer-to-peer transfers if the GPUs cannot reach each other directly.",
@@ -241,7 +283,8 @@ def nccl(ctx: RemedyContext) -> tuple[Remedy, ...]:
     ]
     if "--disable-custom-all-reduce" in ctx.flags.vocabulary():  # vLLM and SGLang have it
         out.append(Remedy("Disable the custom all-reduce kernel.", "--disable-custom-all-reduce"))
-    out.append(Remedy("In a container, run with --ipc=host (or a large --shm-size)."))
+    if not out[0].text.startswith("/dev/shm"):
+        out.append(Remedy("In a container, run with --ipc=host (or a large --shm-size)."))
     return tuple(out)
 
 

@@ -184,6 +184,8 @@ FACTS = (
         {"port": to_int},
     ),
     FactRule(rx(r"vLLM is using nccl==(?P<nccl_version>\S+)")),
+    # Ray warns at the top when the container's /dev/shm is small (NCCL needs it)
+    FactRule(rx(r"/dev/shm has only (?P<shm_bytes>\d+) bytes"), {"shm_bytes": to_int}),
     FactRule(rx(r"\bdevice_config=(?P<device>[a-z]+)")),
     FactRule(
         rx(r"warming up sampler with (?P<sampler_warmup_requests>\d+) dummy requests"),
@@ -676,7 +678,6 @@ PACK = Pack(
     screen=(
         ".py",
         "rror",
-        "ERROR",
         "Traceback",
         "xception",
         "Application startup",
