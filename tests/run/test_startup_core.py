@@ -157,7 +157,22 @@ def test_stall_without_progress_is_timeouts_in_last_phase():
     assert m.outcome is Outcome.STALLED
     assert events[0].fields["class"] == "timeouts"
     assert events[0].fields["phase"] == "distributed_init"
-    assert events[0].fields["line"] == "vLLM is using nccl==2.21.5"
+    assert events[0].fields["line"] == ""  # a stall has no cause line; where it stopped is not why
+    assert "last line was line 1" in events[0].fields["summary"]
+
+
+def test_deadline_while_progressing_is_a_deadline_not_a_stall():
+    """--deadline passing while progress still arrives says so, and asks for a longer deadline."""
+    m = machine(stall_seconds=300.0, deadline_seconds=60.0)
+    m.on_event(phase(Phase.WEIGHTS_LOADING), 101.0)
+    for i in range(1, 8):
+        m.on_event(ProgressEvent(Phase.WEIGHTS_LOADING, i, 20, "shards", i), 100.0 + i * 8.0)
+    events = m.tick(160.0)
+    assert m.state is State.STALLED
+    assert events[0].fields["class"] == "timeouts"
+    assert "a deadline, not a stall" in events[0].fields["summary"]
+    assert "--deadline 120" in events[0].fields["remedy"][0]["text"]
+    assert events[0].fields["line"] == ""
 
 
 def test_slow_progress_is_never_cut_off():

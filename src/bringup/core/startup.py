@@ -353,9 +353,7 @@ class StartupMachine:
             return self._fail(failure, now, State.STALLED)
         deadline = self.policy.deadline_seconds
         if deadline is not None and now - self.start >= deadline:
-            return self._fail(
-                self._stall_failure(deadline, "not ready within the deadline"), now, State.STALLED
-            )
+            return self._fail(self._deadline_failure(deadline, now), now, State.STALLED)
         return []
 
     # -- internals -------------------------------------------------------------------------
@@ -499,17 +497,44 @@ class StartupMachine:
         )
 
     def _stall_failure(self, limit_seconds: float, why: str) -> Failure:
+        """No progress: no line says why, so none is named (the last line is where it stopped)."""
         hint = _STALL_HINTS.get(
             self.phase,
             "Check what the engine is waiting for, or raise --stall if this phase is legitimately slow.",
         )
+        last = f"; its last line was line {self.line_count}" if self.line_count else ""
         return Failure(
             failure_class=FailureClass.TIMEOUTS,
             phase=self.phase,
-            line=self.last_line,
-            line_number=self.line_count,
-            summary=f"{why} for {limit_seconds:g}s, in phase {self.phase}",
+            line="",
+            line_number=0,
+            summary=f"{why} for {limit_seconds:g}s, in phase {self.phase}{last}",
             remedy=(Remedy(hint),),
+        )
+
+    def _deadline_failure(self, deadline_seconds: float, now: float) -> Failure:
+        """Past --deadline: a deadline, not a stall, when the startup was still progressing."""
+        idle = self.seconds_idle(now)
+        stall = self.policy.stall_seconds
+        if stall is not None and idle >= stall:
+            return self._stall_failure(deadline_seconds, "not ready within the deadline")
+        return Failure(
+            failure_class=FailureClass.TIMEOUTS,
+            phase=self.phase,
+            line="",
+            line_number=0,
+            summary=(
+                f"the deadline of {deadline_seconds:g}s passed while the startup was still "
+                f"progressing (in phase {self.phase}, last progress {idle:.0f}s ago): a deadline, "
+                "not a stall"
+            ),
+            remedy=(
+                Remedy(
+                    f"It was still making progress: give it longer (--deadline "
+                    f"{int(deadline_seconds * 2)}), or plan a faster start (weights on local disk, "
+                    "fewer CUDA graphs)."
+                ),
+            ),
         )
 
 

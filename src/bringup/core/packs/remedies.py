@@ -363,7 +363,7 @@ def engine_died(_: RemedyContext) -> tuple[Remedy, ...]:
     return (
         Remedy(
             "A process died without a cause in the log: check `dmesg` and the system "
-            "journal, and rerun with more logging (VLLM_LOGGING_LEVEL=DEBUG)."
+            "journal, and rerun with the engine's debug logging (vLLM: VLLM_LOGGING_LEVEL=DEBUG)."
         ),
     )
 
