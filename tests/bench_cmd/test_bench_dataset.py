@@ -194,3 +194,20 @@ def test_progress_bar_on_a_terminal(sse_server: FakeServer) -> None:
     assert code == 0
     assert "Single-stream decode" in out
     assert "bench: concurrency 1 (level 1/1)" not in err
+
+
+def test_plain_progress_repeats_only_when_something_changed() -> None:
+    """The ticker prints the latest state every few seconds, and nothing when it is unchanged."""
+    import io
+    import time
+
+    from bringup.bench_runner import Progress
+    from bringup.render.bench_progress import BenchProgress
+
+    stream = io.StringIO()
+    state = Progress(4, 1, 2, 1, 16, 0, 128, 1.5)
+    with BenchProgress(stream, {}, every_seconds=0.05) as progress:
+        progress.update(state)
+        time.sleep(0.3)
+    lines = stream.getvalue().splitlines()
+    assert lines == ["bench: concurrency 4 (level 1/2): 1/16 requests, 0 failed, 128 tokens, 1.5 s"]
