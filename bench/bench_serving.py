@@ -53,10 +53,13 @@ def serving(
     env: dict[str, str] | None = None,
     ready_seconds: float = 90.0,
     priority: bool = False,
+    start_seconds: float | None = None,
 ) -> Iterator[str]:
     """Start a server process (its own session), wait for /v1/models, stop its whole group.
 
-    ``priority``: give the server's session the highest CPU priority (its scheduler autogroup:
+    The wait for readiness starts when the server first writes to its log (a wrapper may
+    wait for a machine-wide slot before it starts the server), which ``start_seconds`` bounds
+    (``NotStarted`` past it). ``priority``: give the server's session the highest CPU priority (its scheduler autogroup:
     with autogroups, ``nice`` alone only ranks processes of one session against each other)."""
     with log.open("w") as out:
         proc = subprocess.Popen(
@@ -67,9 +70,14 @@ def serving(
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + ready_seconds
+            give_up = time.monotonic() + start_seconds if start_seconds else None
             while True:
                 if proc.poll() is not None:
                     raise SystemExit(f"{argv[:5]} exited {proc.returncode}; see {log}")
+                if log.stat().st_size == 0:  # still waiting (e.g. for a machine-wide slot)
+                    deadline = time.monotonic() + ready_seconds
+                    if give_up is not None and time.monotonic() > give_up:
+                        raise NotStarted(f"{argv[0]} did not start within {start_seconds:.0f} s")
                 if time.monotonic() > deadline:
                     raise SystemExit(f"{argv[:5]} not ready in {ready_seconds:.0f} s; see {log}")
                 try:
@@ -81,6 +89,10 @@ def serving(
             yield url
         finally:
             _stop_group(proc)
+
+
+class NotStarted(Exception):
+    """The server (or the wrapper in front of it) did not start in time."""
 
 
 def prioritize(pid: int) -> None:
