@@ -40,6 +40,15 @@ from typing import Any
 HERE = Path(__file__).parent
 REPO = HERE.parent
 RESULTS = HERE / "results" / "decode.md"
+NOTES = """Observed while building the check (not part of the table): on this machine one thread streams
+about 22 GB/s of float64 (`numpy.dot`) but only 12-13 GB/s of float32 dot products, the rate
+llama.cpp's single-thread float32 decode also gets, so the probe measures float32 dot products
+with the engine's threads (adapters/membw.py). With `--n_threads 2` llama.cpp's own eval time
+was 62 ms per token (19.5 GB/s, 0.87 of the two-thread probe) but the server delivered 114 ms
+per token: with every core computing, llama-cpp-python's Python side (sampling, streaming)
+waits for a core, which is why its default is half the cores. On a machine this busy the
+figures move by 10-15 % between rounds; `--priority` gives the engine and the probe their core.
+"""
 SLOT = Path("/work/locks/with-vllm-slot")
 SHAPE = {"n_embd": 1024, "n_ff": 4096, "n_layer": 20, "n_head": 16, "n_head_kv": 4}
 THREADS = 1
@@ -285,6 +294,7 @@ def main() -> int:
                 "decode (1000 / mean TPOT). Medians over the rounds."
             ),
             "",
+            NOTES,
         ]
     )
     RESULTS.parent.mkdir(exist_ok=True)
