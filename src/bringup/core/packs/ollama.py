@@ -21,6 +21,7 @@ from types import MappingProxyType
 from bringup.core.packs import llamacpp
 from bringup.core.packs import remedies as r
 from bringup.core.packs.types import (
+    EntryPoint,
     FactRule,
     HttpSpec,
     Pack,
@@ -140,6 +141,8 @@ PACK = Pack(
         *llamacpp.PACK.exclusions,
     ),
     frames=(),
+    # `ollama serve` names no model: one is loaded by the first request that asks for it
+    entry_points=(EntryPoint((), program="ollama", subcommand="serve"),),
     http=HttpSpec(
         default_port=11434,
         health_path="/api/version",
