@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,10 @@ import pytest
 
 from bringup.cli.main import Context, main
 
-VENV = Path(
-    os.environ.get("BRINGUP_VLLM_VENV") or Path.home() / ".cache" / "bringup" / "vllm-0.32.0-cpu"
-)
+from builders.vllm_env import require_vllm, vllm_environ, vllm_python
+
+pytestmark = pytest.mark.vllm
+
 PROBE = Path(__file__).with_name("vllm_cpu_kv_probe.py")
 SPACE_GIB = "1"
 
@@ -84,36 +84,16 @@ MAX_MODEL_LEN = 2048
 BATCHED = 2048
 
 
-def _require_vllm() -> None:
-    ok = VENV / "bin" / "python"
-    if ok.exists() and (VENV / "bin" / "vllm").exists():
-        return
-    why = f"real vLLM absent: no vLLM venv at {VENV}; install it with scripts/install-vllm.sh"
-    if os.environ.get("BRINGUP_REQUIRE_REAL") == "1":
-        pytest.fail(f"BRINGUP_REQUIRE_REAL=1 but {why}", pytrace=False)
-    pytest.skip(why)
-
-
 def _environ(folder: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_", "CUDA_"))}
-    for name in ("HF_HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "TMPDIR", "VLLM_RPC_BASE_PATH"):
-        (folder / name).mkdir(parents=True, exist_ok=True)
-        env[name] = str(folder / name)
-    env.update(
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        VLLM_NO_USAGE_STATS="1",
-        VLLM_DO_NOT_TRACK="1",
-        VLLM_CPU_KVCACHE_SPACE=SPACE_GIB,
-        VLLM_ENABLE_V1_MULTIPROCESSING="0",
-    )
+    env = vllm_environ(folder)
+    env.update(VLLM_CPU_KVCACHE_SPACE=SPACE_GIB, VLLM_ENABLE_V1_MULTIPROCESSING="0")
     return env
 
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """What real vLLM printed for each architecture (one vLLM process for all)."""
-    _require_vllm()
+    require_vllm()
     root = tmp_path_factory.mktemp("cpu-kv")
     specs = []
     for name, cfg in ARCHS.items():
@@ -130,7 +110,7 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
         )
     (root / "specs.json").write_text(json.dumps(specs))
     done = subprocess.run(
-        [str(VENV / "bin" / "python"), str(PROBE), str(root / "specs.json")],
+        [str(vllm_python()), str(PROBE), str(root / "specs.json")],
         capture_output=True,
         text=True,
         env=_environ(root / "env"),
