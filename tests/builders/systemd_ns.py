@@ -64,7 +64,7 @@ done
 mkdir -p /dev/pts /dev/shm
 mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
 ln -s pts/ptmx /dev/ptmx
-mount -t tmpfs -o mode=1777,size=64m tmpfs /dev/shm
+mount -t tmpfs -o mode=1777,size=2g tmpfs /dev/shm
 touch /dev/console
 mount --bind "$B/console.log" /dev/console
 mount --bind "$B/units" /usr/lib/systemd/system

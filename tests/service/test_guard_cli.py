@@ -334,3 +334,12 @@ def test_nvml_hint_names_only_the_guards_own_flags() -> None:
     source = open_source(None)
     assert "--gpus-from FILE" in source.hint  # type: ignore[attr-defined]
     assert "--gpu " not in source.hint  # type: ignore[attr-defined]
+
+
+def test_a_machine_without_gpus_has_nothing_to_wait_for(tmp_path: Path) -> None:
+    """A CPU server (vLLM's CPU build under a unit): zero GPUs is free at once, exit 0."""
+    path = write_readings(tmp_path / "gpus.json", [])
+    code, out, err = run_guard(["--gpus-from", str(path)])
+    assert (code, out.strip(), err) == (0, "no GPU on this machine: nothing to wait for", "")
+    code, _, err = run_guard(["--gpus-from", str(path), "--gpus", "0"])
+    assert code == 2  # naming a GPU that is not there is still a mistake

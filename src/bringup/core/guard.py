@@ -112,6 +112,8 @@ def select_gpus(
     >>> [g.index for g in select_gpus(gs, None, "GPU-0,2")]
     [0, 2]
     """
+    if not readings and not (gpus or "").strip():
+        return []  # no GPU on this machine (a CPU server): nothing to wait for
     visible = select_visible(list(readings), cuda_visible_devices)
     if not visible:
         raise UsageError(

@@ -355,8 +355,9 @@ OWN_PREFIX = "bringup:"
 def is_own_line(line: str) -> bool:
     """A line ``bringup run`` itself wrote into the unit's journal (its plain output: phases,
     probes, the verdict and the root cause it quotes), not one of the server's. The journal
-    of a unit written by ``bringup unit`` holds both; only the server's are evidence."""
-    return line.startswith(OWN_PREFIX)
+    of a unit written by ``bringup unit`` holds both; only the server's are evidence, and
+    ``bringup: error:`` (the guard or run refusing to start) is evidence too."""
+    return line.startswith(OWN_PREFIX) and not line.startswith(f"{OWN_PREFIX} error:")
 
 
 def _message(value: Any) -> str | None:

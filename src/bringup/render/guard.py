@@ -88,6 +88,8 @@ def format_result(result: GuardResult, threshold: Threshold, timeout_seconds: fl
     """The final verdict, with the holders of every GPU still busy."""
     gpus = ",".join(str(s.index) for s in result.gpus)
     waited = _elapsed(result.waited_seconds)
+    if result.ok and not result.gpus:
+        return [Text("no GPU on this machine: nothing to wait for")]
     if result.ok:
         line = Text(f"GPU {gpus}: ")
         line.append("free", style="green")
