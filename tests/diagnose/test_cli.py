@@ -39,6 +39,7 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "failure",
         "timeline",
         "facts",
+        "after_ready",
     }
     assert set(obj["failure"]) == {"class", "phase", "line", "line_number", "summary", "remedy"}
     assert obj["failure"]["class"] == "cuda_oom"

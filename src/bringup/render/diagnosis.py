@@ -37,6 +37,9 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
             for t in d.timeline
         ],
         "facts": dict(d.facts),
+        # a failure after ready (the server served, then died): what `run` reports live as
+        # its failure after ready; the startup itself succeeded
+        "after_ready": _failure_json(d.after_ready) if d.after_ready is not None else None,
     }
 
 
