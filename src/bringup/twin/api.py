@@ -206,9 +206,22 @@ class ApiServer:
         self.log.uvicorn("Application startup complete.")
         self.http.start()
         self._watch_engine()
-        self.log.error(
-            "core_client.py:627",
+        # as real vLLM 0.32 prints it: a WARNING, then the output handler's EngineDeadError
+        self.log.warning(
+            "core_client.py:817",
             "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup",
+        )
+        self.log.error("async_llm.py:906", "AsyncLLM output_handler failed.")
+        self.log.error("async_llm.py:906", "Traceback (most recent call last):")
+        self.log.error(
+            "async_llm.py:906",
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/async_llm.py", line 849, in output_handler',
+        )
+        self.log.error("async_llm.py:906", "    outputs = await engine_core.get_output_async()")
+        self.log.error(
+            "async_llm.py:906",
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+            "See stack trace (above) for the root cause.",
         )
         state.engine_dead = True
         assert self.engine is not None
