@@ -200,11 +200,92 @@ def bench_hash_many(tmp: Path, gb: float) -> list[str]:
     return lines
 
 
+def _process(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall, user+sys CPU seconds) of one whole process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv} exited {proc.returncode}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def bench_hash_process(tmp: Path, gib: float = 1.0, runs: int = 5) -> list[str]:
+    """Whole processes, same run, interleaved: `bringup verify FILE --hash` against
+    `openssl dgst -sha256 FILE` on one file, and on several files with every core busy."""
+    cpus = os.cpu_count() or 1
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), NO_COLOR="1")
+    bringup = [str(Path(sys.executable).with_name("bringup"))]
+    if not Path(bringup[0]).exists():
+        bringup = [sys.executable, "-m", "bringup"]
+    one = write_random(tmp / "one.safetensors", int(gib * 2**30))
+    folder = tmp / "several"
+    folder.mkdir()
+    several = [
+        write_random(
+            folder / f"model-{i + 1:05d}-of-{2 * cpus:05d}.safetensors", int(gib * 2**30 / cpus)
+        )
+        for i in range(2 * cpus)
+    ]
+    for p in [one, *several]:
+        subprocess.run(["cat", str(p)], stdout=subprocess.DEVNULL, check=True)  # page cache warm
+    cases = {
+        "one: openssl dgst -sha256": ["openssl", "dgst", "-sha256", str(one)],
+        "one: bringup verify FILE --hash": [*bringup, "verify", str(one), "--hash"],
+        "several: openssl dgst, one process per core (xargs -P)": [
+            "sh",
+            "-c",
+            f'ls "$0"/*.safetensors | xargs -P {cpus} -n 1 openssl dgst -sha256',
+            str(folder),
+        ],
+        "several: bringup verify DIR --hash": [*bringup, "verify", str(folder), "--hash"],
+    }
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
+    load_start = os.getloadavg()[0]
+    for _ in range(runs):  # interleaved: both tools see the same neighbours
+        for name, argv in cases.items():
+            samples[name].append(_process(argv, env))
+    load_end = os.getloadavg()[0]
+    med = {
+        k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+        for k, v in samples.items()
+    }
+    sizes = {"one": one.stat().st_size, "several": sum(p.stat().st_size for p in several)}
+    lines = [
+        f"## `--hash` as a whole process vs `openssl dgst -sha256` (median of {runs}, interleaved)",
+        "",
+        (
+            f"One {sizes['one'] / 2**30:.2f} GiB file, and {len(several)} files of "
+            f"{sizes['several'] / len(several) / 2**20:.0f} MiB ({cpus} CPUs), page cache warm; "
+            "wall clock and CPU (user+sys) of each whole process, bringup's start-up included. "
+            f"Load average {load_start:.1f} at the start, {load_end:.1f} at the end (shared machine)."
+        ),
+        "",
+        "| case | wall (median) | MB/s | CPU s (median) | speed vs openssl (wall) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, (wall, cpu) in med.items():
+        kind = name.split(":")[0]
+        ref = med[next(k for k in med if k.startswith(kind) and "openssl" in k)][0]
+        lines.append(
+            f"| {name} | {wall:.2f} s | {sizes[kind] / wall / 1e6:,.0f} | {cpu:.2f} | {ref / wall:.2f}x |"
+        )
+    lines += ["", "Goal: at least 0.95x openssl on one file and on several.", ""]
+    for p in [one, *several]:
+        p.unlink()
+    return lines
+
+
 def main() -> int:
     """Run all three benchmarks and write the markdown figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "verify.md"))
     parser.add_argument("--hash-gb", type=float, default=2.0)
+    parser.add_argument(
+        "--only-process", action="store_true", help="only the whole-process --hash comparison"
+    )
     args = parser.parse_args()
     if shutil.which("openssl") is None:
         print("openssl is not installed; the comparison needs it", file=sys.stderr)
@@ -222,11 +303,15 @@ def main() -> int:
         "",
     ]
     with tempfile.TemporaryDirectory(prefix="bench-verify-", dir="/tmp") as tmp:
-        for bench in (
-            bench_headers,
-            lambda t: bench_hash_one(t, args.hash_gb),
-            lambda t: bench_hash_many(t, args.hash_gb),
-        ):
+        benches: list[Callable[[Path], list[str]]] = [bench_hash_process]
+        if not args.only_process:
+            benches = [
+                bench_headers,
+                lambda t: bench_hash_one(t, args.hash_gb),
+                lambda t: bench_hash_many(t, args.hash_gb),
+                bench_hash_process,
+            ]
+        for bench in benches:
             section = bench(Path(tmp))
             print("\n".join(section), flush=True)
             lines += section

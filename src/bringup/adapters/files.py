@@ -172,20 +172,18 @@ def iter_blocks(
     """The bytes of an open file in pieces of at most ``block_bytes``, to its end or to
     ``limit`` bytes (pass the size at open: a file written faster than it is read would
     otherwise never end)."""
-    buf = bytearray(block_bytes)
-    view = memoryview(buf)
     left = limit
     while left is None or left > 0:
         want = block_bytes if left is None else min(block_bytes, left)
         try:
-            n = f.readinto(view[:want])  # type: ignore[attr-defined]
+            data = f.read(want)  # one copy, kernel to a new bytes object
         except OSError as exc:
             raise error(exc, path, what=what) from None
-        if not n:
+        if not data:
             return
         if left is not None:
-            left -= n
-        yield bytes(view[:n])
+            left -= len(data)
+        yield data
 
 
 def list_folder(path: StrPath, *, what: str = "folder", hint: str | None = None) -> list[Path]:

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import re
 import stat
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import BinaryIO
 
 from bringup.adapters import files
 from bringup.core.checkpoint import Digest, Expected
@@ -39,28 +42,26 @@ def hash_file(
     progress: Progress | None = None,
     buffer_bytes: int = BUFFER_BYTES,
 ) -> Digest:
-    """sha256 (and optionally the git blob sha1) of one regular file, streamed."""
-    buf = bytearray(buffer_bytes)
-    view = memoryview(buf)
-    sha = hashlib.sha256()
+    """sha256 (and optionally the git blob sha1) of one regular file, streamed.
+
+    Never reads past the size the file had when opened (a file written faster than it is
+    read would keep the loop going for ever), and refuses a file that changed size while it
+    was read. A large file is read on a second thread into a ring of buffers while this one
+    hashes: both release the GIL, so reading (kernel copies) and hashing overlap.
+    """
     with files.open_file(path, what="file") as f:
         size = os.fstat(f.fileno()).st_size
+        sha = hashlib.sha256()
         sha1 = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False) if git_sha1 else None
+        digests = [sha] if sha1 is None else [sha, sha1]
+        chunks = _pipelined if size > 4 * buffer_bytes else _chunks
         total = 0
-        readinto = f.readinto  # type: ignore[attr-defined]
-        try:
-            # never past the size it had when opened: a file written faster than it is read
-            # would otherwise keep the loop going for ever
-            while total < size and (n := readinto(view[: min(buffer_bytes, size - total)])):
-                chunk = view[:n] if n < buffer_bytes else view
-                sha.update(chunk)
-                if sha1 is not None:
-                    sha1.update(chunk)
-                total += n
-                if progress is not None:
-                    progress(n)
-        except OSError as exc:
-            raise files.error(exc, path) from None
+        for chunk in chunks(f, path, size, buffer_bytes):
+            for d in digests:
+                d.update(chunk)
+            total += len(chunk)
+            if progress is not None:
+                progress(len(chunk))
         now = os.fstat(f.fileno()).st_size
     if total != size or now != size:
         raise InputError(
@@ -70,6 +71,57 @@ def hash_file(
             "then verify again",
         )
     return Digest(sha.hexdigest(), sha1.hexdigest() if sha1 is not None else None, total)
+
+
+def _chunks(f: BinaryIO, path: Path, size: int, buffer_bytes: int) -> Iterator[memoryview]:
+    """The file's first ``size`` bytes, read into one reused buffer."""
+    buf = bytearray(buffer_bytes)
+    view = memoryview(buf)
+    total = 0
+    try:
+        while total < size and (n := f.readinto(view[: min(buffer_bytes, size - total)])):  # type: ignore[attr-defined]
+            total += n
+            yield view[:n]
+    except OSError as exc:
+        raise files.error(exc, path) from None
+
+
+def _pipelined(f: BinaryIO, path: Path, size: int, buffer_bytes: int) -> Iterator[memoryview]:
+    """Like :func:`_chunks`, the reads done ahead on a reader thread (three buffers)."""
+    free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
+    full: queue.SimpleQueue[tuple[bytearray, int] | OSError | None] = queue.SimpleQueue()
+    for _ in range(3):
+        free.put(bytearray(buffer_bytes))
+    stop = threading.Event()
+
+    def read() -> None:
+        total = 0
+        try:
+            while total < size and not stop.is_set():
+                buf = free.get()
+                n = f.readinto(memoryview(buf)[: min(buffer_bytes, size - total)])  # type: ignore[attr-defined]
+                if not n:
+                    break
+                total += n
+                full.put((buf, n))
+        except OSError as exc:
+            full.put(exc)
+            return
+        full.put(None)
+
+    reader = threading.Thread(target=read, name="bringup-hash-read", daemon=True)
+    reader.start()
+    try:
+        while (item := full.get()) is not None:
+            if isinstance(item, OSError):
+                raise files.error(item, path) from None
+            buf, n = item
+            yield memoryview(buf)[:n]
+            free.put(buf)
+    finally:
+        stop.set()
+        free.put(bytearray(0))  # a reader waiting for a buffer wakes and sees stop
+        reader.join()
 
 
 def hash_files(

@@ -40,6 +40,8 @@ NUL_HOLE = b"\0" * 64  # a hole a crash leaves in a file (as the analyzer reads 
 _FULL_READ_MARKS = (b'"MESSAGE":[', b'"MESSAGE": [')
 # control bytes no text log holds (tab, newlines, form feed, CR and ESC are not among them)
 _CONTROLS = frozenset([0, *range(0x01, 0x09), *range(0x0E, 0x1B), 0x1C, 0x1D, 0x1E, 0x1F])
+_CONTROL_BYTES = bytes(sorted(_CONTROLS - {0}))  # NUL is counted apart: a hole is not binary
+SAMPLE_BYTES = 64 * 1024
 _MASK = bytes(0 if b in _CONTROLS else 0x61 for b in range(256))  # control -> NUL, else "a"
 _RUN = b"a" * MIN_TEXT_RUN
 
@@ -103,12 +105,18 @@ def is_binary(block: bytes) -> bool:
 
 
 def _mask(block: bytes) -> bytes | None:
-    """For a binary block, its mask (control bytes NUL, the rest ``a``); None for text."""
+    """For a binary block, its mask (control bytes NUL, the rest ``a``); None for text.
+
+    Decided on a sample (the block's first 64 KiB): a mostly-text block taken for binary
+    still has its text read, as the runs of text in it.
+    """
     if b"\0" not in block:  # one memchr pass: text logs stop here
         return None
-    mask = block.translate(_MASK)
-    controls = mask.count(b"\0") - block.count(b"\0")
-    return mask if controls > BINARY_CONTROL_SHARE * len(block) else None
+    sample = block[:SAMPLE_BYTES]
+    controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
+    if controls <= BINARY_CONTROL_SHARE * len(sample):
+        return None
+    return block.translate(_MASK)
 
 
 def text_runs(block: bytes, mask: bytes) -> list[tuple[int, int]]:
