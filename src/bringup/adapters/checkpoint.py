@@ -224,7 +224,11 @@ def read_safetensors(path: Path, name: str) -> tuple[list[TensorInfo], list[Prob
         head = safetensors.read_prefix(prefix, size, name)
         if head.header_bytes is None:
             return [], [head.problem] if head.problem else [], size
-        header = _read_header(f, path, prefix, head.header_bytes)
+        start = prefix[safetensors.LENGTH_BYTES :].lstrip()[:1]
+        if start not in (b"{", b""):  # not JSON of an object: do not read 100 MB to say so
+            header = prefix[safetensors.LENGTH_BYTES : safetensors.LENGTH_BYTES + head.header_bytes]
+        else:
+            header = _read_header(f, path, prefix, head.header_bytes)
     tensors, problems = safetensors.parse_header(header, name, size)
     return tensors, problems, size
 
