@@ -46,6 +46,7 @@ def main() -> int:
         print(f"bench_nodes: skipped: {why}")
         return 0
     work = Path(tempfile.mkdtemp(prefix="i18-bench-"))
+    (work / "shared").mkdir()
     model = tiny_model(work / "shared")
     rows = []
     with cluster(work / "cluster") as c:
