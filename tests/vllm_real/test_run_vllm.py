@@ -20,7 +20,7 @@ from vllm_real.runner import (
 
 from builders.vllm_env import serve_argv
 
-pytestmark = [pytest.mark.vllm, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]
 
 
 def test_ready_with_a_real_answer(
@@ -48,3 +48,20 @@ def test_ready_with_a_real_answer(
     record(
         "ready_two_shards", run, "vllm serve (2 shards) --enforce-eager, VLLM_CPU_KVCACHE_SPACE=1"
     )
+
+
+def test_compile_path_shows_torch_compile_as_its_own_step(
+    vllm_models: dict[str, Path], vllm_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Without --enforce-eager vLLM compiles the model (torch.compile): the timeline shows it as
+    its own step, before the KV cache is sized, instead of hiding it in weights_loaded."""
+    run = bringup_run(serve_argv(vllm_models["one"], free_port(), eager=False), vllm_env)
+    assert run.code == 0, run.tail()
+    timeline = run.summary["timeline"]
+    phases = [e["phase"] for e in timeline]
+    assert "torch_compile" in phases, phases
+    assert phases.index("weights_loaded") < phases.index("torch_compile")
+    assert phases.index("torch_compile") < phases.index("kv_cache_alloc")
+    code, verdict = diagnose_recording(run, tmp_path, "compiled")
+    assert code == 0
+    assert "torch_compile" in [e["phase"] for e in verdict["timeline"]]
