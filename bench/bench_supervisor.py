@@ -30,7 +30,7 @@ from pathlib import Path
 
 import psutil
 
-from bringup.core.startup import LiveEvent
+from bringup.core.live import LiveEvent
 from bringup.follow.types import StartupConfig
 from bringup.follow.wiring import follow_local
 

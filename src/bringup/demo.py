@@ -29,9 +29,10 @@ from typing import Any
 
 import psutil
 
-from bringup.core.startup import LiveEvent
+from bringup.core.live import FailureFound, LiveEvent, ProbeSeen, StartupResult
+from bringup.core.probes import ProbeKind
 from bringup.core.vocab import Engine, Outcome
-from bringup.follow.types import StartupConfig, StartupResult
+from bringup.follow.types import StartupConfig
 from bringup.follow.wiring import follow_local
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell"
@@ -167,19 +168,15 @@ def follow(
     me = psutil.Process()
 
     def hook(event: LiveEvent) -> None:
-        if event.event == "failure" and attempt.failure_t is None:
+        if isinstance(event, FailureFound) and attempt.failure_t is None:
             attempt.failure_t = event.t
             attempt.server_alive_at_failure = [
                 c.pid
                 for c in me.children()
                 if c.is_running() and c.status() != psutil.STATUS_ZOMBIE
             ]
-        if (
-            event.event == "probe"
-            and event.fields.get("probe") == "smoke"
-            and event.fields.get("ok")
-        ):
-            attempt.answer = event.fields.get("answer")
+        if isinstance(event, ProbeSeen) and event.obs.kind is ProbeKind.SMOKE and event.obs.ok:
+            attempt.answer = event.obs.text
         if on_event is not None:
             on_event(event)
 

@@ -16,9 +16,10 @@ from typing import Any
 
 from bringup.adapters.sources.items import Emit, ExitItem, LineItem
 from bringup.core.gpu import GpuReading
-from bringup.core.startup import LiveEvent, ProbeKind, ProbeObservation, StartupMachine
+from bringup.core.live import LiveEvent, StartupResult
+from bringup.core.probes import ProbeKind, ProbeObservation
+from bringup.core.startup import StartupSnapshot
 from bringup.errors import AdapterError
-from bringup.follow.types import StartupResult
 
 GiB = 1024**3
 
@@ -231,9 +232,9 @@ class RecordingObserver:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
-    def refresh(self, machine: StartupMachine, now: float) -> None: ...
+    def refresh(self, snapshot: StartupSnapshot) -> None: ...
 
-    def close(self, result: StartupResult, machine: StartupMachine) -> None:
+    def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None:
         self.closed.append(result)
 
     def names(self) -> list[str]:

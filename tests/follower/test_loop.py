@@ -9,9 +9,10 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+from bringup.core.live import StartupResult
 from bringup.core.vocab import Engine
 from bringup.follow.loop import run_startup
-from bringup.follow.types import StartupConfig, StartupResult
+from bringup.follow.types import StartupConfig
 from follower.fakes import (
     FakeClock,
     FakeGpus,

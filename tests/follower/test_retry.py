@@ -10,10 +10,10 @@ from typing import Any
 
 from bringup.adapters.sources.items import Source
 from bringup.core.gpu import GpuReading
-from bringup.core.startup import LiveEvent
+from bringup.core.live import LiveEvent, StartupResult
 from bringup.follow.loop import run_startup
 from bringup.follow.retry import ChildAttempts, UnitAttempts, run_with_retry, wait_for_free_gpus
-from bringup.follow.types import Observer, StartupConfig, StartupResult
+from bringup.follow.types import Observer, StartupConfig
 from follower.fakes import (
     FakeClock,
     FakeGpus,

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx2
 
-from bringup.core.startup import ProbeKind, ProbeObservation
+from bringup.core.probes import ProbeKind, ProbeObservation
 
 _FALLBACK_STATUSES = frozenset({400, 404, 405, 422, 501})  # completions not offered: try chat
 SMOKE_PROMPT = "Hello"

@@ -23,9 +23,10 @@ The rules (issue 5):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from bringup.core.diagnosis import (
@@ -38,32 +39,22 @@ from bringup.core.diagnosis import (
     Remedy,
 )
 from bringup.core.gpu import GpuReading
+from bringup.core.live import (
+    Exited,
+    FailureFound,
+    GpuSample,
+    GpuUse,
+    LiveEvent,
+    PhaseReached,
+    ProbeSeen,
+    Progress,
+    Ready,
+    failure_fields,
+)
+from bringup.core.probes import ProbeKind, ProbeObservation
 from bringup.core.vocab import FailureClass, Outcome, Phase
 
 GPU_CHANGE_BYTES = 16 * 1024 * 1024  # smaller moves are jitter, not progress
-
-
-class ProbeKind(StrEnum):
-    """The three probes, in the order readiness needs them."""
-
-    HEALTH = "health"  # GET the engine's health path
-    MODELS = "models"  # GET /v1/models for the served model name
-    SMOKE = "smoke"  # a 1-token completion: the model really answers
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeObservation:
-    """What one HTTP probe saw. Observations only; ``StartupMachine`` decides."""
-
-    kind: ProbeKind
-    url: str
-    ok: bool  # health 200 / models listed / smoke answered
-    status: int | None = None  # HTTP status, None when no response
-    refused: bool = False  # connection refused (vLLM's "not listening yet")
-    error: str | None = None  # short error text when not ok
-    latency_seconds: float = 0.0
-    model: str | None = None  # models: the first served model id; smoke: the model used
-    text: str | None = None  # smoke: the answer text
 
 
 LATENCY_WINDOW = 20  # ok probes after ready that make "usual" latency
@@ -86,19 +77,6 @@ class StartupPolicy:
     probe_has_key: bool = False  # bringup's probes carry an API key (for the 401/403 verdict)
 
 
-@dataclass(frozen=True, slots=True)
-class LiveEvent:
-    """One thing to report: ``{"event": event, "t": t, **fields}`` in JSON Lines."""
-
-    event: str  # phase | progress | gpu | probe | failure | ready
-    t: float  # seconds since the start
-    fields: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON Lines object."""
-        return {"event": self.event, "t": round(self.t, 3), **self.fields}
-
-
 class State(StrEnum):
     """Where a followed startup stands."""
 
@@ -116,6 +94,21 @@ class PhaseSpan:
     phase: Phase
     t: float
     line_number: int
+
+
+@dataclass(frozen=True, slots=True)
+class StartupSnapshot:
+    """A read-only view of a followed startup at one moment, for renderers."""
+
+    state: State
+    phase: Phase
+    progress: ProgressEvent | None
+    spans: tuple[PhaseSpan, ...]
+    gpus: tuple[GpuReading, ...]
+    probes: Mapping[ProbeKind, ProbeObservation]
+    failure: Failure | None
+    elapsed_seconds: float  # since the start
+    phase_elapsed_seconds: float  # in the current phase
 
 
 class StartupMachine:
@@ -178,9 +171,19 @@ class StartupMachine:
         """Seconds spent in the current phase so far."""
         return now - self.start - self.spans[-1].t
 
-    def seconds_idle(self, now: float) -> float:
-        """Seconds since the last phase, progress line or GPU memory change."""
-        return now - self._last_activity
+    def snapshot(self, now: float) -> StartupSnapshot:
+        """A read-only view for renderers (they never see the machine itself)."""
+        return StartupSnapshot(
+            state=self.state,
+            phase=self.phase,
+            progress=self.progress,
+            spans=tuple(self.spans),
+            gpus=tuple(self.gpus),
+            probes=MappingProxyType(dict(self.probes)),
+            failure=self.failure,
+            elapsed_seconds=self.elapsed(now),
+            phase_elapsed_seconds=self.phase_elapsed(now),
+        )
 
     def next_probe(self, now: float) -> ProbeKind | None:
         """The probe to send now, or None (one in flight, too early, or nothing to ask)."""
@@ -213,13 +216,7 @@ class StartupMachine:
         if isinstance(event, ProgressEvent):
             self._last_activity = now
             self.progress = event
-            fields = {
-                "phase": event.phase,
-                "done": event.done,
-                "total": event.total,
-                "unit": event.unit,
-            }
-            return [self._live("progress", now, fields)]
+            return [Progress(now - self.start, event.phase, event.done, event.total, event.unit)]
         if isinstance(event, FailureEvent):
             return self._on_failure(event.failure, now, tentative=event.tentative)
         if isinstance(event, EngineEvent):
@@ -240,15 +237,8 @@ class StartupMachine:
             return []
         if not first:
             self._last_activity = now
-        gpus = [
-            {
-                "index": g.index,
-                "used_bytes": g.memory_used_bytes,
-                "total_bytes": g.memory_total_bytes,
-            }
-            for g in readings
-        ]
-        return [self._live("gpu", now, {"gpus": gpus})]
+        gpus = tuple(GpuUse(g.index, g.memory_used_bytes, g.memory_total_bytes) for g in readings)
+        return [GpuSample(now - self.start, gpus)]
 
     def on_probe(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
         """A probe observation arrived: advance the readiness sequence."""
@@ -293,14 +283,15 @@ class StartupMachine:
         ``failure`` is the analyzer's verdict on the whole log (``finish(exit_code)``), if any.
         """
         self.exit_code = exit_code
+        exited: list[LiveEvent] = [Exited(now - self.start, exit_code)]
         if self.is_terminal:
-            return []
+            return exited
         chosen = failure if failure is not None and failure.is_final else None
         if chosen is None and self._pending is not None:
             chosen = self._pending[0]
         if chosen is None:
             chosen = failure or self._exit_failure(exit_code)
-        return self._fail(chosen, now, State.FAILED)
+        return exited + self._fail(chosen, now, State.FAILED)
 
     def stop(self, now: float) -> None:
         """The user asked to stop (Ctrl-C, SIGTERM): not a failure of the server."""
@@ -358,9 +349,6 @@ class StartupMachine:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _live(self, event: str, now: float, fields: dict[str, Any]) -> LiveEvent:
-        return LiveEvent(event, now - self.start, fields)
-
     def _on_phase(self, event: PhaseEvent, now: float) -> list[LiveEvent]:
         phase = event.entry.phase
         self._last_activity = now
@@ -369,7 +357,7 @@ class StartupMachine:
         self.phase = phase
         self.progress = None
         self.spans.append(PhaseSpan(phase, now - self.start, event.entry.line_number))
-        return [self._live("phase", now, {"phase": phase, "line_number": event.entry.line_number})]
+        return [PhaseReached(now - self.start, phase, event.entry.line_number)]
 
     def _on_failure(self, failure: Failure, now: float, *, tentative: bool) -> list[LiveEvent]:
         if self.is_terminal:
@@ -387,12 +375,7 @@ class StartupMachine:
         self.state = state
         self.ended_at = now
         self._pending = None
-        fields = {
-            **failure_fields(failure),
-            "line_number": failure.line_number,
-            "summary": failure.summary,
-        }
-        return [self._live("failure", now, fields)]
+        return [FailureFound(now - self.start, failure)]
 
     def _advance_readiness(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
         interval = self.policy.probe_interval_seconds
@@ -413,12 +396,7 @@ class StartupMachine:
                 self.phase = Phase.READY
                 self.spans.append(PhaseSpan(Phase.READY, now - self.start, 0))
             self._schedule(ProbeKind.HEALTH, now, self.policy.liveness_interval_seconds)
-            fields = {
-                "time_to_ready_seconds": round(now - self.start, 3),
-                "model": obs.model,
-                "url": obs.url,
-            }
-            return [self._live("ready", now, fields)]
+            return [Ready(now - self.start, now - self.start, obs.model, obs.url)]
         else:
             first = ProbeKind.HEALTH if self.policy.has_health else ProbeKind.MODELS
             self._schedule(first, now, self.policy.smoke_retry_seconds)
@@ -461,7 +439,7 @@ class StartupMachine:
             return []  # the same refusal again: not news
         if same and self.state is State.READY and not self._latency_unusual(obs):
             return []  # the server still answers, as fast as usual: not news either
-        return [self._live("probe", now, probe_fields(obs))]
+        return [ProbeSeen(now - self.start, obs)]
 
     def _latency_unusual(self, obs: ProbeObservation) -> bool:
         """After ready: whether an ok probe took far longer than the usual (the median of the
@@ -552,35 +530,6 @@ _STALL_HINTS: dict[Phase, str] = {
         "and that imports are not blocked (e.g. waiting on a network filesystem)."
     ),
 }
-
-
-def failure_fields(failure: Failure) -> dict[str, Any]:
-    """The ``failure`` object of the JSON: class, phase, line, remedy."""
-    return {
-        "class": failure.failure_class.value,
-        "phase": failure.phase.value,
-        "line": failure.line,
-        "remedy": [_remedy_json(r) for r in failure.remedy],
-    }
-
-
-def _remedy_json(remedy: Remedy) -> dict[str, Any]:
-    return {"text": remedy.text, "flag": remedy.flag, "value": remedy.value, "env": remedy.env}
-
-
-def probe_fields(obs: ProbeObservation) -> dict[str, Any]:
-    """The fields of a ``probe`` event."""
-    return {
-        "probe": obs.kind.value,
-        "url": obs.url,
-        "ok": obs.ok,
-        "status": obs.status,
-        "refused": obs.refused,
-        "error": obs.error,
-        "latency_seconds": round(obs.latency_seconds, 4),
-        "model": obs.model,
-        **({"answer": obs.text} if obs.kind is ProbeKind.SMOKE and obs.ok else {}),
-    }
 
 
 def timeline_json(spans: Sequence[PhaseSpan], end_t: float) -> list[dict[str, Any]]:

@@ -30,16 +30,19 @@ from bringup.core import engine_args, packs
 from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Diagnosis, EngineEvent, Event
 from bringup.core.endpoint import resolve_url
-from bringup.core.phase_words import status_text
-from bringup.core.server_exit import ServerExit
-from bringup.core.startup import (
+from bringup.core.live import (
+    FailureFound,
+    GpuSample,
     LiveEvent,
-    ProbeObservation,
-    StartupMachine,
-    StartupPolicy,
-    State,
-    summary_json,
+    PhaseReached,
+    Progress,
+    Ready,
+    StartupResult,
 )
+from bringup.core.phase_words import status_text
+from bringup.core.probes import ProbeObservation
+from bringup.core.server_exit import ServerExit
+from bringup.core.startup import StartupMachine, StartupPolicy, State, summary_json
 from bringup.core.vocab import Engine
 from bringup.follow.samplers import (
     GpuItem,
@@ -63,7 +66,6 @@ from bringup.follow.types import (
     Prober,
     ProberFactory,
     StartupConfig,
-    StartupResult,
 )
 
 TICK_SECONDS = 0.1  # the longest the loop waits for an item before it looks at the clock
@@ -242,7 +244,7 @@ class _Follower:
             self._send_probe(now)
             self._sample_gpus(now)
             self._keep_systemd_informed(now)
-            self.observer.refresh(self.machine, now)
+            self.observer.refresh(self.machine.snapshot(now))
             if self.signum is not None or self.machine.is_terminal:
                 return
             if self.machine.state is State.READY and not self.follow:
@@ -353,13 +355,17 @@ class _Follower:
         n = self.notifier
         if n is None:
             return
-        if event.event == "ready":
+        if isinstance(event, Ready):
             n.ready(
-                f"ready in {event.fields['time_to_ready_seconds']:.1f}s: the model answered at {self.url}"
+                f"ready in {event.time_to_ready_seconds:.1f}s: the model answered at {self.url}"
             )
-        elif event.event == "failure":
-            n.status(f"failed: {event.fields['class']} during {event.fields['phase']}")
-        elif event.event in ("phase", "progress", "gpu") and self.machine.state is State.STARTING:
+        elif isinstance(event, FailureFound):
+            f = event.failure
+            n.status(f"failed: {f.failure_class.value} during {f.phase.value}")
+        elif (
+            isinstance(event, PhaseReached | Progress | GpuSample)
+            and self.machine.state is State.STARTING
+        ):
             text = status_text(self.machine.phase, self.machine.progress)
             if text != self._last_status:
                 self._last_status = text
@@ -430,7 +436,7 @@ class _Follower:
             interrupted=self.signum is not None,
             engine=self.engine,
         )
-        self.observer.close(result, m)
+        self.observer.close(result, m.snapshot(now))
         return result
 
     def _settle_server(self, m: StartupMachine) -> tuple[int | None, str | None]:

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from bringup.adapters import gpus as gpu_adapter
 from bringup.adapters.clock import Clock, SystemClock
@@ -28,14 +28,15 @@ from bringup.adapters.systemd import Systemctl, write_retry_dropin
 from bringup.core import engine_args, packs, retry_policy, service
 from bringup.core.attempts import AttemptRecord, RetryEvent
 from bringup.core.gpu import GpuReading, select_visible
+from bringup.core.live import LiveEvent, StartupResult
 from bringup.core.packs.types import EngineFlags, Pack
 from bringup.core.plan.result import Plan
 from bringup.core.retry_policy import Change, Decision
-from bringup.core.startup import LiveEvent
+from bringup.core.startup import StartupSnapshot
 from bringup.core.systemd_unit import Word, render_retry_dropin
 from bringup.core.vocab import Engine
 from bringup.errors import AdapterError, BringupError, InputError
-from bringup.follow.types import Observer, StartupConfig, StartupResult
+from bringup.follow.types import Observer, StartupConfig
 from bringup.follow.wiring import follow_local
 
 
@@ -319,9 +320,9 @@ class DeferredClose:
 
     def __init__(self, inner: Observer) -> None:
         self.inner = inner
-        self._machine: Any = None
+        self._snapshot: StartupSnapshot | None = None
 
-    def event(self, event: Any) -> None:
+    def event(self, event: LiveEvent) -> None:
         self.inner.event(event)
 
     def line(self, stream: str, text: str) -> None:
@@ -330,26 +331,27 @@ class DeferredClose:
     def note(self, text: str) -> None:
         self.inner.note(text)
 
-    def refresh(self, machine: Any, now: float) -> None:
-        self.inner.refresh(machine, now)
+    def refresh(self, snapshot: StartupSnapshot) -> None:
+        self.inner.refresh(snapshot)
 
-    def close(self, result: StartupResult, machine: Any) -> None:
-        self._machine = machine
+    def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None:
+        self._snapshot = snapshot
 
     def release(
         self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool
     ) -> None:
         """Close the inner observers now (see the class docstring)."""
+        assert self._snapshot is not None, "released before the attempt closed"
         if final:
             result.summary["attempts"] = [a.to_json() for a in attempts]
-            self.inner.close(result, self._machine)
+            self.inner.close(result, self._snapshot)
             return
         for observer in getattr(self.inner, "observers", (self.inner,)):
             if (
                 not getattr(observer, "is_json", False)
                 and type(observer).__name__ != "JsonLinesObserver"
             ):
-                observer.close(result, self._machine)
+                observer.close(result, self._snapshot)
 
 
 # -- bringup up --retry ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from bringup.adapters.clock import Clock
 from bringup.adapters.gpus import GpuSource
 from bringup.core.gpu import GpuReading, select_visible
-from bringup.core.startup import ProbeKind, ProbeObservation
+from bringup.core.probes import ProbeKind, ProbeObservation
 from bringup.errors import BringupError
 from bringup.follow.types import Prober
 

@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bringup.core.diagnosis import Diagnosis, Failure
-from bringup.core.server_exit import ServerExit
-from bringup.core.startup import LiveEvent, ProbeKind, ProbeObservation, StartupMachine
-from bringup.core.vocab import Engine, Outcome
+from bringup.core.live import LiveEvent, StartupResult
+from bringup.core.probes import ProbeKind, ProbeObservation
+from bringup.core.startup import StartupSnapshot
+from bringup.core.vocab import Engine
 
 EXIT_READY = 0
 EXIT_FAILED = 1
@@ -45,31 +45,6 @@ class StartupConfig:
     exit_wait_seconds: float | None = None
 
 
-@dataclass
-class StartupResult:
-    """How a followed startup ended."""
-
-    outcome: Outcome  # ready | failed | stalled (incomplete when interrupted before a verdict)
-    exit_code: (
-        int  # bringup's: 0 ready, 1 failed, 4 stalled/deadline, 128+N interrupted by signal N
-    )
-    failure: Failure | None
-    diagnosis: Diagnosis | None
-    argv: tuple[str, ...]  # the server command as run
-    time_to_ready_seconds: float | None
-    summary: dict[str, Any]  # the JSON summary line
-    url: str
-    model: str | None = None
-    server_exit_code: int | None = None  # the raw return code (negative: killed by that signal)
-    server_exit: ServerExit | None = (
-        None  # the server's own status, kept apart from bringup's signals
-    )
-    left_running_pid: int | None = None  # --keep: the server still running
-    detached_log: str | None = None  # --keep: where its output now goes
-    interrupted: bool = False
-    engine: Engine | None = None  # from the command, --engine or the log; None: not known
-
-
 class Prober(Protocol):
     """The HTTP probes of one server (``adapters.http_probe.HttpProber``)."""
 
@@ -102,8 +77,8 @@ class Observer(Protocol):
     def event(self, event: LiveEvent) -> None: ...
     def line(self, stream: str, text: str) -> None: ...
     def note(self, text: str) -> None: ...
-    def refresh(self, machine: StartupMachine, now: float) -> None: ...
-    def close(self, result: StartupResult, machine: StartupMachine) -> None: ...
+    def refresh(self, snapshot: StartupSnapshot) -> None: ...
+    def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None: ...
 
 
 class NullObserver:
@@ -112,8 +87,8 @@ class NullObserver:
     def event(self, event: LiveEvent) -> None: ...
     def line(self, stream: str, text: str) -> None: ...
     def note(self, text: str) -> None: ...
-    def refresh(self, machine: StartupMachine, now: float) -> None: ...
-    def close(self, result: StartupResult, machine: StartupMachine) -> None: ...
+    def refresh(self, snapshot: StartupSnapshot) -> None: ...
+    def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None: ...
 
 
 class GuardedObserver:
@@ -141,8 +116,8 @@ class GuardedObserver:
     def note(self, text: str) -> None:
         self._call("note", text)
 
-    def refresh(self, machine: StartupMachine, now: float) -> None:
-        self._call("refresh", machine, now)
+    def refresh(self, snapshot: StartupSnapshot) -> None:
+        self._call("refresh", snapshot)
 
-    def close(self, result: StartupResult, machine: StartupMachine) -> None:
-        self._call("close", result, machine)
+    def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None:
+        self._call("close", result, snapshot)

@@ -18,9 +18,9 @@ from bringup.adapters.sd_notify import Notifier
 from bringup.adapters.sources.child import ChildSource
 from bringup.adapters.sources.items import Source
 from bringup.core.endpoint import server_api_key
-from bringup.core.startup import LiveEvent
+from bringup.core.live import LiveEvent, StartupResult
 from bringup.follow.loop import run_startup
-from bringup.follow.types import Observer, Prober, ProberFactory, StartupConfig, StartupResult
+from bringup.follow.types import Observer, Prober, ProberFactory, StartupConfig
 
 
 def http_prober(config: StartupConfig) -> ProberFactory:

@@ -1,26 +1,35 @@
 """How a followed startup looks: a rich live view on a terminal, plain lines otherwise,
-JSON Lines with ``--json``. Observers of ``bringup.follow``; they never decide anything.
+JSON Lines with ``--json``. Observers of a followed startup: they get its typed events and
+read-only snapshots (``core.live``, ``core.startup.StartupSnapshot``), never the follower, and
+never decide anything.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from bringup.core.live import (
+    FailureFound,
+    GpuSample,
+    LiveEvent,
+    PhaseReached,
+    ProbeSeen,
+    Progress,
+    Ready,
+    StartupResult,
+)
 from bringup.core.phase_words import PHASE_WORDS, status_text
-from bringup.core.startup import LiveEvent, ProbeKind, StartupMachine, State, summary_json
-from bringup.core.vocab import Phase
+from bringup.core.probes import ProbeKind, probe_fields
+from bringup.core.startup import StartupSnapshot, State, summary_json
 from bringup.render.console import make_console
 from bringup.units import format_bytes, format_seconds
-
-if TYPE_CHECKING:
-    from bringup.follow.types import StartupResult
 
 
 def format_failure(fields: Mapping[str, Any]) -> list[str]:
@@ -69,7 +78,7 @@ def _exit_note(result: StartupResult) -> str:
     return ""
 
 
-def format_ending(result: StartupResult, machine: StartupMachine) -> list[str]:
+def format_ending(result: StartupResult, machine: StartupSnapshot) -> list[str]:
     """The closing lines: the verdict, the time to ready and the phase timeline."""
     summary = result.summary
     lines: list[str] = []
@@ -110,9 +119,9 @@ class JsonLinesObserver:
 
     def line(self, stream: str, text: str) -> None: ...
     def note(self, text: str) -> None: ...
-    def refresh(self, machine: StartupMachine, now: float) -> None: ...
+    def refresh(self, snapshot: StartupSnapshot) -> None: ...
 
-    def close(self, result: StartupResult, machine: StartupMachine) -> None:
+    def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None:
         self._write(result.summary)
 
 
@@ -134,33 +143,32 @@ class PlainObserver:
         self.stream.flush()
 
     def event(self, event: LiveEvent) -> None:
-        f = event.fields
-        if event.event == "phase":
-            self._say(event.t, f"phase {f['phase']}: {PHASE_WORDS[Phase(f['phase'])]}")
-        elif event.event == "progress":
-            if f["done"] == f["total"] or event.t - self._last_progress_t >= 1.0:
+        if isinstance(event, PhaseReached):
+            self._say(event.t, f"phase {event.phase}: {PHASE_WORDS[event.phase]}")
+        elif isinstance(event, Progress):
+            if event.done == event.total or event.t - self._last_progress_t >= 1.0:
                 self._last_progress_t = event.t
                 self._say(
                     event.t,
-                    f"{PHASE_WORDS[Phase(f['phase'])]} {f['done']}/{f['total']} {f['unit']}",
+                    f"{PHASE_WORDS[event.phase]} {event.done}/{event.total} {event.unit}",
                 )
-        elif event.event == "gpu":
+        elif isinstance(event, GpuSample):
             if event.t - self._last_gpu_t >= self.gpu_every_seconds:
                 self._last_gpu_t = event.t
                 used = ", ".join(
-                    f"GPU {g['index']} {format_bytes(g['used_bytes'])}/{format_bytes(g['total_bytes'])}"
-                    for g in f["gpus"]
+                    f"GPU {g.index} {format_bytes(g.used_bytes)}/{format_bytes(g.total_bytes)}"
+                    for g in event.gpus
                 )
                 self._say(event.t, f"memory: {used}")
-        elif event.event == "probe":
-            self._say(event.t, format_probe(f))
-        elif event.event == "failure":
-            for i, line in enumerate(format_failure(f)):
+        elif isinstance(event, ProbeSeen):
+            self._say(event.t, format_probe(event.fields))
+        elif isinstance(event, FailureFound):
+            for i, line in enumerate(format_failure(event.fields)):
                 self._say(event.t if i == 0 else None, line)
-        elif event.event == "ready":
+        elif isinstance(event, Ready):
             self._say(
                 event.t,
-                f"READY: {f.get('model') or 'the model'} answered the smoke request ({f.get('url')})",
+                f"READY: {event.model or 'the model'} answered the smoke request ({event.url})",
             )
 
     def line(self, stream: str, text: str) -> None:
@@ -170,12 +178,12 @@ class PlainObserver:
     def note(self, text: str) -> None:
         self._say(None, text)
 
-    def refresh(self, machine: StartupMachine, now: float) -> None:
+    def refresh(self, snapshot: StartupSnapshot) -> None:
         if self.echo:
             self.stream.flush()
 
-    def close(self, result: StartupResult, machine: StartupMachine) -> None:
-        for line in format_ending(result, machine):
+    def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None:
+        for line in format_ending(result, snapshot):
             self._say(None, line)
 
 
@@ -191,21 +199,18 @@ class RichObserver:
         self._last_line = ""
 
     def event(self, event: LiveEvent) -> None:
-        if event.event == "failure":
+        if isinstance(event, FailureFound):
             for line in format_failure(event.fields):
                 self.console.print(
                     Text(line, style="bold red" if line.startswith("FAILED") else "")
                 )
-        elif event.event == "ready":
+        elif isinstance(event, Ready):
             self.console.print(
                 Text(f"READY in {format_seconds(event.t)}: the model answered", style="bold green")
             )
-        elif event.event == "phase":
+        elif isinstance(event, PhaseReached):
             self.console.print(
-                Text(
-                    f"[{format_seconds(event.t):>7}] {PHASE_WORDS[Phase(event.fields['phase'])]}",
-                    style="cyan",
-                )
+                Text(f"[{format_seconds(event.t):>7}] {PHASE_WORDS[event.phase]}", style="cyan")
             )
 
     def line(self, stream: str, text: str) -> None:
@@ -215,22 +220,23 @@ class RichObserver:
     def note(self, text: str) -> None:
         self.console.print(Text(f"bringup: {text}", style="yellow"))
 
-    def refresh(self, machine: StartupMachine, now: float) -> None:
+    def refresh(self, snapshot: StartupSnapshot) -> None:
+        now = snapshot.elapsed_seconds
         if now - self._last_refresh < 0.25:
             return
         self._last_refresh = now
-        self._live.update(self._panel(machine, now), refresh=True)
+        self._live.update(self._panel(snapshot), refresh=True)
 
-    def _panel(self, m: StartupMachine, now: float) -> RenderableType:
+    def _panel(self, m: StartupSnapshot) -> RenderableType:
         head = Text(f"{self.title}: {status_text(m.phase, m.progress)}", style="bold")
         head.append(
-            f"   {format_seconds(m.phase_elapsed(now))} in phase, {format_seconds(m.elapsed(now))} in all",
+            f"   {format_seconds(m.phase_elapsed_seconds)} in phase, {format_seconds(m.elapsed_seconds)} in all",
             style="dim",
         )
         phases = Table.grid(padding=(0, 2))
         spans = m.spans
         for i, span in enumerate(spans):
-            until = spans[i + 1].t if i + 1 < len(spans) else m.elapsed(now)
+            until = spans[i + 1].t if i + 1 < len(spans) else m.elapsed_seconds
             phases.add_row(span.phase.value, format_seconds(span.t), format_seconds(until - span.t))
         parts: list[RenderableType] = [head, phases]
         for g in m.gpus:
@@ -244,28 +250,14 @@ class RichObserver:
         for kind in ProbeKind:
             obs = m.probes.get(kind)
             if obs is not None:
-                parts.append(
-                    Text(
-                        format_probe(
-                            {
-                                "probe": kind.value,
-                                "ok": obs.ok,
-                                "refused": obs.refused,
-                                "status": obs.status,
-                                "error": obs.error,
-                                "latency_seconds": obs.latency_seconds,
-                            }
-                        ),
-                        style="dim",
-                    )
-                )
+                parts.append(Text(format_probe(probe_fields(obs)), style="dim"))
         if self._last_line:
             parts.append(Text(self._last_line[: self.console.width - 1], style="dim"))
         return Group(*parts)
 
-    def close(self, result: StartupResult, machine: StartupMachine) -> None:
+    def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None:
         self._live.stop()
-        for line in format_ending(result, machine):
+        for line in format_ending(result, snapshot):
             self.console.print(line)
 
 
@@ -287,13 +279,13 @@ class Observers:
         for o in self.observers:
             o.note(text)
 
-    def refresh(self, machine: StartupMachine, now: float) -> None:
+    def refresh(self, snapshot: StartupSnapshot) -> None:
         for o in self.observers:
-            o.refresh(machine, now)
+            o.refresh(snapshot)
 
-    def close(self, result: StartupResult, machine: StartupMachine) -> None:
+    def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None:
         for o in self.observers:
-            o.close(result, machine)
+            o.close(result, snapshot)
 
 
 def is_terminal(stream: TextIO, environ: Mapping[str, str]) -> bool:

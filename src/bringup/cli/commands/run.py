@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Callable
 
 from bringup.cli.main import Context
-from bringup.core.startup import LiveEvent
+from bringup.core.live import LiveEvent, Ready
 from bringup.core.vocab import Engine
 from bringup.errors import UsageError
 from bringup.follow.types import StartupConfig
@@ -184,9 +184,9 @@ def _bench_at_ready(args: argparse.Namespace, ctx: Context) -> Callable[[LiveEve
             signal.raise_signal(signal.SIGTERM)
 
     def hook(event: LiveEvent) -> None:
-        if event.event == "ready" and not started.is_set():
+        if isinstance(event, Ready) and not started.is_set():
             started.set()
-            parts = urllib.parse.urlsplit(str(event.fields.get("url") or args.url or ""))
+            parts = urllib.parse.urlsplit(event.url or args.url or "")
             threading.Thread(
                 target=bench, args=(f"{parts.scheme}://{parts.netloc}",), daemon=True, name="bench"
             ).start()

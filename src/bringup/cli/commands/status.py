@@ -33,7 +33,8 @@ from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Diagnosis, PhaseEvent
 from bringup.core.endpoint import resolve_url
 from bringup.core.gpu import select_visible
-from bringup.core.startup import ProbeKind, ProbeObservation, failure_fields, probe_fields
+from bringup.core.live import failure_fields
+from bringup.core.probes import ProbeKind, ProbeObservation, probe_fields
 from bringup.core.systemd_unit import unit_name
 from bringup.core.vocab import Engine, Phase
 from bringup.errors import BringupError, UsageError

@@ -1,0 +1,189 @@
+"""What a followed startup reports, as values: a small union of frozen events, and how it ended.
+
+Each event is one JSON Lines object (``to_json``): ``{"event": NAME, "t": seconds, ...}``.
+Renderers match on the type; ``name`` and ``fields`` give the JSON view.
+
+    PhaseReached  phase      a new phase (from the log)
+    Progress      progress   n of m shards, graphs, layers
+    GpuSample     gpu        GPU memory moved
+    ProbeSeen     probe      an HTTP probe's answer (news only: the same refusal is said once)
+    FailureFound  failure    the verdict's root cause (or a stall, a death)
+    Ready         ready      the smoke request was answered
+    Exited        exited     the server process ended (its status when known)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from bringup.core.diagnosis import Diagnosis, Failure, Remedy
+from bringup.core.probes import ProbeObservation, probe_fields
+from bringup.core.server_exit import ServerExit
+from bringup.core.vocab import Engine, Outcome, Phase
+
+
+class _Event:
+    """The JSON view every event shares."""
+
+    __slots__ = ()
+    name: ClassVar[str]
+    t: float  # seconds since the start
+
+    @property
+    def event(self) -> str:
+        """The event's name in JSON Lines (``phase``, ``progress``, ...)."""
+        return self.name
+
+    @property
+    def fields(self) -> Mapping[str, Any]:
+        """The JSON object without ``event`` and ``t``."""
+        return self._fields()
+
+    def _fields(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON Lines object."""
+        return {"event": self.name, "t": round(self.t, 3), **self._fields()}
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseReached(_Event):
+    name: ClassVar[str] = "phase"
+    t: float
+    phase: Phase
+    line_number: int
+
+    def _fields(self) -> dict[str, Any]:
+        return {"phase": self.phase, "line_number": self.line_number}
+
+
+@dataclass(frozen=True, slots=True)
+class Progress(_Event):
+    name: ClassVar[str] = "progress"
+    t: float
+    phase: Phase
+    done: int
+    total: int
+    unit: str
+
+    def _fields(self) -> dict[str, Any]:
+        return {"phase": self.phase, "done": self.done, "total": self.total, "unit": self.unit}
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUse:
+    """One GPU's memory in a sample."""
+
+    index: int
+    used_bytes: int
+    total_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample(_Event):
+    name: ClassVar[str] = "gpu"
+    t: float
+    gpus: tuple[GpuUse, ...]
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "gpus": [
+                {"index": g.index, "used_bytes": g.used_bytes, "total_bytes": g.total_bytes}
+                for g in self.gpus
+            ]
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSeen(_Event):
+    name: ClassVar[str] = "probe"
+    t: float
+    obs: ProbeObservation
+
+    def _fields(self) -> dict[str, Any]:
+        return probe_fields(self.obs)
+
+
+@dataclass(frozen=True, slots=True)
+class FailureFound(_Event):
+    name: ClassVar[str] = "failure"
+    t: float
+    failure: Failure
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            **failure_fields(self.failure),
+            "line_number": self.failure.line_number,
+            "summary": self.failure.summary,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Ready(_Event):
+    name: ClassVar[str] = "ready"
+    t: float
+    time_to_ready_seconds: float
+    model: str | None
+    url: str
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "time_to_ready_seconds": round(self.time_to_ready_seconds, 3),
+            "model": self.model,
+            "url": self.url,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Exited(_Event):
+    name: ClassVar[str] = "exited"
+    t: float
+    code: int | None  # the server's exit status; negative: killed by that signal; None: unknown
+
+    def _fields(self) -> dict[str, Any]:
+        return {"code": self.code}
+
+
+LiveEvent = PhaseReached | Progress | GpuSample | ProbeSeen | FailureFound | Ready | Exited
+
+
+def failure_fields(failure: Failure) -> dict[str, Any]:
+    """The ``failure`` object of the JSON: class, phase, line, remedy."""
+    return {
+        "class": failure.failure_class.value,
+        "phase": failure.phase.value,
+        "line": failure.line,
+        "remedy": [_remedy_json(r) for r in failure.remedy],
+    }
+
+
+def _remedy_json(remedy: Remedy) -> dict[str, Any]:
+    return {"text": remedy.text, "flag": remedy.flag, "value": remedy.value, "env": remedy.env}
+
+
+@dataclass
+class StartupResult:
+    """How a followed startup ended."""
+
+    outcome: Outcome  # ready | failed | stalled (incomplete when interrupted before a verdict)
+    exit_code: (
+        int  # bringup's: 0 ready, 1 failed, 4 stalled/deadline, 128+N interrupted by signal N
+    )
+    failure: Failure | None
+    diagnosis: Diagnosis | None
+    argv: tuple[str, ...]  # the server command as run
+    time_to_ready_seconds: float | None
+    summary: dict[str, Any]  # the JSON summary line
+    url: str
+    model: str | None = None
+    server_exit_code: int | None = None  # the raw return code (negative: killed by that signal)
+    server_exit: ServerExit | None = (
+        None  # the server's own status, kept apart from bringup's signals
+    )
+    left_running_pid: int | None = None  # --keep: the server still running
+    detached_log: str | None = None  # --keep: where its output now goes
+    interrupted: bool = False
+    engine: Engine | None = None  # from the command, --engine or the log; None: not known
