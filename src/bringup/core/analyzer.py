@@ -35,7 +35,7 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
-from bringup.core import logline, packs
+from bringup.core import exit_codes, logline, packs, verdict
 from bringup.core.diagnosis import (
     Diagnosis,
     EngineEvent,
@@ -57,7 +57,6 @@ _TRACEBACK = "Traceback (most recent call last)"
 _REFINE_WINDOW_LINES = 200  # a specific line this close after a generic one refines it
 _MAX_PENDING = 5_000  # lines kept before the engine is recognised, replayed once it is
 _MAX_FRAMES = 400
-_KILLED_EXIT_CODES = frozenset({-9, 137})
 _NUL_RUN = "\x00" * 64  # a hole in a truncated file: what follows is an older process's
 # the last line of a Python traceback: "ValueError: ...", "torch.OutOfMemoryError: ..."
 _EXCEPTION = re.compile(
@@ -486,7 +485,9 @@ class LogAnalyzer:
         failure = self._failure
         if failure is not None and not failure.is_final:
             cls = (
-                FailureClass.HOST_OOM if exit_code in _KILLED_EXIT_CODES else failure.failure_class
+                FailureClass.HOST_OOM
+                if exit_code in exit_codes.KILLED_EXIT_CODES
+                else failure.failure_class
             )
             if cls is not failure.failure_class:
                 return self._exit_failure(exit_code, at=failure)
@@ -502,7 +503,7 @@ class LogAnalyzer:
         return failure
 
     def _exit_failure(self, exit_code: int | None, at: Failure | None) -> Failure:
-        killed = exit_code in _KILLED_EXIT_CODES
+        killed = exit_code in exit_codes.KILLED_EXIT_CODES
         cls = FailureClass.HOST_OOM if killed else FailureClass.ENGINE_CORE_DIED
         phase = self._current_phase() if self._pack is not None else self._phase
         last = ""
@@ -556,18 +557,16 @@ class LogAnalyzer:
         return Failure(cls, phase, "", 0, summary, remedy, True)
 
     def _verdict(self, failure: Failure | None, *, whole_log: bool = False) -> Diagnosis:
-        outcome = Outcome.INCOMPLETE
         phase = self._phase
-        if failure is not None:
-            outcome = Outcome.FAILED
-        elif self._phase is Phase.READY:
-            outcome = Outcome.READY
-        else:
-            failure = self._hang() or (self._hang_point() if whole_log else None)
-            if failure is not None:
-                outcome = Outcome.HUNG
-            else:  # a milestone ("weights loaded") with lines after it: the next phase began
-                phase = self._current_phase()
+        ready = self._phase is Phase.READY
+        hang = None
+        if failure is None and not ready:
+            hang = self._hang() or (self._hang_point() if whole_log else None)
+        decided = verdict.decide(verdict.Facts(failure=failure, hang=hang, ready=ready, live=False))
+        outcome, failure = decided.outcome, decided.failure
+        if outcome is Outcome.INCOMPLETE:
+            # a milestone ("weights loaded") with lines after it: the next phase began
+            phase = self._current_phase()
         if failure is not None and failure.phase is not Phase.READY:
             # the header and the failure agree; a failed start never was ready
             if failure.phase.order > phase.order:

@@ -25,10 +25,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from bringup.core import exit_codes, verdict
 from bringup.core.diagnosis import (
     EngineEvent,
     Event,
@@ -52,6 +52,7 @@ from bringup.core.live import (
     failure_fields,
 )
 from bringup.core.probes import ProbeKind, ProbeObservation
+from bringup.core.verdict import State, Verdict
 from bringup.core.vocab import FailureClass, Outcome, Phase
 
 GPU_CHANGE_BYTES = 16 * 1024 * 1024  # smaller moves are jitter, not progress
@@ -75,16 +76,6 @@ class StartupPolicy:
     fallback_model: str | None = None  # the model named on the command line
     has_health: bool = True  # False when the engine has no health endpoint to ask
     probe_has_key: bool = False  # bringup's probes carry an API key (for the 401/403 verdict)
-
-
-class State(StrEnum):
-    """Where a followed startup stands."""
-
-    STARTING = "starting"  # no verdict yet
-    READY = "ready"  # the smoke request succeeded; still supervised
-    FAILED = "failed"  # terminal: a root cause, a death, or a dead engine after ready
-    STALLED = "stalled"  # terminal: no progress for --stall, or past --deadline
-    STOPPED = "stopped"  # terminal: stopped on request after ready
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +108,12 @@ class StartupMachine:
     def __init__(self, policy: StartupPolicy, start: float) -> None:
         self.policy = policy
         self.start = start
-        self.state = State.STARTING
         self.phase = Phase.START
         self.spans: list[PhaseSpan] = [PhaseSpan(Phase.START, 0.0, 0)]
         self.progress: ProgressEvent | None = None
-        self.failure: Failure | None = None
+        self._failed: Failure | None = None  # a root cause or a death (also after ready)
+        self._stalled: Failure | None = None  # --stall or --deadline
+        self._stopped = False  # stopped on request
         self.engine: str | None = None
         self.model: str | None = None
         self.ready_at: float | None = None
@@ -142,6 +134,28 @@ class StartupMachine:
 
     # -- queries ---------------------------------------------------------------------------
 
+    def verdict(self, signal: int | None = None) -> Verdict:
+        """The verdict of the facts so far (``signal``: bringup was interrupted by it)."""
+        return verdict.decide(
+            verdict.Facts(
+                failure=self._failed,
+                stalled=self._stalled,
+                ready=self.ready_at is not None,
+                stopped=self._stopped,
+                signal=signal,
+            )
+        )
+
+    @property
+    def state(self) -> State:
+        """Where the startup stands (``core.verdict``)."""
+        return self.verdict().state
+
+    @property
+    def failure(self) -> Failure | None:
+        """The failure behind the verdict (a root cause, a death, a stall), if any."""
+        return self.verdict().failure
+
     @property
     def is_terminal(self) -> bool:
         """True once there is a final verdict."""
@@ -150,13 +164,7 @@ class StartupMachine:
     @property
     def outcome(self) -> Outcome:
         """The verdict so far in the shared vocabulary (``ready`` also after a clean stop)."""
-        if self.state is State.STALLED:
-            return Outcome.STALLED
-        if self.state is State.FAILED:
-            return Outcome.FAILED
-        if self.ready_at is not None:
-            return Outcome.READY
-        return Outcome.INCOMPLETE
+        return self.verdict().outcome
 
     @property
     def time_to_ready_seconds(self) -> float | None:
@@ -296,7 +304,7 @@ class StartupMachine:
     def stop(self, now: float) -> None:
         """The user asked to stop (Ctrl-C, SIGTERM): not a failure of the server."""
         if not self.is_terminal:
-            self.state = State.STOPPED
+            self._stopped = True
             self.ended_at = now
 
     def stall_due(self, now: float) -> bool:
@@ -371,8 +379,10 @@ class StartupMachine:
         return []
 
     def _fail(self, failure: Failure, now: float, state: State) -> list[LiveEvent]:
-        self.failure = failure
-        self.state = state
+        if state is State.STALLED:
+            self._stalled = failure
+        else:
+            self._failed = failure
         self.ended_at = now
         self._pending = None
         return [FailureFound(now - self.start, failure)]
@@ -390,7 +400,6 @@ class StartupMachine:
                 self.model = obs.model
             self._schedule(ProbeKind.SMOKE, now, 0.0)
         elif obs.ok:
-            self.state = State.READY
             self.ready_at = now
             if self.phase is not Phase.READY:
                 self.phase = Phase.READY
@@ -456,7 +465,7 @@ class StartupMachine:
         after = self.ready_at is not None
         when = "after it was ready" if after else f"during {self.phase}"
         code = "with an unknown status" if exit_code is None else f"with status {exit_code}"
-        killed = exit_code in (-9, 137)
+        killed = exit_code in exit_codes.KILLED_EXIT_CODES
         cls = FailureClass.HOST_OOM if killed else FailureClass.ENGINE_CORE_DIED
         summary = f"the server process exited {code} {when}"
         if killed:

@@ -42,7 +42,8 @@ from bringup.core.live import (
 from bringup.core.phase_words import status_text
 from bringup.core.probes import ProbeObservation
 from bringup.core.server_exit import ServerExit
-from bringup.core.startup import StartupMachine, StartupPolicy, State, summary_json
+from bringup.core.startup import StartupMachine, StartupPolicy, summary_json
+from bringup.core.verdict import State
 from bringup.core.vocab import Engine
 from bringup.follow.samplers import (
     GpuItem,
@@ -56,9 +57,6 @@ from bringup.follow.samplers import (
     read_gpus,
 )
 from bringup.follow.types import (
-    EXIT_FAILED,
-    EXIT_READY,
-    EXIT_STALLED,
     GuardedObserver,
     Notify,
     NullObserver,
@@ -419,10 +417,11 @@ class _Follower:
         summary = summary_json(m, now)
         if server_exit is not None:
             summary.update(server_exit.json_fields())
+        verdict = m.verdict(self.signum)
         result = StartupResult(
-            outcome=m.outcome,
-            exit_code=self._exit_code(m),
-            failure=m.failure,
+            outcome=verdict.outcome,
+            exit_code=verdict.exit_code,
+            failure=verdict.failure,
             diagnosis=self.final_diagnosis or self.analyzer.diagnosis(),
             argv=tuple(self.config.argv),
             time_to_ready_seconds=m.time_to_ready_seconds,
@@ -493,12 +492,3 @@ class _Follower:
             tuple(child.signals_sent),
             self.config.grace_seconds if child.signals_sent else None,
         )
-
-    def _exit_code(self, m: StartupMachine) -> int:
-        if m.state is State.FAILED:
-            return EXIT_FAILED
-        if m.state is State.STALLED:
-            return EXIT_STALLED
-        if m.state in (State.READY, State.STOPPED):
-            return EXIT_READY
-        return 128 + (self.signum or signal.SIGINT)

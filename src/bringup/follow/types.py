@@ -12,10 +12,6 @@ from bringup.core.probes import ProbeKind, ProbeObservation
 from bringup.core.startup import StartupSnapshot
 from bringup.core.vocab import Engine
 
-EXIT_READY = 0
-EXIT_FAILED = 1
-EXIT_STALLED = 4
-
 
 @dataclass(frozen=True)
 class StartupConfig:

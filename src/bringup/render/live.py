@@ -27,7 +27,8 @@ from bringup.core.live import (
 )
 from bringup.core.phase_words import PHASE_WORDS, status_text
 from bringup.core.probes import ProbeKind, probe_fields
-from bringup.core.startup import StartupSnapshot, State, summary_json
+from bringup.core.startup import StartupSnapshot, summary_json
+from bringup.core.verdict import State
 from bringup.render.console import make_console
 from bringup.units import format_bytes, format_seconds
 

@@ -9,23 +9,16 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
+from bringup.core import verdict
 from bringup.core.diagnosis import Diagnosis
 from bringup.core.printable import printable
-from bringup.core.vocab import Engine, Outcome
+from bringup.core.vocab import Engine
 from bringup.render import diagnosis as render
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
 
 if TYPE_CHECKING:
     from bringup.cli.main import Context
-
-EXIT_CODES = {
-    Outcome.READY: 0,
-    Outcome.FAILED: 1,
-    Outcome.HUNG: 1,
-    Outcome.STALLED: 1,
-    Outcome.INCOMPLETE: 3,
-}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +42,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     else:
         source = "stdin" if args.file == "-" else printable(args.file)
         render.print_diagnosis(result, make_console(ctx.stdout, ctx.environ), source)
-    return EXIT_CODES[result.outcome]
+    return verdict.offline_exit_code(result.outcome)
 
 
 def diagnose_path(path: str, engine: Engine | None, ctx: Context) -> Diagnosis:
