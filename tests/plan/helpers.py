@@ -7,7 +7,7 @@ from importlib import resources
 from typing import Any
 
 from bringup.core import gpu_catalog
-from bringup.core.plan import GpuSet, Planner, Requested, parse_architecture, resolve
+from bringup.core.plan import GpuSet, Planner, Requested, assemble, parse_architecture, resolve
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.result import Plan
 from bringup.core.plan.settings import Settings
@@ -62,4 +62,4 @@ def planner_for(
 def plan(name: str, gpu: str, count: int, **req: Any) -> Plan:
     """Plan a bundled model."""
     planner, settings = planner_for(bundled_config(name), gpu, count, **req)
-    return planner.plan(settings)
+    return assemble.make_plan(planner, settings)

@@ -22,6 +22,7 @@ from bringup.core.plan import (
     Planner,
     Requested,
     Settings,
+    assemble,
     cpu,
     decode,
     parse_architecture,
@@ -248,7 +249,7 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
             mismatches=mismatches,
         )
         planner.calibration = calibration
-    plan = planner.plan(settings)
+    plan = assemble.make_plan(planner, settings)
     return dataclasses.replace(
         plan,
         decode=_decode(args, command, arch, planner, settings, gpus),

@@ -9,7 +9,8 @@ Modules, in the order the plan is made:
 - :mod:`.peaks` — activation peak, sampler warmup, CUDA graphs, non-torch memory;
 - :mod:`.settings` — vLLM's flags and defaults by version and GPU;
 - :mod:`.budget` — vLLM's budget rule and the first failure;
-- :mod:`.planner` and :mod:`.recommend` — the plan, and flags that make it fit;
+- :mod:`.planner`, :mod:`.recommend` and :mod:`.assemble` — the evaluation, flags that make it
+  fit, and the plan made of both;
 - :mod:`.calibrate` — corrections from a successful startup log.
 """
 

@@ -23,7 +23,7 @@ from bringup.core.plan.budget import (
     stages_for,
     tightest,
 )
-from bringup.core.plan.result import KvCache, ModelInfo, PerGpu, Plan, Verdict
+from bringup.core.plan.result import KvCache, ModelInfo, PerGpu, Verdict
 from bringup.core.plan.settings import Settings, parse_version
 from bringup.core.plan.weights import StageWeights, layer_of, parameter_count
 from bringup.units import format_bytes
@@ -66,20 +66,6 @@ class Planner:
         ranks = tuple(rank_budgets(self.arch, self.stages(s), self.gpus, s, self.calibration))
         failure = first_failure(ranks, s, self.gpus, self.arch)
         return Outcome(s, ranks, tightest(ranks, s), failure)
-
-    def plan(self, s: Settings) -> Plan:
-        """The full plan for ``s``, with recommendations."""
-        from bringup.core.plan.recommend import recommend  # cycle: recommend uses Planner
-
-        outcome = self.evaluate(s)
-        return Plan(
-            model=self.model_info(),
-            settings=s,
-            per_gpu=per_gpu(outcome.rank),
-            kv_cache=kv_cache(outcome.rank, s),
-            verdict=verdict(outcome),
-            recommendations=tuple(recommend(self, outcome)),
-        )
 
     def model_info(self) -> ModelInfo:
         """Architecture, parameters and stored weight bytes."""
