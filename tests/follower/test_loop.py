@@ -7,6 +7,7 @@ tests/run are the end-to-end layer of the same loop.
 from __future__ import annotations
 
 import signal
+import threading
 from typing import Any
 
 from bringup.core.live import StartupResult
@@ -81,7 +82,7 @@ class World:
         self.observer = RecordingObserver()
         self.config = StartupConfig(**config)
 
-    def run(self, *, follow: bool = False) -> StartupResult:
+    def run(self, *, follow: bool = False, stop: Any = None) -> StartupResult:
         return run_startup(
             self.config,
             source=self.source,
@@ -92,6 +93,7 @@ class World:
             observer=self.observer,
             follow=follow,
             threads=False,
+            stop=stop,
         )
 
 
@@ -323,3 +325,12 @@ def test_an_unknown_exception_waits_for_the_line_that_explains_it():
     assert result.failure is not None
     assert result.failure.failure_class.value == "config_error"
     assert "User-specified max_model_len (4096)" in result.failure.line
+
+
+def test_a_stop_request_after_ready_stops_like_sigterm():
+    """``stop`` set by another part of bringup (run --bench when done): stopped, exit 0."""
+    stop = threading.Event()
+    w = World([*startup(), (40.0, stop.set)], ready_at=4.0)
+    result = w.run(follow=True, stop=stop)
+    assert (result.outcome.value, result.exit_code, result.interrupted) == ("ready", 0, True)
+    assert 40.0 <= w.clock.elapsed() < 41.0

@@ -86,13 +86,15 @@ def run_startup(
     on_event: Callable[[LiveEvent], None] | None = None,
     follow: bool = True,
     threads: bool = True,
+    stop: threading.Event | None = None,
 ) -> StartupResult:
     """Follow ``source`` (a server it starts, or one already running) to a verdict.
 
     ``prober`` makes the HTTP prober for a base URL (the URL is known only once the source's
     command line is); ``gpus`` is read every ``config.gpu_interval_seconds``; ``notify``
     speaks sd_notify (None: silent). ``follow``: keep supervising after ready until the
-    server dies or a signal arrives (ignored with ``config.exit_when_ready``). ``threads``
+    server dies or a signal arrives (ignored with ``config.exit_when_ready``); ``stop`` set by
+    another thread asks the same as a SIGTERM (``run --bench`` after its benchmark). ``threads``
     False runs the probes and GPU reads on this thread (in-process tests with a fake clock).
     Raises BringupError (exit 2) when the command cannot be started or the source cannot be
     followed; nothing is left running.
@@ -108,6 +110,7 @@ def run_startup(
         on_event,
         follow,
         threads,
+        stop,
     ).run()
 
 
@@ -124,6 +127,7 @@ class _Follower:
         on_event: Callable[[LiveEvent], None] | None,
         follow: bool,
         threads: bool,
+        stop: threading.Event | None,
     ) -> None:
         self.config = config
         self.owned = source.starts_server
@@ -135,6 +139,7 @@ class _Follower:
         self.clock = clock
         self.follow = follow and not config.exit_when_ready
         self.threads = threads
+        self.stop_requested = stop
         self.inbox = Inbox(clock)
         self.notifier = notify
         self.signum: int | None = None
@@ -243,6 +248,8 @@ class _Follower:
             self._sample_gpus(now)
             self._keep_systemd_informed(now)
             self.observer.refresh(self.machine.snapshot(now))
+            if self.stop_requested is not None and self.stop_requested.is_set():
+                self.signum = self.signum or signal.SIGTERM  # a stop on request
             if self.signum is not None or self.machine.is_terminal:
                 return
             if self.machine.state is State.READY and not self.follow:

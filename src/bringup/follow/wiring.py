@@ -9,6 +9,7 @@ NVML or a readings file, the system clock, and sd_notify when ``config.notify``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from bringup.adapters import gpus as gpu_adapter
@@ -42,6 +43,7 @@ def follow_local(
     on_event: Callable[[LiveEvent], None] | None = None,
     clock: Clock | None = None,
     follow: bool = True,
+    stop: threading.Event | None = None,
 ) -> StartupResult:
     """``run_startup`` with the real dependencies; no ``source``: start ``config.argv`` as a child."""
     return run_startup(
@@ -54,4 +56,5 @@ def follow_local(
         observer=observer,
         on_event=on_event,
         follow=follow,
+        stop=stop,
     )

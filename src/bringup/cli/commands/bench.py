@@ -16,7 +16,7 @@ from pathlib import Path
 from bringup.bench_runner import BenchConfig, BenchReport, run_bench
 from bringup.cli.main import Context
 from bringup.core.plan import decode
-from bringup.errors import UsageError
+from bringup.errors import BringupError, UsageError
 from bringup.render import bench as bench_render
 from bringup.render.bench_progress import BenchProgress
 from bringup.render.console import make_console
@@ -202,15 +202,26 @@ def write_plot(report: BenchReport, path: str) -> None:
 
 
 def run_after_ready(url: str, ctx: Context, *, api_key: str | None, as_json: bool) -> int:
-    """``bringup bench URL`` with short defaults, for ``run --bench`` and ``up --bench``; with
-    ``--json`` on the caller, its human report goes to stderr so stdout stays JSON Lines."""
-    from bringup.cli.main import main
-
-    human = Context(
-        stdout=ctx.stderr if as_json else ctx.stdout,
-        stderr=ctx.stderr,
-        stdin=ctx.stdin,
-        environ=ctx.environ,
+    """A short benchmark of a server that just became ready (``run --bench``, ``up --bench``):
+    30 s at concurrency 1 and 4, no prediction. With ``--json`` on the caller, its human report
+    goes to stderr so stdout stays JSON Lines. Errors are one line, as the command's are."""
+    config = BenchConfig(
+        url=url,
+        concurrency=(1, 4),
+        duration_seconds=30.0,
+        api_key=api_key
+        or next((ctx.environ[v] for v in API_KEY_VARIABLES if ctx.environ.get(v)), None),
+        no_ceiling_reason=(
+            "no prediction: give --checkpoint and --gpu or --device cpu to compare with the plan"
+        ),
     )
-    extra = ["--api-key", api_key] if api_key else []
-    return main(["bench", url, "--duration", "30s", "--concurrency", "1,4", *extra], human)
+    try:
+        with BenchProgress(ctx.stderr, ctx.environ) as progress:
+            report = run_bench(dataclasses.replace(config, progress=progress.update))
+    except BringupError as exc:
+        ctx.stderr.write(f"bringup: error: {exc}\n")
+        return exc.exit_code
+    bench_render.print_report(
+        report, make_console(ctx.stderr if as_json else ctx.stdout, ctx.environ)
+    )
+    return 0 if report.is_clean else 1

@@ -10,60 +10,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import signal
 import threading
 import urllib.parse
 from collections.abc import Callable
 
+from bringup.cli.follow_options import add_common, add_retry, config_from, retry_run
 from bringup.cli.main import Context
 from bringup.core.live import LiveEvent, Ready
-from bringup.core.vocab import Engine
 from bringup.errors import UsageError
-from bringup.follow.types import StartupConfig
 from bringup.follow.wiring import follow_local
 from bringup.render.live import make_observer
-from bringup.units import parse_duration
-
-ENGINES = ("auto", *(e.value for e in Engine))
-
-
-def add_common(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by ``run`` and ``watch``."""
-    parser.add_argument(
-        "--engine",
-        choices=ENGINES,
-        default="auto",
-        help="engine knowledge pack (default: from the command or log)",
-    )
-    parser.add_argument(
-        "--url",
-        help="server base URL (default: the command's --host/--port, else the engine's default port)",
-    )
-    parser.add_argument(
-        "--stall",
-        default="300s",
-        help="no phase, progress or GPU memory change for this long = stalled (default 300s; 0 = never)",
-    )
-    parser.add_argument(
-        "--deadline",
-        default="2h",
-        help="the whole startup must be ready within this (default 2h; 0 = none)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="JSON Lines events on stdout; human output on stderr"
-    )
-    parser.add_argument(
-        "--api-key",
-        help="API key for the probes (default: OPENAI_API_KEY or VLLM_API_KEY, else the server's own --api-key; for up, the unit's command and EnvironmentFile=)",
-    )
-    parser.add_argument(
-        "--gpus-from", metavar="FILE", help="read GPU memory from a readings file instead of NVML"
-    )
-    parser.add_argument(
-        "--quiet",
-        action="store_true",
-        help="do not echo the server's own log lines (plain output only)",
-    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,13 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="10s",
         help="SIGTERM to SIGKILL grace when stopping the server (default 10s)",
     )
-    parser.add_argument(
-        "--retry",
-        type=int,
-        default=0,
-        metavar="N",
-        help="on a failure with a known remedy, change the flag and start again, at most N times",
-    )
+    add_retry(parser)
     parser.add_argument(
         "--bench",
         action="store_true",
@@ -118,26 +68,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = "the server command goes after `--`, e.g. bringup run -- vllm serve Qwen/Qwen3-8B --port 8000"
 
 
-def config_from(args: argparse.Namespace, ctx: Context, argv: tuple[str, ...]) -> StartupConfig:
-    """The supervisor configuration from the parsed flags."""
-    stall = parse_duration(args.stall)
-    deadline = parse_duration(args.deadline)
-    return StartupConfig(
-        argv=argv,
-        engine=None if args.engine == "auto" else Engine(args.engine),
-        url=args.url,
-        stall_seconds=stall or None,
-        deadline_seconds=deadline or None,
-        grace_seconds=parse_duration(getattr(args, "grace", "10s")),
-        keep=getattr(args, "keep", False),
-        exit_when_ready=getattr(args, "exit_when_ready", False),
-        api_key=args.api_key,
-        gpus_from=args.gpus_from,
-        notify=getattr(args, "notify", False),
-        environ=ctx.environ,
-    )
-
-
 def run(args: argparse.Namespace, ctx: Context) -> int:
     if not args.passthrough:
         raise UsageError(
@@ -152,8 +82,6 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--preflight checks the nodes of --nodes FILE", hint="add --nodes FILE")
     config = config_from(args, ctx, tuple(args.passthrough))
     if args.retry:
-        from bringup.cli.commands.up import retry_run
-
         return retry_run(args, ctx, config)
     observer = make_observer(
         ctx.stdout,
@@ -165,15 +93,19 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     )
     if args.bench:
         # the server must stay up for the benchmark: supervise on, and stop it afterwards
-        # (as --exit-when-ready would have) through the same path as a SIGTERM after ready
+        # (as --exit-when-ready would have): a stop on request, as a SIGTERM after ready is
         config = dataclasses.replace(config, exit_when_ready=False)
-        result = follow_local(config, observer=observer, on_event=_bench_at_ready(args, ctx))
+        stop = threading.Event()
+        hook = _bench_at_ready(args, ctx, stop)
+        result = follow_local(config, observer=observer, on_event=hook, stop=stop)
     else:
         result = follow_local(config, observer=observer)
     return result.exit_code
 
 
-def _bench_at_ready(args: argparse.Namespace, ctx: Context) -> Callable[[LiveEvent], None]:
+def _bench_at_ready(
+    args: argparse.Namespace, ctx: Context, stop: threading.Event
+) -> Callable[[LiveEvent], None]:
     started = threading.Event()
 
     def bench(url: str) -> None:
@@ -181,7 +113,7 @@ def _bench_at_ready(args: argparse.Namespace, ctx: Context) -> Callable[[LiveEve
 
         run_after_ready(url, ctx, api_key=args.api_key, as_json=args.json)
         if args.exit_when_ready:
-            signal.raise_signal(signal.SIGTERM)
+            stop.set()
 
     def hook(event: LiveEvent) -> None:
         if isinstance(event, Ready) and not started.is_set():

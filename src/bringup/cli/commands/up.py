@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 from bringup.adapters import remote_host
@@ -23,14 +22,17 @@ from bringup.adapters.commands import Runner, system_runner
 from bringup.adapters.ssh import SshRunner
 from bringup.adapters.systemd import Systemctl
 from bringup.cli import remote
-from bringup.cli.commands.run import add_common, config_from
+from bringup.cli.follow_options import (
+    add_common,
+    add_retry,
+    attempt_observers,
+    config_from,
+    retry_reporter,
+)
 from bringup.cli.main import Context
 from bringup.core.systemd_unit import unit_name
 from bringup.errors import UsageError
-from bringup.follow.retry import ChildAttempts, UnitAttempts, run_with_retry
-from bringup.follow.types import Observer, StartupConfig
-from bringup.render.live import make_observer
-from bringup.render.service import RetryReporter
+from bringup.follow.retry import UnitAttempts, run_with_retry
 from bringup.units import parse_duration
 
 
@@ -59,17 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     remote.add_host_arguments(parser)
 
 
-def add_retry(parser: argparse.ArgumentParser) -> None:
-    """``--retry N``, shared with ``bringup run``."""
-    parser.add_argument(
-        "--retry",
-        type=int,
-        default=0,
-        metavar="N",
-        help="on a failure with a known remedy, change the setting and start again, at most N times",
-    )
-
-
 def unit_dir(user: bool, root: str | None, environ: dict[str, str] | None) -> Path:
     """/etc/systemd/system, or ~/.config/systemd/user (XDG_CONFIG_HOME honoured), under ``root``."""
     base = Path(root or "/")
@@ -80,39 +71,6 @@ def unit_dir(user: bool, root: str | None, environ: dict[str, str] | None) -> Pa
     if not os.path.isabs(config):
         raise UsageError("--user needs HOME (or XDG_CONFIG_HOME) set to an absolute path")
     return base / config.lstrip("/") / "systemd/user"
-
-
-def _observers(args: argparse.Namespace, ctx: Context, title: str) -> Callable[[int], Observer]:
-    def make(number: int) -> Observer:
-        suffix = f" (attempt {number})" if number > 1 else ""
-        return make_observer(
-            ctx.stdout,
-            ctx.stderr,
-            ctx.environ,
-            as_json=args.json,
-            quiet=args.quiet,
-            title=title + suffix,
-        )
-
-    return make
-
-
-def _reporter(args: argparse.Namespace, ctx: Context) -> RetryReporter:
-    return RetryReporter(
-        ctx.stdout, ctx.stderr if args.json else ctx.stdout, as_json=args.json, retries=args.retry
-    )
-
-
-def retry_run(args: argparse.Namespace, ctx: Context, config: StartupConfig) -> int:
-    """``bringup run --retry N``: the command line is rewritten before each new attempt."""
-    if args.retry < 0:
-        raise UsageError(f"--retry {args.retry}: give a count of 0 or more")
-    reporter = _reporter(args, ctx)
-    attempts = ChildAttempts(config, _observers(args, ctx, "bringup run"))
-    outcome = run_with_retry(
-        attempts, config.argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop
-    )
-    return outcome.exit_code
 
 
 def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) -> int:
@@ -131,12 +89,12 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
         )
     runner = runner or remote.ssh_runner(args, ctx.environ)
     config = config_from(args, ctx, ())
-    reporter = _reporter(args, ctx)
+    reporter = retry_reporter(args, ctx)
     attempts = UnitAttempts(
         name,
         Systemctl(runner or system_runner(ctx.environ), user=args.user),
         config,
-        _observers(args, ctx, f"bringup up {name}"),
+        attempt_observers(args, ctx, f"bringup up {name}"),
         unit_dir=unit_dir(args.user, args.root, dict(ctx.environ)),
         start_timeout_seconds=parse_duration(args.start_timeout),
         on_note=reporter.note,

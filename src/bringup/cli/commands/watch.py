@@ -17,7 +17,7 @@ from bringup.adapters.sources.pid import PidSource
 from bringup.adapters.sources.remote_file import RemoteFileSource
 from bringup.adapters.sources.unit import UnitSource
 from bringup.cli import remote
-from bringup.cli.commands.run import add_common, config_from
+from bringup.cli.follow_options import add_common, config_from
 from bringup.cli.main import Context
 from bringup.errors import UsageError
 from bringup.follow.wiring import follow_local
