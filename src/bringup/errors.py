@@ -15,11 +15,13 @@ are data, returned in results. These are for the cases where bringup cannot do i
 
 from __future__ import annotations
 
+from bringup import exit_codes
+
 
 class BringupError(Exception):
     """Raised when bringup cannot do what was asked; printed as one line, never a traceback."""
 
-    exit_code: int = 2
+    exit_code: int = exit_codes.EXIT_USAGE
 
     def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None):
         super().__init__(message)

@@ -23,7 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-MiB = 1024**2
+from bringup.units import MiB
+
 DEFAULT_BUFFER_BYTES = 1024 * MiB
 PASSES = 10
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from bringup import __version__
+from bringup import __version__, exit_codes
 from bringup.errors import BringupError
 
 # name -> one-line help. The order is the order of the story: verify, plan, guard, run...
@@ -42,7 +42,7 @@ COMMANDS: dict[str, str] = {
     "twin": "run the engine twin (a stand-in vLLM for tests and demos)",
 }
 
-EXIT_USAGE = 2
+EXIT_USAGE = exit_codes.EXIT_USAGE
 # With --host these run bringup itself on the remote host (bringup.cli.remote, bringup.adapters.ssh_forward); the flags are taken out.
 REMOTE_COMMANDS = ("verify", "plan", "guard", "diagnose", "unit", "run")
 REMOTE_FLAGS = ("--host", "--accept-new-host-key", "--sudo", "--remote-bringup")
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         ctx.stderr.write("bringup: interrupted\n")
-        return 130
+        return exit_codes.SIGNAL_BASE + exit_codes.SIGINT
     except Exception as exc:
         if ctx.environ.get("BRINGUP_DEBUG"):
             raise

@@ -35,7 +35,8 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
-from bringup.core import exit_codes, logline, packs, verdict
+from bringup import exit_codes
+from bringup.core import logline, packs, verdict
 from bringup.core.diagnosis import (
     Diagnosis,
     EngineEvent,

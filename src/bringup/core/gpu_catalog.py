@@ -19,9 +19,7 @@ import re
 from dataclasses import dataclass
 
 from bringup.errors import UsageError
-
-GiB = 1024**3
-MiB = 1024**2
+from bringup.units import GiB
 
 
 @dataclass(frozen=True, slots=True)

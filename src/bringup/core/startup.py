@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from bringup.core import exit_codes, verdict
+from bringup import exit_codes
+from bringup.core import verdict
 from bringup.core.diagnosis import (
     EngineEvent,
     Event,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bringup.core import exit_codes
+from bringup import exit_codes
 from bringup.core.diagnosis import Failure
 from bringup.core.vocab import Outcome
 

@@ -161,10 +161,6 @@ class MemoryPlan:
     def sampler_fits(self) -> bool:
         return self.sampler_bytes <= self.sampler_headroom_bytes
 
-    @property
-    def weights_fit(self) -> bool:
-        return self.weights_bytes + NON_TORCH_BYTES + self.activation_bytes < self.requested_bytes
-
     def serving_bytes(self) -> int:
         """What one GPU holds once the server is ready."""
         return self.context_bytes + self.requested_bytes

@@ -23,7 +23,6 @@ from bringup.core.gpu_catalog import lookup
 from bringup.core.plan import decode
 from bringup.errors import UsageError
 from bringup.render.console import make_console
-from bringup.render.json_out import print_json
 from bringup.units import format_bytes, parse_size
 
 _N_CTX = ("--n-ctx", "--n_ctx", "-c", "--ctx-size")
@@ -32,16 +31,6 @@ _TYPE_K = ("-ctk", "--cache-type-k")
 _TYPE_V = ("-ctv", "--cache-type-v")
 _FLASH = ("-fa", "--flash-attn", "--flash_attn")
 _THREADS = ("-t", "--threads", "--n_threads")
-
-
-def run_gguf(ckpt: Checkpoint, args: Any, passthrough: Sequence[str], ctx: Context) -> int:
-    """Plan a GGUF model and print it; 0 fits, 1 does not fit."""
-    result = build_gguf(ckpt, args, passthrough)
-    if args.json:
-        print_json(result, ctx.stdout)
-    else:
-        print_result(result, ctx)
-    return 0 if result["verdict"]["fits"] else 1
 
 
 def build_gguf(ckpt: Checkpoint, args: Any, passthrough: Sequence[str]) -> dict[str, Any]:

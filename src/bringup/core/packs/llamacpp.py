@@ -31,6 +31,7 @@ from bringup.core.packs.types import (
     to_int,
 )
 from bringup.core.vocab import Engine, FailureClass, Phase
+from bringup.units import MiB
 
 F = FailureClass
 P = Phase
@@ -88,7 +89,6 @@ FLAGS = EngineFlags(
     ),
 )
 
-_MIB = 1024 * 1024
 _MIN_CTX = 512
 
 
@@ -127,10 +127,10 @@ def _smaller_context(ctx: RemedyContext, flags: _Flags, memory: str) -> Remedy:
     cost = f" The context's buffers did not fit in {memory}."
     attempted = r.number(ctx, "attempted_mib")
     if attempted and n_ctx:
-        per_token = attempted * _MIB / n_ctx
+        per_token = attempted * MiB / n_ctx
         cost = (
             f" n_ctx {int(n_ctx)} asked for {attempted:,.2f} MiB of {memory} ({per_token:,.0f} "
-            f"bytes per token); {value} needs about {value * per_token / _MIB:,.2f} MiB."
+            f"bytes per token); {value} needs about {value * per_token / MiB:,.2f} MiB."
         )
     other = "--n_ctx on llama-cpp-python" if flags is _NATIVE else "-c on llama-server"
     return Remedy(

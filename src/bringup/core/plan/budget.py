@@ -59,8 +59,6 @@ from bringup.core.plan.weights import Parallel, StageWeights, weights_per_stage
 from bringup.core.vocab import FailureClass, Phase
 from bringup.units import format_bytes
 
-GiB = 1024**3
-
 
 @dataclass(frozen=True, slots=True)
 class GpuSet:

@@ -24,9 +24,7 @@ from bringup.core.plan.budget import Calibration
 from bringup.core.plan.planner import Planner
 from bringup.core.plan.result import CalibrationReport, Change
 from bringup.core.plan.settings import Settings, parse_version
-from bringup.units import format_bytes
-
-GiB = 1024**3
+from bringup.units import GiB, format_bytes
 
 Facts = Mapping[str, float | int | str]
 

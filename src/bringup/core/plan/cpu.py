@@ -45,9 +45,8 @@ from bringup.core.plan.result import KvCache, ModelInfo, PerGpu, Plan, Verdict
 from bringup.core.plan.settings import Settings
 from bringup.core.plan.weights import Parallel, layer_of, parameter_count, weights_per_stage
 from bringup.core.vocab import FailureClass, Phase
-from bringup.units import format_bytes
+from bringup.units import GiB, format_bytes
 
-GiB = 1024**3
 DEFAULT_BLOCK_SIZE = 128
 SERVE_MAX_NUM_BATCHED_TOKENS = 2048  # per world rank, `vllm serve`
 SERVE_MAX_NUM_SEQS = 128

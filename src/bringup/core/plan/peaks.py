@@ -29,9 +29,7 @@ is charged again, to the memory outside the budget (see ``budget``).
 from __future__ import annotations
 
 from bringup.core.plan.arch import Architecture
-
-GiB = 1024**3
-MiB = 1024**2
+from bringup.units import MiB
 
 SAMPLER_BYTES_PER_ELEMENT = 28
 PROFILE_LOGITS_BYTES_PER_ELEMENT = 6  # model-dtype logits + their fp32 copy

