@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bringup.demo import Story
+from bringup.core.story import Story
 from bringup.units import format_bytes, format_seconds
 
 

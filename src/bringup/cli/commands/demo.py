@@ -10,7 +10,8 @@ import argparse
 import json
 
 from bringup.cli.main import Context
-from bringup.demo import Story, tell
+from bringup.core.story import Story
+from bringup.demo import tell
 from bringup.errors import UsageError
 from bringup.render.demo import format_attempt, format_plan, format_summary, story_json
 from bringup.render.live import make_observer
