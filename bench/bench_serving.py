@@ -28,8 +28,9 @@ from pathlib import Path
 
 import httpx2
 
-from bringup.bench_runner import BenchConfig, BenchReport, run_bench
+from bringup.bench_runner import BenchConfig, run_bench
 from bringup.cli.commands.bench import predict
+from bringup.core.bench_report import BenchReport
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results" / "bench.md"

@@ -30,7 +30,6 @@ LAYERS: list[set[str]] = [
 INDEPENDENT = [{"render", "adapters", "twin"}, {"follow", "bench_runner"}]
 # (importer's top-level part, imported top-level part): why it is still there
 KNOWN: dict[tuple[str, str], str] = {
-    ("render", "bench_runner"): "bench's report types live beside its loop (move them to core)",
     ("demo", "cli"): "the demo's plan step runs `bringup plan --json` in-process",
 }
 KNOWN_CYCLES: list[set[str]] = [

@@ -12,7 +12,7 @@ from xml.sax.saxutils import escape
 from rich.console import Console
 from rich.table import Table
 
-from bringup.bench_runner import BenchReport, DecodeReport
+from bringup.core.bench_report import BenchReport, DecodeReport
 from bringup.core.bench_stats import LevelStats
 from bringup.core.server_metrics import ServerMetrics
 

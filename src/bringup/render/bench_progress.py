@@ -14,7 +14,7 @@ from typing import TextIO
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 
-from bringup.bench_runner import Progress
+from bringup.core.bench_report import Progress
 from bringup.render.console import make_console, wants_color
 
 LINE_EVERY_SECONDS = 5.0

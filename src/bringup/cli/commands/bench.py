@@ -13,8 +13,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from bringup.bench_runner import BenchConfig, BenchReport, run_bench
+from bringup.bench_runner import BenchConfig, run_bench
 from bringup.cli.main import Context
+from bringup.core.bench_report import BenchReport
 from bringup.core.plan import decode
 from bringup.errors import BringupError, UsageError
 from bringup.render import bench as bench_render
