@@ -6,14 +6,10 @@ from __future__ import annotations
 import pytest
 
 from bringup.core.endpoint import expand_references, server_api_key
+from bringup.core.probes import ProbeKind, ProbeObservation
 from bringup.core.service import parse_environment
-from bringup.core.startup import (
-    ProbeKind,
-    ProbeObservation,
-    StartupMachine,
-    StartupPolicy,
-    State,
-)
+from bringup.core.startup import StartupMachine, StartupPolicy
+from bringup.core.verdict import State
 from bringup.core.vocab import FailureClass
 from bringup.follow.types import StartupConfig
 from bringup.follow.wiring import http_prober

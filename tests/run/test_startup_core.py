@@ -5,7 +5,8 @@ from __future__ import annotations
 from bringup.core.diagnosis import Failure, FailureEvent, PhaseEvent, ProgressEvent, TimelineEntry
 from bringup.core.gpu import GpuReading
 from bringup.core.probes import ProbeKind, ProbeObservation
-from bringup.core.startup import StartupMachine, StartupPolicy, State, summary_json
+from bringup.core.startup import StartupMachine, StartupPolicy, summary_json
+from bringup.core.verdict import State
 from bringup.core.vocab import FailureClass, Outcome, Phase
 
 GiB = 1024**3
