@@ -150,6 +150,45 @@ class Exited(_Event):
 LiveEvent = PhaseReached | Progress | GpuSample | ProbeSeen | FailureFound | Ready | Exited
 
 
+@dataclass(frozen=True, slots=True)
+class Joined(_Event):
+    """A node of a multi-node startup joined the group (``run --nodes``)."""
+
+    name: ClassVar[str] = "joined"
+    t: float
+    seconds: float
+
+    def _fields(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 3)}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """An event of one node of a multi-node startup: its address and rank join the JSON."""
+
+    inner: LiveEvent | Joined
+    node: str
+    rank: int
+
+    @property
+    def t(self) -> float:
+        return self.inner.t
+
+    @property
+    def event(self) -> str:
+        return self.inner.name
+
+    @property
+    def fields(self) -> Mapping[str, Any]:
+        return {"node": self.node, "rank": self.rank, **self.inner.fields}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": self.inner.name, "t": round(self.t, 3), **self.fields}
+
+
+ClusterEvent = LiveEvent | Joined | NodeEvent  # what a multi-node startup reports
+
+
 def failure_fields(failure: Failure) -> dict[str, Any]:
     """The ``failure`` object of the JSON: class, phase, line, remedy."""
     return {

@@ -26,15 +26,11 @@ from typing import Any
 
 from bringup.core import engine_args
 from bringup.core.diagnosis import Event, Failure, Remedy
+from bringup.core.live import ClusterEvent, FailureFound, Joined, NodeEvent
 from bringup.core.packs.types import MultiNodeSpec
-from bringup.core.startup import (
-    LiveEvent,
-    ProbeObservation,
-    StartupMachine,
-    StartupPolicy,
-    State,
-    failure_fields,
-)
+from bringup.core.probes import ProbeObservation
+from bringup.core.startup import StartupMachine, StartupPolicy
+from bringup.core.verdict import State
 from bringup.core.vocab import FailureClass, Phase
 from bringup.errors import InputError
 
@@ -716,14 +712,11 @@ class ClusterMachine:
         """A verdict other than ready was reached (or the user stopped it)."""
         return self.state in (State.FAILED, State.STALLED, State.STOPPED)
 
-    def _tag(self, rank: int, events: list[LiveEvent]) -> list[LiveEvent]:
+    def _tag(self, rank: int, events: Sequence[ClusterEvent]) -> list[ClusterEvent]:
         node = self.plan.nodes[rank]
-        return [
-            LiveEvent(e.event, e.t, {"node": node.address, "rank": rank, **e.fields})
-            for e in events
-        ]
+        return [e if isinstance(e, NodeEvent) else NodeEvent(e, node.address, rank) for e in events]
 
-    def _settle(self, rank: int, events: list[LiveEvent], now: float) -> list[LiveEvent]:
+    def _settle(self, rank: int, events: Sequence[ClusterEvent], now: float) -> list[ClusterEvent]:
         out = self._tag(rank, events)
         if self.is_terminal:
             return out
@@ -739,18 +732,18 @@ class ClusterMachine:
             self.state = State.READY
         return out
 
-    def on_line(self, rank: int, text: str, events: Sequence[Event], now: float) -> list[LiveEvent]:
+    def on_line(
+        self, rank: int, text: str, events: Sequence[Event], now: float
+    ) -> list[ClusterEvent]:
         """A line of node ``rank``'s log and what its analyzer made of it."""
         run = self.runs[rank]
         run.machine.on_line(text, now)
-        out: list[LiveEvent] = []
+        out: list[ClusterEvent] = []
         if run.waiting_at is None and self.spec.rendezvous.search(text):
             run.waiting_at = now
         if run.joined_at is None and self.spec.joined.search(text):
             run.joined_at = now
-            out.append(
-                LiveEvent("joined", now - self.start, {"seconds": round(now - self.start, 3)})
-            )
+            out.append(Joined(now - self.start, now - self.start))
         elif run.joined_at is None and self.spec.cannot_reach.search(text):
             run.unreachable_line = text
         for event in events:
@@ -759,7 +752,7 @@ class ClusterMachine:
 
     def on_exit(
         self, rank: int, exit_code: int | None, failure: Failure | None, now: float
-    ) -> list[LiveEvent]:
+    ) -> list[ClusterEvent]:
         """Node ``rank``'s process ended; ``failure``: its analyzer's verdict on its log."""
         run = self.runs[rank]
         run.exited, run.exit_code = True, exit_code
@@ -792,11 +785,11 @@ class ClusterMachine:
             ),
         )
 
-    def on_probe(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
+    def on_probe(self, obs: ProbeObservation, now: float) -> list[ClusterEvent]:
         """An HTTP probe of rank 0 came back."""
         return self._settle(0, self.rank0.on_probe(obs, now), now)
 
-    def tick(self, now: float) -> list[LiveEvent]:
+    def tick(self, now: float) -> list[ClusterEvent]:
         """Time passed: stalls and deadline (rank 0), nodes that never joined."""
         if self.is_terminal:
             return []
@@ -814,7 +807,7 @@ class ClusterMachine:
             return out + self._never_joined(waiting[0], now)
         return out
 
-    def _never_joined(self, run: NodeRun, now: float) -> list[LiveEvent]:
+    def _never_joined(self, run: NodeRun, now: float) -> list[ClusterEvent]:
         plan = self.plan
         head = f"{plan.master_addr}:{plan.master_port}"
         waited = f"{self.join_seconds:g} s"
@@ -850,8 +843,7 @@ class ClusterMachine:
             run.node.rank,
             now,
         )
-        fields = {**failure_fields(failure), "line_number": failure.line_number, "summary": summary}
-        return self._tag(run.node.rank, [LiveEvent("failure", now - self.start, fields)])
+        return self._tag(run.node.rank, [FailureFound(now - self.start, failure)])
 
     def stop(self, now: float) -> None:
         """The user asked to stop after ready: not a failure."""

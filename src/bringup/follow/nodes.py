@@ -24,17 +24,12 @@ from typing import Any, Protocol
 
 from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Failure, Remedy
+from bringup.core.live import ClusterEvent, failure_fields
 from bringup.core.nodes import ClusterMachine, ClusterPlan, Node
 from bringup.core.packs.types import MultiNodeSpec
-from bringup.core.startup import (
-    LiveEvent,
-    ProbeKind,
-    ProbeObservation,
-    StartupPolicy,
-    State,
-    failure_fields,
-    timeline_json,
-)
+from bringup.core.probes import ProbeKind, ProbeObservation
+from bringup.core.startup import StartupPolicy, timeline_json
+from bringup.core.verdict import State
 from bringup.core.vocab import Engine, FailureClass
 from bringup.follow.types import Prober
 
@@ -86,7 +81,7 @@ class NodesResult:
 class NodesObserver(Protocol):
     """Renders a startup over several nodes (``bringup.render.nodes``)."""
 
-    def event(self, event: LiveEvent) -> None: ...
+    def event(self, event: ClusterEvent) -> None: ...
     def line(self, rank: int, text: str) -> None: ...
     def note(self, text: str) -> None: ...
     def close(self, result: NodesResult) -> None: ...
@@ -233,7 +228,7 @@ class _Follower:
         elif isinstance(item, _Signal):
             self.signum = item.signum
 
-    def _report(self, events: list[LiveEvent]) -> None:
+    def _report(self, events: list[ClusterEvent]) -> None:
         for event in events:
             self.observer.event(event)
 

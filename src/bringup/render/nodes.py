@@ -11,8 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from bringup.core.live import ClusterEvent
 from bringup.core.nodes import ClusterPlan, NodeProblem
-from bringup.core.startup import LiveEvent
 from bringup.core.vocab import Phase
 from bringup.render.live import PHASE_WORDS, format_failure, format_probe
 from bringup.units import format_seconds
@@ -60,7 +60,7 @@ class PlainNodesObserver:
         self.stream.write(f"bringup: {stamp}{text}\n")
         self.stream.flush()
 
-    def event(self, event: LiveEvent) -> None:
+    def event(self, event: ClusterEvent) -> None:
         f = event.fields
         who = _who(f)
         if event.event == "phase":
@@ -115,7 +115,7 @@ class JsonNodesObserver:
         self.stream.write(json.dumps(obj, default=str) + "\n")
         self.stream.flush()
 
-    def event(self, event: LiveEvent) -> None:
+    def event(self, event: ClusterEvent) -> None:
         self._write(event.to_json())
 
     def line(self, rank: int, text: str) -> None: ...
@@ -132,7 +132,7 @@ class BothObservers:
     def __init__(self, *observers: Any) -> None:
         self.observers = observers
 
-    def event(self, event: LiveEvent) -> None:
+    def event(self, event: ClusterEvent) -> None:
         for o in self.observers:
             o.event(event)
 

@@ -22,7 +22,7 @@ from bringup.adapters.ssh import SshRunner, target_from
 from bringup.cli.main import Context
 from bringup.core import engine_args
 from bringup.core.nodes import Node, NodeStatus, nodes_exit_code, parse_node_status, parse_nodes
-from bringup.core.startup import ProbeKind
+from bringup.core.probes import ProbeKind
 from bringup.errors import BringupError
 
 # $1 the runs root, $2 the rank: the newest run folder of that rank, and what it says now
