@@ -20,6 +20,7 @@ GROUPS = {
     "estimated": "89568",
     "derived": "32768",
     "free_gib": "20.5",
+    "weights_gib_per_gpu": "10",
     "total_gib": "79.19",
     "requests": "1024",
     "tokens": "4096",
@@ -114,11 +115,10 @@ def test_ollama_never_gets_llama_servers_flags():
 
 
 def command_of(pack: Pack) -> list[str]:
-    if not pack.entry_points:
-        return ["ollama", "serve"]
     ep = pack.entry_points[0]
     head = [ep.program, ep.subcommand] if ep.program else ["python", "-m", ep.module]
-    return [w for w in head if w] + [ep.model_flags[0], "some/model"]
+    model = [ep.model_flags[0], "some/model"] if ep.model_flags else []
+    return [w for w in head if w] + model
 
 
 @pytest.mark.parametrize("pack", PACKS, ids=lambda p: p.engine.value)
@@ -189,7 +189,10 @@ def test_sglang_memory_taken_asks_for_the_free_share_with_its_own_flag():
     """Another process holds memory on some GPUs: the free share is SGLang's --mem-fraction-static."""
     pack = packs.get(Engine.SGLANG)
     ctx = RemedyContext(
-        {}, {"free_gib": 40.0, "total_gib": 80.0}, Phase.DISTRIBUTED_INIT, pack.flags
+        {},
+        {"free_gib": 40.0, "total_gib": 80.0, "weights_gib_per_gpu": 10.0},
+        Phase.DISTRIBUTED_INIT,
+        pack.flags,
     )
     flags = [r.flag for r in remedies.free_memory(ctx) if r.flag]
     assert flags == ["--mem-fraction-static"]
@@ -236,7 +239,7 @@ def test_every_entry_point_of_every_pack_is_recognised():
     for pack in PACKS:
         for ep in pack.entry_points:
             head = [ep.program, ep.subcommand] if ep.program else ["python", "-m", ep.module]
-            argv = [w for w in head if w] + [ep.model_flags[0], "x"]
+            argv = [w for w in head if w] + ([ep.model_flags[0], "x"] if ep.model_flags else [])
             assert engine_args.parse_server_command(argv).engine is pack.engine, argv
 
 

@@ -180,6 +180,10 @@ class StartupMachine:
         """Seconds spent in the current phase so far."""
         return now - self.start - self.spans[-1].t
 
+    def seconds_idle(self, now: float) -> float:
+        """Seconds since the last phase, progress line or GPU memory change."""
+        return now - self._last_activity
+
     def snapshot(self, now: float) -> StartupSnapshot:
         """A read-only view for renderers (they never see the machine itself)."""
         return StartupSnapshot(
