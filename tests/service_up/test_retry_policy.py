@@ -28,6 +28,8 @@ KV_SHORT = [
     "maximum model length is 89568. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
 ]
 FREE_MEMORY = [
+    # the model's size is known (8B in bf16, ~15 GiB): asking for what is free can work
+    "(APIServer pid=40) INFO 11-30 10:00:00 [utils.py:200] non-default args: {'model': 'Qwen/Qwen3-8B'}",
     P
     + "ValueError: Free memory on device cuda:0 (20.5/79.19 GiB) on startup is less than desired GPU memory "
     "utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
