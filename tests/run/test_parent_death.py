@@ -16,11 +16,17 @@ import pytest
 BRINGUP = str(Path(sys.executable).with_name("bringup"))
 
 # a "server" with a worker of its own, which stops the worker on SIGTERM as engines do
+# (seen here: a worker can sit with SIGTERM pending and not die, hence the KILL after a grace)
 SERVER = """
 import signal, subprocess, sys, time
 worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-def stop(*_):
-    worker.terminate(); worker.wait(); sys.exit(0)
+def stop(*_):  # as engines do: TERM the worker, KILL it after a grace
+    worker.terminate()
+    try:
+        worker.wait(5)
+    except subprocess.TimeoutExpired:
+        worker.kill(); worker.wait()
+    sys.exit(0)
 signal.signal(signal.SIGTERM, stop)
 print("serving", flush=True)
 time.sleep(120)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bringup.adapters import remote_host
@@ -31,7 +33,7 @@ from bringup.cli.follow_options import (
 )
 from bringup.cli.main import Context
 from bringup.core.systemd_unit import unit_name
-from bringup.errors import UsageError
+from bringup.errors import BringupError, UsageError
 from bringup.follow.retry import UnitAttempts, run_with_retry
 from bringup.units import parse_duration
 
@@ -110,8 +112,30 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
     outcome = run_with_retry(
         attempts, argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop
     )
+    if outcome.exit_code == 0:
+        wait_until_active(attempts.systemctl, name, reporter.note)
     if args.bench and outcome.exit_code == 0:
         from bringup.cli.commands.bench import run_after_ready
 
         run_after_ready(outcome.result.url, ctx, api_key=args.api_key, as_json=args.json)
     return outcome.exit_code
+
+
+def wait_until_active(
+    systemctl: Systemctl, unit: str, note: Callable[[str], None], seconds: float = 15.0
+) -> None:
+    """The model answered; a Type=notify unit turns active a moment later, when the unit's own
+    ``bringup run`` sends READY=1 after its smoke request. Wait for that (bounded), so that
+    ``up``'s verdict and ``systemctl is-active`` agree when ``up`` returns; say so if not."""
+    end = time.monotonic() + seconds
+    state = ""
+    while True:
+        try:
+            state = systemctl.show(unit).get("ActiveState", "")
+        except BringupError:
+            return  # the verdict stands; status can be asked later
+        if state != "activating" or time.monotonic() >= end:
+            break
+        time.sleep(0.2)
+    if state and state != "active":
+        note(f"the model answered, but {systemctl.name} says {unit} is {state}")
