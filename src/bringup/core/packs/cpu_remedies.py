@@ -40,25 +40,11 @@ def _kv_space(gib: int, why: str) -> Remedy:
 
 def kv_max_len(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """one max-length request does not fit: cap --max-model-len, or a larger VLLM_CPU_KVCACHE_SPACE"""
-    out: list[Remedy] = []
-    est = ctx.groups.get("estimated")
-    if est:
-        out.append(
-            Remedy(
-                f"Set --max-model-len {est}: the log says that is the longest request "
-                "the available KV cache can hold.",
-                "--max-model-len",
-                est,
-            )
+    out: list[Remedy] = [
+        r.cap_max_model_len(
+            ctx, "Lower --max-model-len so one full-length request fits in the KV cache."
         )
-    else:
-        out.append(
-            Remedy(
-                "Lower --max-model-len so one full-length request fits in the KV cache.",
-                "--max-model-len",
-                "auto",
-            )
-        )
+    ]
     needed = r.number(ctx, "needed")
     gib = max(1, math.ceil(needed)) if needed is not None else 4
     out.append(_kv_space(gib, "on the CPU build that variable sizes the KV cache."))

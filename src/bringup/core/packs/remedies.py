@@ -58,28 +58,28 @@ def more_tp(ctx: RemedyContext) -> Remedy:
     )
 
 
-def max_model_len(ctx: RemedyContext) -> tuple[Remedy, ...]:
-    """KV cache too small for one max-length request: cap the length at what fits."""
-    out: list[Remedy] = []
+def cap_max_model_len(ctx: RemedyContext, without_estimate: str) -> Remedy:
+    """``--max-model-len`` set to the estimate the log gives, else ``auto`` with ``without_estimate``."""
     est = ctx.groups.get("estimated")
     if est:
-        out.append(
-            Remedy(
-                f"Set --max-model-len {est}: the log says that is the longest request "
-                "the available KV cache can hold.",
-                "--max-model-len",
-                est,
-            )
+        return Remedy(
+            f"Set --max-model-len {est}: the log says that is the longest request "
+            "the available KV cache can hold.",
+            "--max-model-len",
+            est,
         )
-    else:
-        out.append(
-            Remedy(
-                "Lower --max-model-len (or pass --max-model-len auto on vLLM >= 0.21) "
-                "so one full-length request fits in the KV cache.",
-                "--max-model-len",
-                "auto",
-            )
+    return Remedy(without_estimate, "--max-model-len", "auto")
+
+
+def max_model_len(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """KV cache too small for one max-length request: cap the length at what fits."""
+    out: list[Remedy] = [
+        cap_max_model_len(
+            ctx,
+            "Lower --max-model-len (or pass --max-model-len auto on vLLM >= 0.21) "
+            "so one full-length request fits in the KV cache.",
         )
+    ]
     out.append(raise_util(ctx, "more memory for the KV cache."))
     out.append(
         Remedy(
