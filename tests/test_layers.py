@@ -31,10 +31,6 @@ INDEPENDENT = [{"render", "adapters", "twin"}, {"follow", "bench_runner"}]
 # (importer's top-level part, imported top-level part): why it is still there
 KNOWN: dict[tuple[str, str], str] = {
     ("demo", "cli"): "the demo's plan step runs `bringup plan --json` in-process",
-    (
-        "render",
-        "follow",
-    ): "render.nodes types its close() with follow.nodes' result (move it to core)",
 }
 KNOWN_CYCLES: list[set[str]] = [
     # plan dispatches to its GGUF and --compare modes, which use plan's helpers

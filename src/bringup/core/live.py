@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from bringup.core.diagnosis import Diagnosis, Failure, Remedy
 from bringup.core.probes import ProbeObservation, probe_fields
 from bringup.core.server_exit import ServerExit
+from bringup.core.verdict import State
 from bringup.core.vocab import Engine, Outcome, Phase
 
 
@@ -226,3 +227,16 @@ class StartupResult:
     detached_log: str | None = None  # --keep: where its output now goes
     interrupted: bool = False
     engine: Engine | None = None  # from the command, --engine or the log; None: not known
+
+
+@dataclass
+class NodesResult:
+    """How a startup over several nodes ended (``run --nodes``)."""
+
+    state: State
+    exit_code: int
+    failure: Failure | None
+    failed_rank: int | None
+    time_to_ready_seconds: float | None
+    summary: dict[str, Any]
+    interrupted: bool = False

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Failure, Remedy
-from bringup.core.live import ClusterEvent, failure_fields
+from bringup.core.live import ClusterEvent, NodesResult, failure_fields
 from bringup.core.nodes import ClusterMachine, ClusterPlan, Node
 from bringup.core.packs.types import MultiNodeSpec
 from bringup.core.probes import ProbeKind, ProbeObservation
@@ -63,19 +63,6 @@ class NodesConfig:
     deadline_seconds: float | None = 7200.0
     exit_when_ready: bool = False
     probe_interval_seconds: float = 0.25
-
-
-@dataclass
-class NodesResult:
-    """How the startup over the nodes ended."""
-
-    state: State
-    exit_code: int
-    failure: Failure | None
-    failed_rank: int | None
-    time_to_ready_seconds: float | None
-    summary: dict[str, Any]
-    interrupted: bool = False
 
 
 class NodesObserver(Protocol):

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
-from bringup.core.live import ClusterEvent
+from bringup.core.live import ClusterEvent, NodesResult
 from bringup.core.nodes import ClusterPlan, NodeProblem
 from bringup.core.vocab import Phase
 from bringup.render.live import PHASE_WORDS, format_failure, format_probe
 from bringup.units import format_seconds
-
-if TYPE_CHECKING:
-    from bringup.follow.nodes import NodesResult
 
 
 def plan_lines(plan: ClusterPlan) -> list[str]:
