@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import doctest
 import io
+import itertools
 import json
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -11,7 +14,7 @@ import pytest
 from bringup.cli.main import Context, main
 from bringup.core import gpu_catalog
 from bringup.core.checkpoint import TensorInfo
-from bringup.core.plan import decode
+from bringup.core.plan import decode, weights
 from bringup.core.plan.arch import parse_architecture
 from bringup.core.plan.decode import DecodeSetup, Link, Processor, Workload, predict
 from bringup.errors import UsageError
@@ -136,7 +139,53 @@ def test_expert_parallel_turns_the_moe_allreduce_into_two_all_to_alls() -> None:
     assert tp.all_to_alls == 0
     assert ep.allreduces == layers + 2
     assert ep.all_to_alls == 2 * layers
-    assert ep.weight_bytes_per_stage[0] == pytest.approx(tp.weight_bytes_per_stage[0], rel=0.02)
+    assert ep.weight_bytes_per_stage[0] > tp.weight_bytes_per_stage[0]  # the busiest GPU
+
+
+def test_experts_are_placed_as_vllm_places_them() -> None:
+    """vLLM's determine_expert_map: E // EP each, the first E % EP ranks one more."""
+    assert decode.expert_counts(128, 4) == (32, 32, 32, 32)
+    assert decode.expert_counts(10, 4) == (3, 3, 2, 2)
+    assert decode.expert_counts(3, 4) == (1, 1, 1, 0)
+
+
+@pytest.mark.parametrize(("experts", "k", "ranks"), [(10, 4, 4), (8, 3, 3), (12, 2, 5), (6, 6, 4)])
+def test_the_busiest_gpu_count_is_the_mean_over_every_draw(
+    experts: int, k: int, ranks: int
+) -> None:
+    """Against brute force: every k-subset of the experts, the most on one rank, averaged."""
+    owner = [r for r, n in enumerate(decode.expert_counts(experts, ranks)) for _ in range(n)]
+    draws = list(itertools.combinations(range(experts), k))
+    mean = sum(max(Counter(owner[e] for e in d).values()) for d in draws) / len(draws)
+    assert decode.busiest_experts(experts, k, ranks) == pytest.approx(mean, rel=1e-12)
+
+
+def test_the_busiest_gpu_holds_more_than_the_mean_and_no_more_than_k() -> None:
+    for experts, k, ranks in [(128, 8, 4), (256, 8, 8), (384, 8, 8), (160, 6, 8), (256, 8, 64)]:
+        busiest = decode.busiest_experts(experts, k, ranks)
+        assert max(k / ranks, 1.0) < busiest <= k
+    assert decode.busiest_experts(8, 2, 8) == 1.0  # one expert per GPU: never two on one
+    assert decode.busiest_experts(64, 6, 1) == 6.0
+
+
+def test_expert_parallel_reads_the_busiest_gpus_experts() -> None:
+    """Qwen3-30B-A3B under EP 4: the step waits for the GPU holding most of the token's 8 experts."""
+    planner, _ = planner_for(bundled_config("Qwen3-30B-A3B"), "H100", 4, tensor_parallel_size=4)
+    ep = _workload("Qwen3-30B-A3B", "H100", 4, tensor_parallel_size=4, enable_expert_parallel=True)
+    par = weights.Parallel(4, 1, True)
+    (stage,) = weights.weights_per_stage(decode._read_tensors(planner.tensors), planner.arch, par)
+    others = stage.vocab_bytes + stage.sharded_bytes + stage.replicated_bytes
+    busiest = decode.busiest_experts(128, 8, 4)  # 3.49 of the 32 experts a GPU holds
+    assert ep.weight_bytes_per_stage[0] == pytest.approx(
+        others + stage.expert_bytes * busiest / 32, rel=1e-6
+    )
+    uniform = others + stage.expert_bytes * 2 / 32  # k / EP: the mean, which no step waits for
+    assert ep.weight_bytes_per_stage[0] > uniform * 1.2
+
+
+def test_the_module_examples_hold() -> None:
+    failed, _ = doctest.testmod(decode, optionflags=doctest.ELLIPSIS)
+    assert failed == 0
 
 
 def test_mla_down_projections_are_read_in_full_on_every_gpu() -> None:
