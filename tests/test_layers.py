@@ -32,14 +32,7 @@ INDEPENDENT = [{"render", "adapters", "twin"}, {"follow", "bench_runner"}]
 KNOWN: dict[tuple[str, str], str] = {
     ("demo", "cli"): "the demo's plan step runs `bringup plan --json` in-process",
 }
-KNOWN_CYCLES: list[set[str]] = [
-    # plan dispatches to its GGUF and --compare modes, which use plan's helpers
-    {
-        "bringup.cli.commands.plan",
-        "bringup.cli.commands.plan_compare",
-        "bringup.cli.commands.plan_gguf",
-    },
-]
+KNOWN_CYCLES: list[set[str]] = []
 
 
 def modules() -> dict[str, Path]:

@@ -165,6 +165,7 @@ def predict(
 ) -> tuple[decode.DecodeSpeed | None, str]:
     """The plan's decode prediction for the checkpoint, or None and the reason why not."""
     from bringup.cli.commands import plan as plan_cmd
+    from bringup.cli.commands.plan_shared import parse_rate
 
     path = args.checkpoint or (args.model if args.model and _is_local_model(args.model) else None)
     cpu = args.device == "cpu"
@@ -178,7 +179,7 @@ def predict(
     tp = args.tp or args.gpus or 1
     if tp < 1:
         raise UsageError("-tp/--gpus must be at least 1")
-    bandwidth = plan_cmd.parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
+    bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
     speed = plan_cmd.predict_decode(
         path,
         gpu=None if cpu else args.gpu,

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bringup.cli.commands.plan_shared import cpu_processor, parse_rate
 from bringup.cli.main import Context
 from bringup.core import engine_args, gpu_catalog
 from bringup.core.checkpoint import Checkpoint, TensorInfo
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.compare is not None:
         from bringup.cli.commands import plan_compare
 
-        return plan_compare.run_compare(args, ctx)
+        return plan_compare.run_compare(args, ctx, make)
     made = make(args, ctx)
     if args.json:
         print_json(made, ctx.stdout)
@@ -350,17 +351,6 @@ def predict_decode(
     return decode.predict(workload, processor, decode.gpu_link(model, setup.interconnect))
 
 
-def cpu_processor(memory_bandwidth: float | None, threads: int | None) -> decode.Processor:
-    """This machine's CPU: the given bandwidth, or its read bandwidth measured now."""
-    if memory_bandwidth:
-        return decode.Processor("CPU", "cpu", memory_bandwidth, "given")
-    from bringup.adapters.membw import cached_read_bandwidth, usable_cores
-
-    n = threads or usable_cores()
-    measured = cached_read_bandwidth(n)
-    return decode.Processor(f"CPU ({n} threads)", "cpu", measured, f"measured, {n} threads")
-
-
 def decode_setup(args: argparse.Namespace, flags: Sequence[str]) -> decode.DecodeSetup:
     """The decode flags (``-dcp`` also read from the server command)."""
     dcp = args.decode_context_parallel_size
@@ -368,19 +358,6 @@ def decode_setup(args: argparse.Namespace, flags: Sequence[str]) -> decode.Decod
         text = engine_args.get_flag(flags, "--decode-context-parallel-size", "-dcp")
         dcp = _convert("--decode-context-parallel-size", text, int) if text else 1
     return decode.DecodeSetup(args.interconnect, dcp, args.context_tokens)
-
-
-def parse_rate(text: str) -> float:
-    """``"3.35TB/s"``, ``"20GB/s"``, ``"20 GB"`` → bytes per second."""
-    value = text.strip()
-    for suffix in ("/s", "ps", "/sec"):
-        if value.lower().endswith(suffix):
-            value = value[: -len(suffix)]
-            break
-    rate = parse_size(value)
-    if rate <= 0:
-        raise UsageError(f"--memory-bandwidth {text}: must be positive", hint="e.g. 20GB/s")
-    return float(rate)
 
 
 def _requested(

@@ -11,9 +11,9 @@ after ``--`` belongs to the first setup. Exit 0 when every setup fits, else 1.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
-from bringup.cli.commands import plan as plan_cmd
 from bringup.cli.main import Context, command_parser
 from bringup.core.plan.result import Plan
 from bringup.errors import UsageError
@@ -33,10 +33,14 @@ SHARED = (
 )
 
 
-def run_compare(args: argparse.Namespace, ctx: Context) -> int:
-    """Plan every setup, print one table (or ``{"setups": [...]}``); 0 when all fit."""
+MakePlan = Callable[[argparse.Namespace, Context], "Plan | dict[str, Any]"]
+
+
+def run_compare(args: argparse.Namespace, ctx: Context, make: MakePlan) -> int:
+    """Plan every setup with ``make`` (``plan``'s own, passed in: this module does not import
+    ``plan``, which dispatches here), print one table (or ``{"setups": [...]}``); 0 when all fit."""
     setups = split_setups(args)
-    made = [plan_cmd.make(s, ctx) for s in setups]
+    made = [make(s, ctx) for s in setups]
     rows = [row(label(s), m) for s, m in zip(setups, made, strict=True)]
     if setups[0].json:
         print_json(
@@ -45,7 +49,7 @@ def run_compare(args: argparse.Namespace, ctx: Context) -> int:
         )
     else:
         print_compare(rows, make_console(ctx.stdout, ctx.environ))
-    return 0 if all(plan_cmd.fits(m) for m in made) else 1
+    return 0 if all(r.fits for r in rows) else 1
 
 
 def split_setups(args: argparse.Namespace) -> list[argparse.Namespace]:

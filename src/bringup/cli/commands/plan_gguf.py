@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from bringup.cli.commands.plan_shared import cpu_processor, parse_rate
 from bringup.cli.main import Context
 from bringup.core import engine_args
 from bringup.core.checkpoint import Checkpoint
@@ -70,8 +71,6 @@ def decode_workload(ckpt: Checkpoint, context_tokens: int) -> decode.Workload:
 def _decode(ckpt: Checkpoint, args: Any, words: Sequence[str]) -> decode.DecodeSpeed | None:
     """Batch-1 decode on the GPU given, else on this CPU with the server's thread count; None
     for a GPU known only by its memory (``--gpu-memory``) and no ``--memory-bandwidth``."""
-    from bringup.cli.commands.plan import cpu_processor, parse_rate
-
     bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
     workload = decode_workload(ckpt, args.context_tokens)
     if args.gpu:

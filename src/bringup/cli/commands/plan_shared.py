@@ -1,0 +1,36 @@
+"""Pieces that ``bringup plan``'s modes share (the vLLM plan, the GGUF plan, ``--compare``) and
+that ``bench`` uses: a bandwidth given as a rate, this machine's CPU as the decoding processor.
+
+Its own module so that ``plan`` can dispatch to ``plan_gguf`` and ``plan_compare`` without
+either of them importing ``plan`` back.
+"""
+
+from __future__ import annotations
+
+from bringup.core.plan import decode
+from bringup.errors import UsageError
+from bringup.units import parse_size
+
+
+def cpu_processor(memory_bandwidth: float | None, threads: int | None) -> decode.Processor:
+    """This machine's CPU: the given bandwidth, or its read bandwidth measured now."""
+    if memory_bandwidth:
+        return decode.Processor("CPU", "cpu", memory_bandwidth, "given")
+    from bringup.adapters.membw import cached_read_bandwidth, usable_cores
+
+    n = threads or usable_cores()
+    measured = cached_read_bandwidth(n)
+    return decode.Processor(f"CPU ({n} threads)", "cpu", measured, f"measured, {n} threads")
+
+
+def parse_rate(text: str) -> float:
+    """``"3.35TB/s"``, ``"20GB/s"``, ``"20 GB"`` → bytes per second."""
+    value = text.strip()
+    for suffix in ("/s", "ps", "/sec"):
+        if value.lower().endswith(suffix):
+            value = value[: -len(suffix)]
+            break
+    rate = parse_size(value)
+    if rate <= 0:
+        raise UsageError(f"--memory-bandwidth {text}: must be positive", hint="e.g. 20GB/s")
+    return float(rate)
