@@ -29,9 +29,7 @@ LAYERS: list[set[str]] = [
 ]
 INDEPENDENT = [{"render", "adapters", "twin"}, {"follow", "bench_runner"}]
 # (importer's top-level part, imported top-level part): why it is still there
-KNOWN: dict[tuple[str, str], str] = {
-    ("demo", "cli"): "the demo's plan step runs `bringup plan --json` in-process",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 KNOWN_CYCLES: list[set[str]] = []
 
 

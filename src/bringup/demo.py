@@ -16,24 +16,44 @@ cache: at vLLM 0.33's default of 0.92 the plan predicts that 1024 warmup request
 
 from __future__ import annotations
 
-import io
+import dataclasses
 import json
 import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from bringup.adapters.gpus import ReadingsFile
+from bringup.adapters.model_source import load_model, locate_model
+from bringup.core import gpu_catalog
+from bringup.core.checkpoint import TensorInfo
+from bringup.core.gpu import select_visible
 from bringup.core.live import FailureFound, LiveEvent, ProbeSeen
+from bringup.core.plan import (
+    GpuSet,
+    Planner,
+    Requested,
+    assemble,
+    decode,
+    parse_architecture,
+    resolve,
+)
+from bringup.core.plan.arch import architecture_warning
+from bringup.core.plan.quant import format_from_config
+from bringup.core.plan.result import Plan
+from bringup.core.plan.synth import synthesize
 from bringup.core.probes import ProbeKind
 from bringup.core.story import Attempt, Story
 from bringup.core.vocab import Engine
+from bringup.errors import InputError
 from bringup.follow.types import StartupConfig
 from bringup.follow.wiring import follow_local
+from bringup.render.json_out import to_jsonable
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell"
 GPU_TOTAL_BYTES = 102005473280
@@ -104,17 +124,72 @@ def twin_argv(readings: Path, port: int, time_scale: float, extra: list[str]) ->
     ]
 
 
-def run_plan(readings: Path, environ: dict[str, str]) -> dict[str, Any]:
-    """Run ``bringup plan ... --json`` in-process and return its object."""
-    from bringup.cli.main import Context, main  # the CLI is the library's client, imported late
+def make_plan(readings: Path, environ: Mapping[str, str]) -> Plan:
+    """The plan ``bringup plan`` makes for :func:`plan_argv`, from the library's parts: the
+    bundled model's config, the GPUs of the readings file, vLLM's settings for ``-tp 4
+    --gpu-memory-utilization 0.95``, and the decode speed on the catalog's GPU (a test checks
+    it equals ``bringup plan --json``)."""
+    config, tensors = _model(MODEL, environ)
+    arch = parse_architecture(config)
+    gpus = _gpus(readings, environ)
+    req = Requested(
+        tensor_parallel_size=GPU_COUNT,
+        gpu_memory_utilization=float(UTILIZATION),
+        use_v1=_use_v1(environ.get("VLLM_USE_V1")),
+    )
+    settings = resolve(
+        req,
+        memory_bytes=gpus.total_bytes,
+        treats_as_a100=gpus.treats_as_a100,
+        max_position_embeddings=arch.max_position_embeddings,
+        default_quantization=None,
+    )
+    if tensors is None:
+        tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))
+    planner = Planner(arch, tensors, gpus)
+    gpu = gpu_catalog.find(gpus.name)
+    speed = None
+    if gpu is not None:
+        workload = decode.workload_for(arch, planner.tensors, settings, decode.DecodeSetup())
+        speed = decode.predict(workload, decode.gpu_processor(gpu), decode.gpu_link(gpu, None))
+    warning = architecture_warning(arch)
+    return dataclasses.replace(
+        assemble.make_plan(planner, settings),
+        decode=speed,
+        warnings=(warning,) if warning else (),
+    )
 
-    out, err = io.StringIO(), io.StringIO()
-    main(plan_argv(readings), Context(stdout=out, stderr=err, environ=environ))
-    try:
-        data: dict[str, Any] = json.loads(out.getvalue())
-    except json.JSONDecodeError as exc:
-        raise RuntimeError(f"the plan step failed: {err.getvalue().strip()}") from exc
-    return data
+
+def _model(name: str, environ: Mapping[str, str]) -> tuple[dict[str, Any], list[TensorInfo] | None]:
+    loaded = load_model(locate_model(name, environ))
+    return loaded.config, loaded.tensors
+
+
+def _gpus(readings: Path, environ: Mapping[str, str]) -> GpuSet:
+    """The GPUs of the readings file that ``CUDA_VISIBLE_DEVICES`` leaves visible."""
+    visible = select_visible(
+        ReadingsFile(str(readings)).read(), environ.get("CUDA_VISIBLE_DEVICES")
+    )
+    if not visible:
+        raise InputError("no visible GPU in the demo's readings", hint="unset CUDA_VISIBLE_DEVICES")
+    used = visible[:GPU_COUNT]
+    model = gpu_catalog.find(used[0].name)
+    return GpuSet(
+        name=model.name if model else used[0].name,
+        count=len(visible),
+        total_bytes=min(g.memory_total_bytes for g in used),
+        free_bytes=min(g.memory_free_bytes for g in used),
+        treats_as_a100="a100" in used[0].name.lower(),
+        compute_capability=model.compute_capability if model else None,
+        interconnect=model.interconnect if model else None,
+    )
+
+
+def _use_v1(value: str | None) -> bool | None:
+    """``VLLM_USE_V1`` as vLLM reads it."""
+    if value is None or value.strip() == "":
+        return None
+    return value.strip() not in ("0", "false", "False")
 
 
 def follow(
@@ -169,7 +244,7 @@ def tell(
         readings = Path(tmp) / "gpus.json"
         write_readings(readings)
         say(f"1/4  bringup {' '.join(plan_argv(readings)[:-1])}")
-        story.plan = run_plan(readings, environ)
+        story.plan = to_jsonable(make_plan(readings, environ))
         story.recommended_max_num_seqs = next(
             (r["value"] for r in story.plan["recommendations"] if r["flag"] == "--max-num-seqs"),
             None,

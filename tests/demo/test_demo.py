@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
 
 import psutil
+import pytest
+
+from bringup import demo
+from bringup.cli.main import Context, main
+from bringup.render.json_out import to_jsonable
 
 
 def test_demo_tells_the_story() -> None:
@@ -49,3 +55,16 @@ def test_demo_tells_the_story() -> None:
         and p.status() != psutil.STATUS_ZOMBIE
     ]
     assert not leftovers, "the demo leaves nothing running"
+
+
+@pytest.mark.parametrize("environ", [{}, {"CUDA_VISIBLE_DEVICES": "1,2,3,0"}])
+def test_the_demo_plans_what_bringup_plan_plans(tmp_path, environ) -> None:
+    """The demo's plan step calls the library; its plan is the one ``bringup plan --json`` gives."""
+    readings = tmp_path / "gpus.json"
+    demo.write_readings(readings)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(demo.plan_argv(readings), Context(stdout=out, stderr=err, environ=environ))
+    assert code == 1, err.getvalue()  # the warmup OOM: it does not fit
+    planned = json.loads(out.getvalue())
+    assert json.loads(json.dumps(to_jsonable(demo.make_plan(readings, environ)))) == planned
+    assert planned["decode"] is not None  # the catalog knows the GPU: the speed is compared too
