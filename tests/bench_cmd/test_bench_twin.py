@@ -80,8 +80,11 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     pytest.fail("the twin did not answer /v1/models within 60 s")
 
 
-def test_bench_reports_the_twins_token_rate(twin_url: str) -> None:
-    """Against a twin decoding 100 tok/s per request, bench measures 100 tok/s and 10 ms TPOT."""
+def test_bench_figures_follow_from_the_twins_paced_answers(twin_url: str) -> None:
+    """Against a twin pacing each answer at 100 tok/s, bench's figures follow from its timings
+    and the twin's pace bounds them from below. No timing assertion: on a loaded machine the
+    twin only gets slower (the measured rates against known ones are bench/bench_serving.py's
+    measurement, not a test)."""
     out, err = io.StringIO(), io.StringIO()
     code = main(
         [
@@ -104,11 +107,14 @@ def test_bench_reports_the_twins_token_rate(twin_url: str) -> None:
     assert code == 0, err.getvalue()
     report = json.loads(out.getvalue())
     assert report["prompt"]["method"] == "tokenize"
-    assert report["single_stream_decode_tokens_per_second"] == pytest.approx(RATE, rel=0.3)
     one, four = report["levels"]
+    assert report["single_stream_decode_tokens_per_second"] == pytest.approx(
+        1000 / one["mean_tpot_ms"]
+    )
+    paced = 1000 * (16 - 1) / RATE  # ms: the twin sends token i at start + i / RATE, not before
     for level in (one, four):
         assert level["completed"] == 4
         assert level["total_output_tokens"] == 64
-        assert level["mean_tpot_ms"] == pytest.approx(1000 / RATE, rel=0.3)
-    # the twin decodes each request at its own rate, so 4 streams give ~4x one stream
-    assert four["output_throughput"] == pytest.approx(4 * one["output_throughput"], rel=0.35)
+        assert level["mean_e2el_ms"] >= paced
+        assert level["output_throughput"] == pytest.approx(64 / level["duration"])
+    assert one["duration"] * 1000 >= 4 * paced  # concurrency 1: one answer after the other
