@@ -255,6 +255,9 @@ def test_nothing_listening_is_exit_3() -> None:
         (["--duration", "soon"], "duration"),
         (["--plot", "out.png"], "SVG"),
         (["--gpu", "Z9000", "--checkpoint", "."], "unknown GPU"),
+        (["--gpu", "H100", "--checkpoint", "Llama-3.1-8B", "-q", "int3"], "unknown quantization"),
+        (["--gpu", "H100", "--checkpoint", "Llama-3.1-8B", "--gpus", "8", "-tp", "4"], "-pp"),
+        (["--gpu", "H100", "--checkpoint", "Llama-3.1-8B", "-pp", "0"], "-pp"),
     ],
 )
 def test_bad_flags_are_one_line_exit_2(argv: list[str], needle: str) -> None:
@@ -398,3 +401,43 @@ def test_checkpoint_takes_what_plan_takes(sse_server: FakeServer, tmp_path: Path
     plan = json.loads(out)["decode"]["plan"]
     assert plan is not None
     assert plan["ceiling_tokens_per_s"] > 0
+
+
+@pytest.mark.parametrize(
+    ("layout", "plan_layout"),
+    [
+        (["-tp", "4", "--enable-expert-parallel"], ["-tp", "4", "--enable-expert-parallel"]),
+        (["-tp", "2", "-pp", "2"], ["-tp", "2", "-pp", "2"]),
+        (["--gpus", "4", "-pp", "2", "-dcp", "2"], ["-tp", "2", "-pp", "2", "-dcp", "2"]),
+    ],
+)
+def test_the_servers_layout_gives_the_plans_prediction(
+    sse_server: FakeServer, layout: list[str], plan_layout: list[str]
+) -> None:
+    """bench's expected and ceiling are plan's for the same model, quantization and layout."""
+    machine = ["--gpu", "RTX PRO 6000", "--interconnect", "pcie-numa"]
+    _, report = bench_json(
+        sse_server,
+        "--concurrency",
+        "1",
+        "--requests",
+        "1",
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "4",
+        "--checkpoint",
+        "Qwen3-30B-A3B",
+        "-q",
+        "fp8",
+        *machine,
+        *layout,
+    )
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["plan", "Qwen3-30B-A3B", "-q", "fp8", "--context-tokens", "64", *machine]
+    code = main(
+        [*argv, *plan_layout, "--json"],
+        Context(stdout=out, stderr=err, environ={"NO_COLOR": "1"}),
+    )
+    assert code in (0, 1), err.getvalue()
+    assert report["decode"]["plan"] == json.loads(out.getvalue())["decode"]

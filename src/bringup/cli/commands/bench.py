@@ -80,6 +80,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="tensor parallel size (default: --gpus, else 1)",
     )
+    plan.add_argument(
+        "-pp",
+        "--pipeline-parallel-size",
+        dest="pp",
+        type=int,
+        default=1,
+        help="pipeline parallel size (1)",
+    )
+    plan.add_argument(
+        "--enable-expert-parallel",
+        action="store_true",
+        help="the server runs with --enable-expert-parallel (experts spread over the TP GPUs)",
+    )
+    plan.add_argument(
+        "-dcp",
+        "--decode-context-parallel-size",
+        dest="dcp",
+        type=int,
+        default=1,
+        help="the server's decode context parallel size (1)",
+    )
+    plan.add_argument(
+        "-q",
+        "--quantization",
+        help="the server's --quantization (sets the weight format of a bundled model, as in plan)",
+    )
     plan.add_argument("--interconnect", choices=decode.INTERCONNECTS, help="link between GPUs")
     plan.add_argument(
         "--memory-bandwidth", metavar="RATE", help="per GPU or of the CPU, e.g. 20GB/s"
@@ -176,18 +202,29 @@ def predict(
             if not v
         ]
         return None, f"no prediction: give {' and '.join(missing)} to compare with the plan"
-    tp = args.tp or args.gpus or 1
+    pp = args.pp
+    if pp < 1 or args.dcp < 1:
+        raise UsageError("-pp and -dcp must be at least 1")
+    tp = args.tp or (args.gpus // pp if args.gpus else 1)
     if tp < 1:
         raise UsageError("-tp/--gpus must be at least 1")
+    if args.gpus and args.tp and args.gpus != tp * pp:
+        raise UsageError(
+            f"--gpus {args.gpus} is not -tp {tp} x -pp {pp}",
+            hint="give -tp and -pp, or --gpus alone",
+        )
     bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
     speed = plan_cmd.predict_decode(
         path,
         gpu=None if cpu else args.gpu,
         memory_bandwidth=bandwidth,
         tensor_parallel=tp,
-        setup=decode.DecodeSetup(args.interconnect, 1, args.input_tokens),
+        setup=decode.DecodeSetup(args.interconnect, args.dcp, args.input_tokens),
         environ=environ,
         cpu_threads=args.threads,
+        pipeline_parallel=pp,
+        expert_parallel=args.enable_expert_parallel,
+        quantization=args.quantization,
     )
     return speed, ""
 

@@ -318,10 +318,15 @@ def predict_decode(
     setup: decode.DecodeSetup,
     environ: Mapping[str, str],
     cpu_threads: int | None = None,
+    pipeline_parallel: int = 1,
+    expert_parallel: bool = False,
+    quantization: str | None = None,
 ) -> decode.DecodeSpeed:
     """Batch-1 decode speed of the model ``plan`` would plan for ``model_arg`` (bench uses it):
     on ``gpu`` (catalog name), or on this machine's CPU when ``gpu`` is None (its read
-    bandwidth measured with ``cpu_threads`` threads, unless ``memory_bandwidth`` is given)."""
+    bandwidth measured with ``cpu_threads`` threads, unless ``memory_bandwidth`` is given).
+    ``quantization`` (``--quantization``) sets the weight format of a bundled model, as in
+    ``plan``."""
     model = gpu_catalog.lookup(gpu) if gpu else None
     processor = (
         decode.gpu_processor(model, memory_bandwidth)
@@ -338,13 +343,13 @@ def predict_decode(
         config, tensors, _origin = _load_model(model_arg, environ)
         arch = parse_architecture(config)
         if tensors is None:
-            tensors = synthesize(arch, format_from_config(arch.quantization, None))
+            tensors = synthesize(arch, format_from_config(arch.quantization, quantization))
         workload = decode.vllm_workload(
             arch,
             tensors,
             tensor_parallel=tensor_parallel,
-            pipeline_parallel=1,
-            expert_parallel=False,
+            pipeline_parallel=pipeline_parallel,
+            expert_parallel=expert_parallel,
             kv_cache_dtype="auto",
             setup=setup,
         )
