@@ -1,14 +1,28 @@
-"""Benchmark: diagnose a generated 1,000,000-line vLLM log, beside `grep -c -E` on the same file.
+"""Benchmark: diagnose a generated 1,000,000-line vLLM log, beside `grep -c -E` on the same file,
+and whole ``bringup diagnose`` processes on hostile inputs (memory and speed), in one run.
 
-Not a test. Run: ``.venv/bin/python bench/bench_diagnose.py [--lines N] [--out FILE]``.
+Not a test. Run: ``.venv/bin/python bench/bench_diagnose.py [--lines N] [--gib G] [--out FILE]``
+(under ``/work/locks/measure`` on the shared machine: the load is written beside the figures).
 The log is mostly NCCL INFO lines, uvicorn access-log lines and tqdm download bars, around a
 real vLLM 0.33 startup that fails near the end (the MiniMax-M2.5 sampler-warmup OOM).
 grep gets the vLLM pack's own failure signatures, translated to POSIX ERE, in one call.
+
+Rows, in one process, interleaved where they are compared:
+
+- ``diagnose_bytes``: the log in memory (screen, then read);
+- streamed: ``diagnose_chunks`` over the file read in blocks, as ``bringup diagnose FILE`` does;
+- ``LogAnalyzer.feed`` per line (the live path: every line through the analyzer);
+- whole ``bringup diagnose --json`` processes (peak RSS from GNU time, wall clock): the 1M-line
+  log, G GiB of random bytes (file and stdin), a G GiB log with the failure at its end, G GiB
+  without a newline, and 1 MiB of 5-byte lines that each pass the screen (the slowest input
+  per byte: every line read with every pack's tables).
+  Goals: under 200 MB of memory on any input, at least 100 MB/s on binary garbage.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import random
 import re
@@ -18,7 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bringup.adapters import files
 from bringup.core.analyzer import LogAnalyzer, diagnose_bytes
+from bringup.core.logfeed import diagnose_chunks
+from bringup.core.logline import count_lines
 from bringup.core.packs import vllm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,23 +104,100 @@ def time_best(fn: object, repeat: int) -> float:
     return best
 
 
+def processes(
+    t: Path, log_path: Path, log: bytes, gib: float
+) -> list[tuple[str, int, float, float, float]]:
+    """Whole ``bringup diagnose --json`` processes: (input, exit, seconds, peak RSS MB, MB/s)."""
+    from bench_files import fill, run  # bench_files imports this module's make_log
+
+    rows = []
+    code, wall, rss, _ = run(["diagnose", "--json", str(log_path)])
+    rows.append(
+        (
+            f"the {count_lines(log):,}-line log ({len(log) / 2**20:.0f} MiB)",
+            code,
+            wall,
+            rss,
+            len(log) / wall / 1e6,
+        )
+    )
+    size = int(gib * 2**30)
+    binary = t / "weights.bin"
+    fill(binary, size, os.urandom(64 << 20))
+    code, wall, rss, _ = run(["diagnose", "--json", str(binary)])
+    rows.append((f"{gib:g} GiB of random bytes", code, wall, rss, size / wall / 1e6))
+    code, wall, rss, _ = run(["diagnose", "--json", "-"], stdin_file=binary)
+    rows.append((f"{gib:g} GiB of random bytes on stdin", code, wall, rss, size / wall / 1e6))
+    binary.unlink()
+    big = t / "big.log"
+    noise = log[: log.rfind(b"\n", 0, len(log) // 2) + 1]  # the first half: no failure yet
+    written = 0
+    with big.open("wb") as f:
+        while written + len(noise) < size - len(log):
+            f.write(noise)
+            written += len(noise)
+        f.write(log)
+        written += len(log)
+    code, wall, rss, _ = run(["diagnose", "--json", str(big)])
+    rows.append(
+        (
+            f"a {written / 2**30:.2f} GiB log, failure at the end",
+            code,
+            wall,
+            rss,
+            written / wall / 1e6,
+        )
+    )
+    big.unlink()
+    one_line = t / "one-line.log"
+    fill(one_line, size, b"A" * (64 << 20))
+    code, wall, rss, _ = run(["diagnose", "--json", str(one_line)])
+    rows.append((f"{gib:g} GiB without a newline", code, wall, rss, size / wall / 1e6))
+    one_line.unlink()
+    short = t / "short.log"
+    unit = b"x.py\n"
+    fill(short, 1 << 20, unit * ((1 << 20) // len(unit)))
+    code, wall, rss, _ = run(["diagnose", "--json", str(short)])
+    rows.append(
+        (
+            "1 MiB of 5-byte lines, each read with every table (no engine known)",
+            code,
+            wall,
+            rss,
+            (1 << 20) / wall / 1e6,
+        )
+    )
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--gib", type=float, default=2.0, help="size of the hostile inputs")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/diagnose.md")
     args = parser.parse_args()
+    load_start = os.getloadavg()
 
     data = make_log(args.lines)
     n = data.count(b"\n")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="bringup-bench-diagnose-") as tmp:
         path = Path(tmp) / "vllm_1m.log"
         path.write_bytes(data)
+
+        def streamed() -> object:
+            with path.open("rb") as fh:
+                return diagnose_chunks(files.iter_blocks(fh, path=path, what="log file"))
 
         result = diagnose_bytes(data)
         if result.failure is None or "warming up sampler" not in result.failure.line:
             raise SystemExit(f"wrong verdict on the generated log: {result}")
-        fast_s = time_best(lambda: diagnose_bytes(data), args.repeat)
+        if streamed() != result:
+            raise SystemExit("the streamed path and diagnose_bytes disagree on the generated log")
+        fast_s, stream_s = float("inf"), float("inf")
+        for _ in range(args.repeat):  # interleaved: the two paths see the same load
+            fast_s = min(fast_s, time_best(lambda: diagnose_bytes(data), 1))
+            stream_s = min(stream_s, time_best(streamed, 1))
 
         lines = data.decode().split("\n")[:-1]
 
@@ -114,6 +208,7 @@ def main() -> int:
             analyzer.finish()
 
         feed_s = time_best(feed_all, 1)
+        lines.clear()
 
         eres = [to_ere(sig.pattern.pattern) for sig in vllm.SIGNATURES]
         grep = shutil.which("grep")
@@ -126,21 +221,50 @@ def main() -> int:
                 grep_s = time_best(
                     lambda: subprocess.run(cmd, capture_output=True, check=False), args.repeat
                 )
+        load_mid = os.getloadavg()
+        procs = processes(Path(tmp), path, data, args.gib)
+    load_end = os.getloadavg()
 
     f = result.failure
     rows = [
-        ("diagnose_bytes (fast path: screen + read)", fast_s, n / fast_s),
+        ("diagnose_bytes (in memory: screen + read)", fast_s, n / fast_s),
+        ("streamed file (diagnose_chunks, as `bringup diagnose FILE`)", stream_s, n / stream_s),
         ("LogAnalyzer.feed per line (live path)", feed_s, n / feed_s),
         (f"grep -c -E, {len(eres)} failure patterns", grep_s, n / grep_s),
     ]
+    worst = max(r[3] for r in procs)
+    garbage = procs[1][4]
+
+    def load(avg: tuple[float, float, float]) -> str:
+        return " ".join(f"{x:.2f}" for x in avg)
+
     report = [
         "# bringup diagnose: benchmark",
         "",
         (
-            f"`bench/bench_diagnose.py`: {n:,} lines ({len(data) / 2**20:.1f} MiB) of vLLM 0.33 log, "
-            "mostly NCCL INFO, uvicorn access-log and tqdm download noise, with the MiniMax-M2.5 "
-            f"sampler-warmup OOM near the end. Best of {args.repeat} (feed: 1 run). Python "
-            f"{platform.python_version()}, {platform.machine()}, shared 2-core machine."
+            f"Summary: the 1,000,000-line log in **{fast_s:.3f} s** in memory and **{stream_s:.3f} s** "
+            f"streamed from its file, {feed_s:.3f} s fed line by line (earlier quiet run, before the "
+            "generic pack: 0.566 s in memory, 1.576 s line by line); every whole `bringup "
+            f"diagnose` process peaks at **{worst:.0f} MB** or less (goal < 200 MB); random bytes at "
+            f"**{garbage:,.0f} MB/s** (goal >= 100 MB/s). Load average (1, 5, 15 min): "
+            f"{load(load_start)} at the start, {load(load_mid)} after the 1M-line rows, "
+            f"{load(load_end)} at the end."
+        ),
+        "",
+        (
+            f"`bench/bench_diagnose.py --gib {args.gib:g}`: {n:,} lines ({len(data) / 2**20:.1f} MiB) "
+            "of vLLM 0.33 log, mostly NCCL INFO, uvicorn access-log and tqdm download noise, with the "
+            f"MiniMax-M2.5 sampler-warmup OOM near the end. Best of {args.repeat}, the in-memory and "
+            f"streamed paths interleaved (feed: 1 run). Python {platform.python_version()}, "
+            f"{platform.machine()}, shared 2-core machine."
+        ),
+        "",
+        (
+            "How: the screen (the substrings every interesting line carries) is one pass of a "
+            "multi-token Aho-Corasick automaton (`ahocorasick-rs`, SIMD) over the buffer, where it "
+            "was one `bytes.find` sweep per token (18 now for vLLM, 13 in the earlier run); the live "
+            "path tests each line with the same automaton. Every corpus verdict is unchanged (both "
+            "paths, all 161 logs, compared before and after)."
         ),
         "",
         "| what | seconds | lines/s |",
@@ -149,9 +273,18 @@ def main() -> int:
         "",
         (
             f"Goal: >= 300,000 lines/s for diagnose_bytes. Verdict found: `{f.failure_class.value}` "
-            f"in `{f.phase.value}` at line {f.line_number:,}; grep counted {grep_count} matching "
-            "lines and gives no class, phase or root cause."
+            f"in `{f.phase.value}` at line {f.line_number:,} (the same on both paths); grep counted "
+            f"{grep_count} matching lines and gives no class, phase or root cause."
         ),
+        "",
+        "Whole `bringup diagnose --json` processes (peak RSS from GNU time, page cache warm):",
+        "",
+        "| input | exit | seconds | peak RSS (MB) | MB/s |",
+        "|---|---:|---:|---:|---:|",
+        *[
+            f"| {name} | {code} | {wall:.2f} | {rss:.0f} | {rate:,.1f} |"
+            for name, code, wall, rss, rate in procs
+        ],
         "",
     ]
     text = "\n".join(report)

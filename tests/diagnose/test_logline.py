@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bringup.core import logline
 
@@ -111,9 +113,64 @@ def test_tqdm_redraws_keep_last_state() -> None:
 def test_buffer_helpers_agree_on_lines() -> None:
     """candidates/last_line/count_lines number lines exactly as iter_lines does, partial last line included."""
     data = b"alpha\nbeta ERROR one\n\ngamma\nERROR partial"
-    lines = logline.iter_lines(data)
+    lines = list(logline.iter_lines(data))
     assert logline.count_lines(data) == len(lines) == 5
-    assert logline.candidates(data, ("ERROR",)) == [(2, "beta ERROR one"), (5, "ERROR partial")]
+    assert list(logline.candidates(data, ("ERROR",))) == [
+        (2, "beta ERROR one"),
+        (5, "ERROR partial"),
+    ]
     assert logline.last_line(data) == (5, "ERROR partial")
     assert logline.last_line(b"\n\n  \n") is None
     assert logline.last_line(b"a\nlast\n" + b" \n" * 5000) == (2, "last")
+
+
+_TOKENS = ("rror", "ERROR", "Error", ".py", "Killed", "WARN")
+
+
+def _reference(data: bytes, tokens: tuple[str, ...]) -> list[tuple[int, str]]:
+    """The screen's meaning, one line at a time: every line holding any token."""
+    lines = list(logline.iter_lines(data))
+    return [(i, line) for i, line in enumerate(lines, start=1) if any(t in line for t in tokens)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from([*_TOKENS, "x", " ", "rro", "ERR", ".p", "é", "\r"]), max_size=6),
+        max_size=40,
+    ),
+    st.booleans(),
+)
+def test_candidates_are_every_line_holding_a_token(parts: list[list[str]], newline: bool) -> None:
+    """The one-pass automaton gives exactly the lines a line-by-line `in` test gives:
+    overlapping tokens, several on one line, a partial last line, non-ASCII text."""
+    data = "\n".join("".join(p) for p in parts).encode() + (b"\n" if newline else b"")
+    assert list(logline.candidates(data, _TOKENS)) == _reference(data, _TOKENS)
+
+
+def test_candidates_across_search_windows() -> None:
+    """A buffer many search windows long: lines at the windows' edges, a line of thousands of
+    tokens, and a token split by nothing but the window's end are all found once."""
+    noise = b"NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P\n" * 20_000  # ~ 0.9 MB
+    data = noise + b"a Killed b\n" + b".py" * 100_000 + b"\n" + noise[:262_141] + b"ERROR\n"
+    data += noise + b"last WARN"
+    assert list(logline.candidates(data, _TOKENS)) == _reference(data, _TOKENS)
+    assert logline.find_first(data, ("WARN", "Killed")) == (len(noise) + 2, "a Killed b")
+    assert logline.find_first(data, ("absent",)) is None
+    assert logline.has_any(data, ("last WARN",))
+    assert not logline.has_any(noise, _TOKENS)
+
+
+def test_screen_tokens_are_one_line() -> None:
+    """A token with a newline could match across lines: refused when the screen is built."""
+    with pytest.raises(ValueError, match="one line"):
+        list(logline.candidates(b"a\nb", ("a\nb",)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*_TOKENS, "x", " ", "rro", "ERR", ".p", "é", "\r"]), max_size=8))
+def test_line_screen_is_an_in_test(parts: list[str]) -> None:
+    """The live path's per-line screen says what one `in` test per token says."""
+    line = "".join(parts)
+    found = bool(logline.line_finder(_TOKENS).find_matches_as_indexes(line))
+    assert found == any(t in line for t in _TOKENS)

@@ -37,7 +37,6 @@ HOLD_BYTES = 32 << 20  # the engine's banner comes in the first kilobytes of a r
 BINARY_CONTROL_SHARE = 0.01  # of a block's bytes: text logs have none, random bytes ~8 %
 MIN_TEXT_RUN = 256  # inside binary, a run this long without control bytes is read as text
 NUL_HOLE = b"\0" * 64  # a hole a crash leaves in a file (as the analyzer reads it)
-_FULL_READ_MARKS = (b'"MESSAGE":[', b'"MESSAGE": [')
 # control bytes no text log holds (tab, newlines, form feed, CR and ESC are not among them)
 _CONTROLS = frozenset([0, *range(0x01, 0x09), *range(0x0E, 0x1B), 0x1C, 0x1D, 0x1E, 0x1F])
 _CONTROL_BYTES = bytes(sorted(_CONTROLS - {0}))  # NUL is counted apart: a hole is not binary
@@ -146,7 +145,7 @@ class _Feed:
         self.held_bytes = 0
         self.hold_bytes = hold_bytes
         self.next_line = 1
-        self.last: tuple[int, str] | None = None
+        self.last_text: tuple[int, bytes] | None = None  # the last block that is not blank
         self.ended = False
 
     def block(self, data: bytes) -> None:
@@ -170,11 +169,10 @@ class _Feed:
         if not self.started:
             self.started = True
             self.full = logline.needs_full_read(data[:4096])
-        if not self.full and any(mark in data for mark in _FULL_READ_MARKS):
+        if not self.full and logline.has_any(data, logline.FULL_READ_MARKS):
             self.full = True
-        last = logline.last_line(data)
-        if last is not None:
-            self.last = (first + last[0] - 1, last[1])
+        if not data.isspace():  # stops at the first byte that is not blank
+            self.last_text = (first, data)
         if self.analyzer is None:
             hit = logline.find_first(data, self.tokens)
             if hit is None:
@@ -211,8 +209,11 @@ class _Feed:
         if self.analyzer is None:  # no line names an engine: every line is read as is
             self._start()
         assert self.analyzer is not None
-        if self.last is not None:
-            self.analyzer.note_last(*self.last)
+        if self.last_text is not None:
+            first, data = self.last_text
+            last = logline.last_line(data)
+            if last is not None:
+                self.analyzer.note_last(first + last[0] - 1, last[1])
         return self.analyzer.finish(whole_log=True)
 
 

@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
+
+import ahocorasick_rs
 
 MAX_LINE_CHARS = 65_536  # longer lines are cut for matching; a cause is never that long
 
@@ -246,14 +250,17 @@ def decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def iter_lines(data: bytes) -> list[str]:
-    """Every line of ``data``, decoded; a partial last line counts, a final newline does not."""
-    if not data:
-        return []
-    parts = data.split(b"\n")
-    if parts[-1] == b"":
-        parts.pop()
-    return [decode(p) for p in parts]
+def iter_lines(data: bytes) -> Iterator[str]:
+    """Every line of ``data``, decoded, one at a time (a block of short lines is never held
+    decoded whole); a partial last line counts, a final newline does not."""
+    pos, n = 0, len(data)
+    while pos < n:
+        end = data.find(b"\n", pos)
+        if end == -1:
+            yield decode(data[pos:])
+            return
+        yield decode(data[pos:end])
+        pos = end + 1
 
 
 def count_lines(data: bytes) -> int:
@@ -265,33 +272,76 @@ def count_lines(data: bytes) -> int:
 
 def needs_full_read(data: bytes) -> bool:
     """True when lines hide their text: JSON records (journalctl -o json, JSON formatters)."""
-    return data[:4096].lstrip()[:1] == b"{" or b'"MESSAGE":[' in data or b'"MESSAGE": [' in data
+    return data[:4096].lstrip()[:1] == b"{" or has_any(data, FULL_READ_MARKS)
 
 
-def candidates(data: bytes, tokens: tuple[str, ...]) -> list[tuple[int, str]]:
+# journald's JSON for a message that is not valid UTF-8: its text is a list of byte values
+FULL_READ_MARKS = ('"MESSAGE":[', '"MESSAGE": [')
+_WINDOW = 256 * 1024  # bytes searched per automaton call: its list of matches stays small
+
+
+@cache
+def _finder(tokens: tuple[str, ...]) -> ahocorasick_rs.BytesAhoCorasick:
+    """One automaton for a set of tokens: a single vectorised pass finds them all (leftmost
+    first), where one ``bytes.find`` sweep per token read the buffer once for each."""
+    if any("\n" in t or not t for t in tokens):
+        raise ValueError(f"a screen token must be one line and not empty: {tokens!r}")
+    return ahocorasick_rs.BytesAhoCorasick(
+        [t.encode() for t in tokens], matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
+    )
+
+
+@cache
+def line_finder(tokens: tuple[str, ...]) -> ahocorasick_rs.AhoCorasick:
+    """The automaton of :func:`_finder` for one decoded line (the live path's screen)."""
+    if any("\n" in t or not t for t in tokens):
+        raise ValueError(f"a screen token must be one line and not empty: {tokens!r}")
+    return ahocorasick_rs.AhoCorasick(
+        list(tokens), matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
+    )
+
+
+def _hits(data: bytes, tokens: tuple[str, ...]) -> Iterator[int]:
+    """The offset of every token occurrence the automaton reports, in order.
+
+    Searched in windows that end at a newline (a token never spans one), so a buffer full
+    of matches costs a bounded list at a time; a line that is already a hit is skipped to
+    its end (the caller wants lines, and a long line of matches would cost a long list).
+    """
+    finder = _finder(tokens)
+    view = memoryview(data)
+    pos, n = 0, len(data)
+    while pos < n:
+        end = data.find(b"\n", pos + _WINDOW)
+        end = n if end == -1 else end + 1
+        for _, start, _ in finder.find_matches_as_indexes(view[pos:end]):
+            yield pos + start
+        pos = end
+
+
+def has_any(data: bytes, tokens: tuple[str, ...]) -> bool:
+    """Whether any of ``tokens`` occurs in ``data`` (one pass, stops at the first window
+    with a hit)."""
+    return next(_hits(data, tokens), None) is not None
+
+
+def candidates(data: bytes, tokens: tuple[str, ...]) -> Iterator[tuple[int, str]]:
     """(line number, text) of every line containing one of ``tokens``, in order.
 
-    One ``bytes.find`` sweep per token; lines without any token are never decoded.
+    One pass of a multi-token automaton over the buffer; lines without any token are never
+    decoded, and lines come one at a time (a buffer of short matching lines is not held
+    decoded all at once).
     """
-    starts: set[int] = set()
-    for token in tokens:
-        needle = token.encode()
-        pos = data.find(needle)
-        while pos != -1:
-            start = data.rfind(b"\n", 0, pos) + 1
-            starts.add(start)
-            end = data.find(b"\n", pos)
-            if end == -1:
-                break
-            pos = data.find(needle, end)
-    out: list[tuple[int, str]] = []
-    number, prev = 1, 0
-    for start in sorted(starts):
+    number, prev, line_end = 1, 0, -1
+    for pos in _hits(data, tokens):
+        if pos < line_end:  # another token on a line already given
+            continue
+        start = data.rfind(b"\n", 0, pos) + 1
         number += data.count(b"\n", prev, start)
         prev = start
-        end = data.find(b"\n", start)
-        out.append((number, decode(data[start : end if end != -1 else len(data)])))
-    return out
+        end = data.find(b"\n", pos)
+        line_end = end if end != -1 else len(data)
+        yield number, decode(data[start:line_end])
 
 
 def last_line(data: bytes) -> tuple[int, str] | None:
@@ -310,16 +360,10 @@ def last_line(data: bytes) -> tuple[int, str] | None:
 
 
 def find_first(data: bytes, tokens: tuple[str, ...]) -> tuple[int, str] | None:
-    """(offset, line text) of the earliest occurrence of any token, searching growing windows."""
-    window = 1 << 16
-    while True:
-        chunk = data[:window]
-        hits = [p for p in (chunk.find(t.encode()) for t in tokens) if p >= 0]
-        if hits:
-            pos = min(hits)
-            start = data.rfind(b"\n", 0, pos) + 1
-            end = data.find(b"\n", pos)
-            return pos, decode(data[start : end if end != -1 else len(data)])
-        if window >= len(data):
-            return None
-        window *= 8
+    """(offset, line text) of the earliest occurrence of any token."""
+    pos = next(_hits(data, tokens), None) if tokens else None
+    if pos is None:
+        return None
+    start = data.rfind(b"\n", 0, pos) + 1
+    end = data.find(b"\n", pos)
+    return pos, decode(data[start : end if end != -1 else len(data)])
