@@ -13,6 +13,7 @@ Writes bench/results/bench.md. A measurement, not a test: nothing here asserts a
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import platform
@@ -30,6 +31,7 @@ import httpx2
 
 from bringup.bench_runner import BenchConfig, run_bench
 from bringup.cli.commands.bench import predict
+from bringup.cli.main import command_parser
 from bringup.core.bench_report import BenchReport
 
 HERE = Path(__file__).parent
@@ -195,7 +197,7 @@ def llamacpp_section(work: Path) -> list[str]:
             "--interrupt_requests",
             interrupt,
         ]
-        predicted, _ = predict(_Args(str(model)), os.environ)
+        predicted, _ = predict(_bench_args(str(model)), os.environ)
         with serving(argv, port, work / f"llamacpp-{interrupt}.log") as url:
             report = run_bench(
                 BenchConfig(
@@ -214,16 +216,11 @@ def llamacpp_section(work: Path) -> list[str]:
     return lines
 
 
-class _Args:
-    def __init__(self, checkpoint: str) -> None:
-        self.gpu, self.gpus, self.tp, self.checkpoint, self.model = "L4", None, 1, checkpoint, None
-        self.device, self.interconnect, self.memory_bandwidth, self.threads = (
-            "cuda",
-            None,
-            None,
-            None,
-        )
-        self.input_tokens = 256
+def _bench_args(checkpoint: str) -> argparse.Namespace:
+    """``bringup bench``'s own flags for the prediction (its parser, so they never drift)."""
+    return command_parser("bench").parse_args(
+        ["http://127.0.0.1:9", "--gpu", "L4", "--checkpoint", checkpoint, "--input-tokens", "256"]
+    )
 
 
 def _level_table(report: BenchReport) -> list[str]:
