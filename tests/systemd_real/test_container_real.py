@@ -4,13 +4,16 @@ that runs the engine twin. bringup reaches docker through the same command prefi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 import tarfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,3 +110,123 @@ def test_watch_container_failure_is_the_root_cause(systemd: SystemdNamespace, do
     state = systemd.run(["docker", "inspect", "-f", "{{.State.Status}}", name]).stdout.strip()
     assert state in ("running", "exited")  # watch never signals the container
     systemd.run(["docker", "rm", "-f", name], check=False)
+
+
+def _status(sd: SystemdNamespace, name: str, gpus: Path, **env: str) -> tuple[int, dict[str, Any]]:
+    result = bringup(
+        sd, "status", "--container", name, "--json", "--gpus-from", str(gpus), environ=env
+    )
+    return result.code, json.loads(result.out)
+
+
+def _inspect_state(sd: SystemdNamespace, name: str) -> dict[str, Any]:
+    out = sd.run(["docker", "inspect", "--type", "container", name]).stdout
+    return dict(json.loads(out)[0]["State"])
+
+
+def test_status_container_ready_then_failed(systemd: SystemdNamespace, docker: Path) -> None:
+    """`status --container` after the twin became ready (running, the model answers: exit 0),
+    and of a container whose run died in the sampler warmup (exited: failed, exit 1, the root
+    cause from the log of that run)."""
+    name, port, gpus = _run_twin(systemd, docker, "ready")
+    assert bringup(systemd, "watch", "--container", name, "--deadline", "90s").code == 0
+    code, report = _status(systemd, name, gpus)
+    assert (code, report["verdict"]) == (0, "ready"), report
+    assert report["state"]["status"] == "running"
+    assert report["state"]["pid"]
+    assert report["url"] == f"http://127.0.0.1:{port}"
+    assert report["probe"]["ok"] is True
+    assert report["phase"] == "ready"
+    assert report["ready_since"]
+    assert report["error"] is None
+    human = bringup(systemd, "status", "--container", name, "--gpus-from", str(gpus))
+    assert human.out.startswith(f"container {name}: READY: running, and the model answered")
+    systemd.run(["docker", "rm", "-f", name], check=False)
+
+    name, _, gpus = _run_twin(systemd, docker, "oom_warmup")
+    deadline = time.monotonic() + 90
+    while _inspect_state(systemd, name)["Status"] != "exited" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    code, report = _status(systemd, name, gpus)
+    assert (code, report["verdict"]) == (1, "failed"), report
+    assert report["state"]["status"] == "exited"
+    assert report["state"]["exit_code"] != 0
+    assert (report["failure"]["class"], report["failure"]["phase"]) == ("cuda_oom", "warmup")
+    assert report["probe"] is None  # nothing runs to be asked
+    systemd.run(["docker", "rm", "-f", name], check=False)
+
+
+VERSION = "INFO 12-01 10:00:00 [api_server.py:1800] vLLM API server version 0.11.0"
+OOM = (
+    "(EngineCore_DP0 pid=43) ERROR 12-01 10:00:01 [core.py:700] RuntimeError: CUDA out of memory"
+    " occurred when warming up sampler with 1024 dummy requests. Please try lowering"
+    " `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
+)
+KV = (
+    "(EngineCore_DP0 pid=43) ERROR 12-01 10:00:01 [core.py:700] ValueError: To serve at least one"
+    " request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is"
+    " larger than the available KV cache memory (4.00 GiB). Based on the available memory, the"
+    " estimated maximum model length is 32768."
+)
+# each run counts itself (on stderr, as vLLM's logging writes: docker stamps the two streams
+# apart, so lines microseconds apart on two streams may swap) in the container's own /tmp (kept across restarts): the first dies
+# of the sampler-warmup OOM, every later one of too little KV cache
+RUNS = (
+    'n=$(($(cat /tmp/runs 2>/dev/null || echo 0) + 1)); echo $n > /tmp/runs; echo "$VERSION" >&2;'
+    ' if [ $n = 1 ]; then echo "$OOM" >&2; else echo "$KV" >&2; fi; exit 1'
+)
+
+
+def test_status_container_restarting(systemd: SystemdNamespace, docker: Path) -> None:
+    """A container docker keeps restarting (--restart=on-failure): while it waits to restart,
+    the root cause of its LAST run (not the first run's, not a plain "starting")."""
+    name = f"i13-restarts-{uuid.uuid4().hex[:6]}"
+    gpus = readings(docker)
+    systemd.run(
+        ["docker", "run", "-d", "--restart=on-failure", "--name", name, "--network=none",
+         "-e", f"VERSION={VERSION}", "-e", f"OOM={OOM}", "-e", f"KV={KV}", *_mounts(docker),
+         IMAGE, "/bin/sh", "-c", RUNS]
+    )  # fmt: skip
+    seen: dict[str, Any] | None = None
+    code = None
+    deadline = time.monotonic() + 120
+    while seen is None and time.monotonic() < deadline:
+        # docker's back-off doubles at each restart, so the waits between runs grow: look in one
+        state = _inspect_state(systemd, name)
+        if not (state["Restarting"] and int(systemd.run(["docker", "inspect", "-f",
+                "{{.RestartCount}}", name]).stdout) >= 1):  # fmt: skip
+            time.sleep(0.05)
+            continue
+        code, report = _status(systemd, name, gpus)
+        if report["state"]["restarting"]:
+            seen = report
+    systemd.run(["docker", "rm", "-f", name], check=False)
+    assert seen is not None, "the container was never seen restarting"
+    assert (code, seen["verdict"], seen["state"]["status"]) == (1, "failed", "restarting"), seen
+    assert "docker is restarting it (policy on-failure" in seen["why"]
+    assert seen["state"]["restart_count"] >= 1
+    assert seen["state"]["exit_code"] == 1
+    assert seen["failure"]["class"] == "kv_cache_insufficient", seen["failure"]
+
+
+def test_status_container_json_when_docker_fails(systemd: SystemdNamespace, docker: Path) -> None:
+    """--json always prints one object: no such container (exit 2), dockerd unreachable."""
+    gpus = readings(docker)
+    result = bringup(
+        systemd, "status", "--container", "i13-none", "--json", "--gpus-from", str(gpus)
+    )
+    report = json.loads(result.out)
+    assert result.code == 2
+    assert report["verdict"] == "unknown"
+    assert report["state"] is None
+    assert "no container i13-none" in report["error"]
+    assert "No such" in report["error"]
+    result = bringup(
+        systemd, "status", "--container", "x", "--json", "--gpus-from", str(gpus),
+        environ={"DOCKER_HOST": f"unix://{docker}/no-dockerd.sock"},
+    )  # fmt: skip
+    report = json.loads(result.out)
+    assert result.code != 0
+    assert report["container"] == "x"
+    assert "Cannot connect to the Docker daemon" in report["error"], report
+    assert result.err.startswith("bringup: error:")

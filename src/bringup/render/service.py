@@ -64,6 +64,8 @@ class RetryReporter:
 
 def format_status(report: Mapping[str, Any]) -> list[str]:
     """The human ``bringup status`` lines from its JSON object."""
+    if report.get("container"):
+        return _format_container(report)
     s = report["state"]
     lines = [f"{report['unit']}: {report['verdict'].upper()}: {report['why']}"]
     pid = f", main pid {s['main_pid']}" if s.get("main_pid") else ""
@@ -72,7 +74,27 @@ def format_status(report: Mapping[str, Any]) -> list[str]:
     lines.append(
         f"  unit:    {s['active_state']}/{s['sub_state']} (result {s['result'] or '-'}{pid}{restarts}{status})"
     )
-    lines.append(f"  phase:   {report['phase'] or 'no log in this run'}")
+    return lines + _format_rest(report)
+
+
+def _format_container(report: Mapping[str, Any]) -> list[str]:
+    s = report["state"]
+    lines = [f"container {report['container']}: {report['verdict'].upper()}: {report['why']}"]
+    facts = [f"pid {s['pid']}"] if s.get("pid") else []
+    if not s.get("running") or s.get("restarting"):
+        facts.append(f"exit code {s['exit_code']}")
+    if s.get("restart_count"):
+        facts.append(f"{s['restart_count']} restart(s), policy {s['restart_policy']}")
+    if s.get("oom_killed"):
+        facts.append("OOMKilled")
+    if s.get("health"):
+        facts.append(f"health {s['health']}")
+    lines.append(f"  state:   {s['status']} ({', '.join(facts) or '-'})")
+    return lines + _format_rest(report)
+
+
+def _format_rest(report: Mapping[str, Any]) -> list[str]:
+    lines = [f"  phase:   {report['phase'] or 'no log in this run'}"]
     if report.get("ready_since"):
         lines.append(f"  ready since {report['ready_since']}")
     if report.get("failure"):

@@ -61,6 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="every node of a `bringup run --nodes FILE` start: alive, last line, GPU memory; rank 0's API",
     )
     parser.add_argument(
+        "--container",
+        metavar="NAME",
+        help="a docker container instead of a unit (docker inspect + the current run's docker logs)",
+    )
+    parser.add_argument(
         "--user", action="store_true", help="a unit of the user's manager (systemctl --user)"
     )
     parser.add_argument(
@@ -85,8 +90,10 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
         from bringup.cli.commands.status_nodes import nodes_status
 
         return nodes_status(args, ctx)
+    if args.container:
+        return container_status(args, ctx, runner)
     if not args.name:
-        raise UsageError("give a unit NAME (or --hosts FILE for the fleet)")
+        raise UsageError("give a unit NAME (or --container NAME, or --hosts FILE for the fleet)")
     unit = unit_name(args.name) + ".service"
     try:
         runner = runner or remote.ssh_runner(args, ctx.environ) or system_runner(ctx.environ)
@@ -96,6 +103,28 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
             raise
         # --json always prints JSON: what could not be asked goes into `error`
         print_json(error_report(unit, str(exc)), ctx.stdout)
+        ctx.stderr.write(f"bringup: error: {exc}\n")
+        return exc.exit_code
+    if args.json:
+        print_json(report, ctx.stdout)
+    else:
+        print_status(report, ctx.stdout)
+    return service.Verdict(report["verdict"]).exit_code
+
+
+def container_status(args: argparse.Namespace, ctx: Context, runner: Runner | None) -> int:
+    """``--container NAME``: the same look, of a docker container."""
+    from bringup.cli.commands import status_container
+
+    if args.name or args.user:
+        raise UsageError("--container NAME takes no unit NAME and no --user")
+    try:
+        runner = runner or remote.ssh_runner(args, ctx.environ) or system_runner(ctx.environ)
+        report = status_container.look_container(args.container, runner, args, ctx)
+    except BringupError as exc:
+        if not args.json:
+            raise
+        print_json(status_container.error_report(args.container, str(exc)), ctx.stdout)
         ctx.stderr.write(f"bringup: error: {exc}\n")
         return exc.exit_code
     if args.json:
