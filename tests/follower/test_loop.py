@@ -300,6 +300,44 @@ def test_engine_and_port_come_from_the_log_when_nothing_else_names_them():
     result = w.run()
     assert result.exit_code == 1
     assert w.server.urls[0] == "http://127.0.0.1:8000"
+    assert w.server.urls == ["http://127.0.0.1:8000"]  # the prober is built once
+
+
+def test_the_first_line_that_names_the_engine_decides_it_and_the_probes_target():
+    """llama.cpp named by its log, not its command: the prober is built once, for llama-server's
+    default port, and nothing was probed before the log said where."""
+    load = "llama_model_loader: loaded meta data with 34 key-value pairs and 339 tensors"
+    w = World(
+        lines((0.0, "starting the server"), (2.0, load), (30.0, "done")),
+        ready_at=3.0,
+        command=None,
+    )
+    result = w.run()
+    assert result.engine is Engine.LLAMACPP
+    assert w.server.urls == ["http://127.0.0.1:8080"]
+    assert min(t for _, _, t in w.server.probes) >= 2.0
+    assert result.outcome.value == "ready"
+
+
+def test_nothing_is_probed_while_nothing_names_the_target():
+    """No command, no --url, no --engine and a log that never names the engine: no prober, no
+    probe to a guessed port; the note says how to give one; the stall still ends it."""
+    w = World(lines((0.0, "starting the server")), command=None, stall_seconds=10.0)
+    result = w.run()
+    assert (result.outcome.value, result.exit_code) == ("stalled", 4)
+    assert w.server.urls == []
+    assert w.server.probes == []
+    assert any("give --url or --engine" in n for n in w.observer.notes)
+
+
+def test_a_command_that_names_no_engine_keeps_its_url_the_log_names_the_engine():
+    """A wrapper command: the URL is the command's (decided at the start, the prober built
+    once); the engine, named by the log, is the result's."""
+    w = World(startup(), ready_at=5.0, command=["./serve.sh", "--port", "8123"])
+    result = w.run()
+    assert result.engine is Engine.VLLM
+    assert w.server.urls == ["http://127.0.0.1:8123"]
+    assert result.outcome.value == "ready"
 
 
 def test_url_and_engine_from_the_config_win():

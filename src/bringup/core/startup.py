@@ -31,7 +31,6 @@ from typing import Any
 from bringup import exit_codes
 from bringup.core import verdict
 from bringup.core.diagnosis import (
-    EngineEvent,
     Event,
     Failure,
     FailureEvent,
@@ -115,7 +114,6 @@ class StartupMachine:
         self._failed: Failure | None = None  # a root cause or a death (also after ready)
         self._stalled: Failure | None = None  # --stall or --deadline
         self._stopped = False  # stopped on request
-        self.engine: str | None = None
         self.model: str | None = None
         self.ready_at: float | None = None
         self.ended_at: float | None = None
@@ -232,8 +230,6 @@ class StartupMachine:
             return [Progress(now - self.start, event.phase, event.done, event.total, event.unit)]
         if isinstance(event, FailureEvent):
             return self._on_failure(event.failure, now, tentative=event.tentative)
-        if isinstance(event, EngineEvent):
-            self.engine = event.engine
         return []
 
     def on_gpu(self, readings: Sequence[GpuReading], now: float) -> list[LiveEvent]:

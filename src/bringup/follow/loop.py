@@ -13,7 +13,6 @@ the server (SIGTERM, then SIGKILL after the grace). It decides every *when* from
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import signal
 import threading
@@ -159,39 +158,63 @@ class _Follower:
     def _setup(self) -> None:
         command = list(self.config.argv) or self.source.command() or []
         parsed = engine_args.parse_server_command(command) if command else None
-        self.engine = self.config.engine or (parsed.engine if parsed else None)
-        self.analyzer = LogAnalyzer(self.engine)
-        spec = self._http_spec()
-        self.url = resolve_url(self.config.url, command, spec[1])
-        self.health_path = spec[0]
+        self.engine: Engine | None = None
+        self.health_path, default_port = "/health", 8000  # the common defaults
+        self.prober: Prober | None = None
         fallback = (
             self.config.model
             or engine_args.get_flag(command, "--served-model-name")
             or (parsed.model if parsed else None)
         )
-        policy = StartupPolicy(
-            stall_seconds=self.config.stall_seconds,
-            deadline_seconds=self.config.deadline_seconds,
-            wrapper_grace_seconds=self.config.wrapper_grace_seconds,
-            probe_interval_seconds=self.config.probe_interval_seconds,
-            fallback_model=fallback,
+        self.machine = StartupMachine(
+            StartupPolicy(
+                stall_seconds=self.config.stall_seconds,
+                deadline_seconds=self.config.deadline_seconds,
+                wrapper_grace_seconds=self.config.wrapper_grace_seconds,
+                probe_interval_seconds=self.config.probe_interval_seconds,
+                fallback_model=fallback,
+            ),
+            self.clock.monotonic(),
         )
-        self.prober: Prober = self.make_prober(self.url)
-        policy = dataclasses.replace(policy, probe_has_key=getattr(self.prober, "has_key", False))
-        self.machine = StartupMachine(policy, self.clock.monotonic())
+        engine = self.config.engine or (parsed.engine if parsed else None)
+        if engine is not None:
+            default_port = self._decide_engine(engine)
+        self.analyzer = LogAnalyzer(self.engine)  # it names the engine when nothing else did
+        if self.config.url or command or self.engine is not None:
+            self._build_prober(resolve_url(self.config.url, command, default_port))
+        else:
+            self.url = ""
+            self.observer.note(
+                "no command and no --url: probes start once the log names the engine "
+                "(its default port), or give --url or --engine"
+            )
 
-    def _http_spec(self) -> tuple[str, int]:
+    def _decide_engine(self, engine: Engine) -> int:
+        """The engine is decided, once: from --engine or the command, else the first log line
+        that names it. Its pack gives the health path; returns its default port."""
+        self.engine = engine
         try:
-            pack = packs.get(self.engine) if self.engine is not None else None
+            pack = packs.get(engine)
         except KeyError:
-            pack = None  # no knowledge pack for this engine yet: the common defaults
-        if pack is None:
-            return "/health", 8000
+            return 8000  # no knowledge pack for this engine yet: the common defaults
         words = " ".join(self.config.argv)
         http = next(
             (spec for marker, spec in pack.http_variants.items() if marker in words), pack.http
         )
-        return http.health_path, http.default_port
+        self.health_path = http.health_path
+        return http.default_port
+
+    def _build_prober(self, url: str) -> None:
+        """The probes' target is decided, once: the prober for ``url``."""
+        self.url = url
+        self.prober = self.make_prober(url)
+        self.machine.policy = dataclasses.replace(
+            self.machine.policy, probe_has_key=getattr(self.prober, "has_key", False)
+        )
+
+    def _close_prober(self) -> None:
+        if self.prober is not None:
+            self.prober.close()
 
     def _lane(self, name: str, on_close: Callable[[], None] | None = None) -> Lane:
         if self.threads:
@@ -212,7 +235,7 @@ class _Follower:
             # TimeoutStartSec= is pushed out from the start, then at each sign of progress
             self._last_extend = self.clock.monotonic()
             self.notifier.extend_timeout(self._extend_seconds())
-        self.probe_lane = self._lane("prober", on_close=lambda: self.prober.close())
+        self.probe_lane = self._lane("prober", on_close=self._close_prober)
         self.gpu_lane = self._lane("gpu-sampler")
         restore = self._install_signals()
         crashed = True
@@ -290,13 +313,16 @@ class _Follower:
             self._report(self.machine.on_event(event, now))
 
     def _engine_seen(self, event: Event) -> None:
-        if isinstance(event, EngineEvent) and self.engine is None:
-            with contextlib.suppress(ValueError, KeyError, LookupError):
-                self.engine = Engine(event.engine)
-                self.health_path, port = self._http_spec()
-                if not self.config.url and not self.config.argv and self.source.command() is None:
-                    self.prober = self.make_prober(resolve_url(None, None, port))
-                    self.url = self.prober.base_url
+        """The log named the engine: decided here when nothing named it before."""
+        if not isinstance(event, EngineEvent) or self.engine is not None:
+            return
+        try:
+            engine = Engine(event.engine)
+        except ValueError:
+            return
+        port = self._decide_engine(engine)
+        if self.prober is None:
+            self._build_prober(resolve_url(None, None, port))
 
     def _report(self, events: list[LiveEvent]) -> None:
         for event in events:
@@ -308,8 +334,8 @@ class _Follower:
     # -- probes and GPUs -------------------------------------------------------------------
 
     def _send_probe(self, now: float) -> None:
-        kind = self.machine.next_probe(now)
-        if kind is not None:
+        kind = self.machine.next_probe(now) if self.prober is not None else None
+        if kind is not None and self.prober is not None:
             self.machine.probe_sent(kind)
             prober, path, model = self.prober, self.health_path, self.machine.probe_model()
             self.probe_lane.submit(lambda: probe_once(prober, kind, path, model))
