@@ -15,10 +15,10 @@ Renderers match on the type; ``name`` and ``fields`` give the JSON view.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from bringup.core.diagnosis import Diagnosis, Failure, Remedy
+from bringup.core.diagnosis import Failure, Remedy
 from bringup.core.probes import ProbeObservation, probe_fields
 from bringup.core.server_exit import ServerExit
 from bringup.core.verdict import State
@@ -212,8 +212,7 @@ class StartupResult:
     exit_code: (
         int  # bringup's: 0 ready, 1 failed, 4 stalled/deadline, 128+N interrupted by signal N
     )
-    failure: Failure | None
-    diagnosis: Diagnosis | None
+    failure: Failure | None  # the verdict's root cause: the one place it is kept
     argv: tuple[str, ...]  # the server command as run
     time_to_ready_seconds: float | None
     summary: dict[str, Any]  # the JSON summary line
@@ -227,6 +226,7 @@ class StartupResult:
     detached_log: str | None = None  # --keep: where its output now goes
     interrupted: bool = False
     engine: Engine | None = None  # from the command, --engine or the log; None: not known
+    facts: Mapping[str, float | int | str] = field(default_factory=dict)  # what the log stated
 
 
 @dataclass

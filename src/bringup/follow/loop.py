@@ -455,7 +455,6 @@ class _Follower:
             outcome=verdict.outcome,
             exit_code=verdict.exit_code,
             failure=verdict.failure,
-            diagnosis=self.final_diagnosis or self.analyzer.diagnosis(),
             argv=tuple(self.config.argv),
             time_to_ready_seconds=m.time_to_ready_seconds,
             summary=summary,
@@ -467,6 +466,7 @@ class _Follower:
             detached_log=log,
             interrupted=self.signum is not None,
             engine=self.engine,
+            facts=dict((self.final_diagnosis or self.analyzer.diagnosis()).facts),
         )
         self.observer.close(result, m.snapshot(now))
         return result

@@ -181,7 +181,7 @@ def _pack(result: StartupResult) -> Pack | None:
 
 
 def _facts(result: StartupResult) -> dict[str, float | int | str]:
-    return dict(result.diagnosis.facts) if result.diagnosis is not None else {}
+    return dict(result.facts)
 
 
 def _record(
