@@ -35,7 +35,6 @@ from pathlib import Path
 from bringup.adapters import files
 from bringup.core.analyzer import LogAnalyzer, diagnose_bytes
 from bringup.core.logfeed import diagnose_chunks
-from bringup.core.logline import count_lines
 from bringup.core.packs import vllm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,10 +110,11 @@ def processes(
     from bench_files import fill, run  # bench_files imports this module's make_log
 
     rows = []
+    n_lines = log.count(b"\n") + (0 if log.endswith(b"\n") else 1)
     code, wall, rss, _ = run(["diagnose", "--json", str(log_path)])
     rows.append(
         (
-            f"the {count_lines(log):,}-line log ({len(log) / 2**20:.0f} MiB)",
+            f"the {n_lines:,}-line log ({len(log) / 2**20:.0f} MiB)",
             code,
             wall,
             rss,

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from bringup.core import logline
-from bringup.core.analyzer import LogAnalyzer, diagnose_bytes, diagnose_lines
+from bringup.core.analyzer import LogAnalyzer, diagnose_bytes
 from bringup.core.vocab import FailureClass
+
+from builders.read_log import read_lines
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((LOGS / "expected.json").read_text())
@@ -74,7 +76,7 @@ def test_screen_never_changes_the_verdict(name: str) -> None:
     if "exit_code" in EXPECTED[name]:
         pytest.skip("exit-code logs are read line by line already")
     data = (LOGS / name).read_bytes()
-    assert diagnose_bytes(data) == _diagnose(name, screen=False) == diagnose_lines(_lines(data))
+    assert diagnose_bytes(data) == _diagnose(name, screen=False) == read_lines(_lines(data))
 
 
 def test_corpus_covers_every_vllm_class_and_each_engine() -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from bringup.core.analyzer import LogAnalyzer, diagnose_lines
+from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import FailureEvent
 from bringup.core.vocab import Engine, FailureClass
+
+from builders.read_log import read_lines
 
 CONFIG_DUMP = (
     "(EngineCore pid=4242) INFO 11-30 09:47:00 [core.py:139] Initializing a V1 LLM engine (v0.33.0) with config: "
@@ -15,7 +17,7 @@ CONFIG_DUMP = (
 
 def test_trust_remote_code_in_the_config_dump_is_not_a_config_error() -> None:
     """vLLM echoes trust_remote_code=True in its engine config line; that is no failure."""
-    d = diagnose_lines(
+    d = read_lines(
         [
             "(APIServer pid=4200) INFO 11-30 09:46:55 [utils.py:253] non-default args: {'trust_remote_code': True}",
             CONFIG_DUMP,
@@ -31,7 +33,7 @@ def test_transformers_remote_code_error_is_a_config_error() -> None:
         "ValueError: The repository for MiniMaxAI/MiniMax-M2.5 contains custom code which must be executed to "
         "correctly load the model. Please pass the argument `trust_remote_code=True` to allow custom code to be run."
     )
-    d = diagnose_lines(
+    d = read_lines(
         ["(APIServer pid=4200) INFO 11-30 09:46:55 [utils.py:253] non-default args: {}", line],
         engine=Engine.VLLM,
     )

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
 
 from bringup import exit_codes
 from bringup.core import logline, packs, verdict
@@ -598,14 +597,6 @@ def detect_engine(text: str) -> Pack | None:
             if pos >= 0 and (best is None or (pos, i) < best):
                 best, found = (pos, i), pack
     return found
-
-
-def diagnose_lines(lines: Iterable[str], engine: Engine | None = None) -> Diagnosis:
-    """The verdict on a whole log given as lines (without newlines)."""
-    analyzer = LogAnalyzer(engine)
-    for line in lines:
-        analyzer.feed(line)
-    return analyzer.finish(whole_log=True)
 
 
 def diagnose_bytes(data: bytes, engine: Engine | None = None) -> Diagnosis:

@@ -263,13 +263,6 @@ def iter_lines(data: bytes) -> Iterator[str]:
         pos = end + 1
 
 
-def count_lines(data: bytes) -> int:
-    """The number of lines ``iter_lines`` would give."""
-    if not data:
-        return 0
-    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-
-
 def needs_full_read(data: bytes) -> bool:
     """True when lines hide their text: JSON records (journalctl -o json, JSON formatters)."""
     return data[:4096].lstrip()[:1] == b"{" or has_any(data, FULL_READ_MARKS)
