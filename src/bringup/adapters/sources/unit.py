@@ -17,6 +17,8 @@ from bringup.core import service
 from bringup.core.journal import journal_message, unit_exit_code
 from bringup.errors import AdapterError, InputError
 
+NEXT_RUN_POLL_SECONDS = 0.2  # how often the end of an auto-restart wait is looked for
+
 
 class UnitSource(ReaderCommand):
     """A systemd unit (with ``user``, a unit of the user's manager): its state from
@@ -80,12 +82,43 @@ class UnitSource(ReaderCommand):
                 f"unit {self.unit} is not running",
                 hint=f"start it: `systemctl start {self.unit}` or `bringup up {self.unit}`",
             )
+        if self._state.get("SubState") == "auto-restart":
+            # the invocation systemd still shows is the run that ended: follow the next one
+            emit(
+                NoteItem(
+                    f"unit {self.unit} is waiting to restart after a failed run: following its next run"
+                )
+            )
+            threading.Thread(
+                target=self._next_run, args=(emit,), daemon=True, name="unit-next-run"
+            ).start()
+            return
+        self._follow(emit)
+
+    def _follow(self, emit: Emit) -> None:
         threading.Thread(
             target=self._read_journal, args=(emit,), daemon=True, name="journal"
         ).start()
         threading.Thread(
             target=self._poll_state, args=(emit,), daemon=True, name="unit-state"
         ).start()
+
+    def _next_run(self, emit: Emit) -> None:
+        """Wait out ``auto-restart``: the next invocation is followed from its first line;
+        when systemd gives up instead (start limit, a stop), the run that ended is the answer."""
+        ended = self.invocation
+        while not self._stopped.wait(NEXT_RUN_POLL_SECONDS):
+            try:
+                state = self.show()
+            except AdapterError as exc:
+                emit(NoteItem(str(exc)))
+                continue
+            if state.get("InvocationID", "") != ended or state.get("SubState") != "auto-restart":
+                if state.get("InvocationID", "") != ended and state.get("InvocationID"):
+                    self._state = state
+                    self.invocation = state["InvocationID"]
+                self._follow(emit)
+                return
 
     def command(self) -> list[str] | None:
         """The server command of the unit: after ``bringup run ... --`` when it wraps one, so
@@ -140,16 +173,18 @@ class UnitSource(ReaderCommand):
             except AdapterError as exc:
                 emit(NoteItem(str(exc)))
                 continue
+            restarted = state.get("InvocationID", "") != self.invocation
             ended = (
                 state.get("ActiveState") in ("failed", "inactive")
-                or state.get("InvocationID", "") != self.invocation
+                or state.get("SubState") == "auto-restart"  # the run ended; Restart= waits
+                or restarted
             )
             if ended:
                 self._stopped.wait(self.poll_seconds)  # let the journal deliver the last lines
-                emit(
-                    ExitItem(
-                        unit_exit_code(state),
-                        f"unit {self.unit} is {state.get('ActiveState', '?')}",
-                    )
-                )
+                if restarted:  # ExecMain* are the next run's now: the ended run's are gone
+                    code, said = None, "ended; systemd has started its next run"
+                else:
+                    code = unit_exit_code(state)
+                    said = f"is {state.get('ActiveState', '?')}/{state.get('SubState', '?')}"
+                emit(ExitItem(code, f"unit {self.unit} {said}"))
                 return

@@ -1,0 +1,104 @@
+"""`bringup watch --unit` against a real systemd 252: attached while the unit is loading, and
+attached while systemd waits to restart it after a failed run. Each watch reaches the verdict
+of the run it follows; no line of an earlier run (same unit, same journal) is taken as its."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from systemd_real.conftest import BRINGUP, free_port, install_twin, readings, twin_command, unique
+
+from builders.systemd_ns import SystemdNamespace
+
+
+def _watch(sd: SystemdNamespace, unit: str, gpus: Path) -> subprocess.Popen[str]:
+    """`bringup watch --unit` as its own process (it is attached at a chosen moment)."""
+    return subprocess.Popen(
+        [BRINGUP, "watch", "--unit", unit, "--deadline", "120s", "--gpus-from", str(gpus)],
+        env=sd.env({"PATH": "/usr/bin:/bin", "NO_COLOR": "1"}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _until(what: str, predicate: object, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.1)
+
+
+def test_watch_attached_during_auto_restart_and_mid_load_follows_this_run(
+    systemd: SystemdNamespace, workdir: Path
+) -> None:
+    """Run 1 dies at bind (the test holds the port: OSError [Errno 98]); systemd waits 4 s to
+    restart it. A watch attached in that wait follows run 2, not run 1's failure; the port is
+    then freed, and a second watch attached while run 2 loads its weights follows it too.
+    Both end ready (exit 0), neither reports the bind error run 1 wrote in the same journal."""
+    name = unique("i13-watch")
+    unit = f"{name}.service"
+    gpus = readings(workdir)
+    port = free_port()
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", port))
+    squatter.listen(1)
+    command = twin_command(port, gpus, "ready", "--time-scale", "0.03")
+    install_twin(systemd, name, command, gpus, "--restart-sec", "4s")
+    try:
+        systemd.start_unit(unit, block=False)
+        systemd.wait_for(unit, lambda s: s["SubState"] == "auto-restart", timeout=90)
+        first = systemd.show(unit, "InvocationID")["InvocationID"]
+        assert "Errno 98" in systemd.journal(unit)
+        waiting = _watch(systemd, unit, gpus)
+        assert waiting.stdout is not None
+        # the watch says it waits for the next run before the port is freed for that run
+        seen = waiting.stdout.readline()
+        lines = [seen]
+        while "next run" not in seen:
+            seen = waiting.stdout.readline()
+            assert seen, "".join(lines)
+            lines.append(seen)
+        assert systemd.show(unit, "InvocationID")["InvocationID"] == first, "".join(lines)
+    finally:
+        squatter.close()
+    _until("run 2 loads its weights", lambda: "Loading safetensors" in systemd.journal(unit))
+    assert systemd.show(unit, "ActiveState")["ActiveState"] == "activating"
+    loading = _watch(systemd, unit, gpus)
+    out_waiting = "".join(lines) + waiting.communicate(timeout=150)[0]
+    out_loading = loading.communicate(timeout=150)[0]
+    assert waiting.returncode == 0, out_waiting
+    assert loading.returncode == 0, out_loading
+    for out in (out_waiting, out_loading):
+        assert "READY" in out, out
+        assert "Errno 98" not in out, out
+        assert "FAILED" not in out, out
+        assert f"127.0.0.1:{port}" in out, out
+    systemd.systemctl("stop", unit)
+
+
+def test_watch_reports_the_exit_of_its_run_not_the_next_runs_state(
+    systemd: SystemdNamespace, workdir: Path
+) -> None:
+    """A server that exits 3 without a root-cause line, Restart=on-failure: the watch attached
+    to that run ends failed with ITS exit status as systemd recorded it (the unit's main
+    process, `bringup run`, exits 1 for a failed start), seen in auto-restart, not the next
+    run's state (before: "exit code 0", "unit ... is activating")."""
+    name = unique("i13-exit")
+    unit = f"{name}.service"
+    gpus = readings(workdir)
+    script = workdir / "server.sh"
+    script.write_text("#!/bin/sh\necho 'INFO loading the model'\nsleep 3\nexit 3\n")
+    script.chmod(0o755)
+    install_twin(systemd, name, [str(script), "--port", str(free_port())], gpus)
+    systemd.start_unit(unit, block=False)
+    _until("the run logs", lambda: "loading the model" in systemd.journal(unit))
+    watch = _watch(systemd, unit, gpus)
+    out = watch.communicate(timeout=150)[0]
+    assert watch.returncode == 1, out
+    assert "(exit code 1)" in out, out
+    assert f"unit {unit} is activating/auto-restart" in out, out
+    systemd.systemctl("stop", unit)
