@@ -330,6 +330,28 @@ def redownload(_: RemedyContext) -> tuple[Remedy, ...]:
     )
 
 
+def local_model_missing(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """A model path that does not exist on this machine (or node)."""
+    path = ctx.groups.get("path") or "the model path"
+    return (
+        Remedy(
+            f"Give the model folder's path as it is on this machine, or copy the model to {path} "
+            "(a folder with config.json and the weights); `bringup verify` checks it."
+        ),
+    )
+
+
+def parallel_sizes_differ(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """One node of a multi-node start has other parallel sizes than the others."""
+    return (
+        Remedy(
+            "Start every node with the same --tensor-parallel-size, --pipeline-parallel-size "
+            "and --data-parallel-size (`bringup run --nodes` derives each node's command from "
+            "one); look for what changes them on this node (a wrapper script, an alias)."
+        ),
+    )
+
+
 def bf16_half(_: RemedyContext) -> tuple[Remedy, ...]:
     """bf16 on a pre-Ampere GPU."""
     return (

@@ -436,6 +436,24 @@ SIGNATURES = (
         P.CONFIG,
     ),
     Signature(
+        "local_model_missing",
+        rx(r"HFValidationError: Repo id must be in the form .*?: '(?P<path>[/.~][^']*)'"),
+        F.MISSING_OR_CORRUPT_WEIGHTS,
+        "There is no model folder at {path} on this machine (vLLM took the path for a Hugging Face repository id).",
+        r.local_model_missing,
+        P.CONFIG,
+    ),
+    Signature(
+        "parallel_sizes_differ",
+        rx(
+            r"Invalid data-parallel launch options: \W*--nnodes (?P<nnodes>\d+)\W* must evenly divide the total world size \((?P<world>\d+)\)"
+        ),
+        F.CONFIG_ERROR,
+        "This node's parallel sizes make a world size of {world}, which --nnodes {nnodes} does not divide: the nodes were not started with the same -tp/-pp/-dp.",
+        r.parallel_sizes_differ,
+        P.CONFIG,
+    ),
+    Signature(
         "remote_code",
         rx(
             r"contains custom code which must be executed|consider setting .trust_remote_code|pass the argument .trust_remote_code=True"
