@@ -18,7 +18,7 @@ assert SPEC is not None
 BEFORE = "(Worker pid=2) INFO 12-01 10:00:01 [parallel_state.py:1] world_size=2 rank=1 local_rank=0 distributed_init_method=tcp://10.0.0.1:29501 backend=gloo"
 JOIN0 = "(EngineCore pid=1) INFO 12-01 10:00:02 [parallel_state.py:959] rank 0 in world size 2 is assigned as DP rank 0, PP rank 0, TP rank 0"
 JOIN1 = "(Worker pid=2) INFO 12-01 10:00:02 [parallel_state.py:959] rank 1 in world size 2 is assigned as DP rank 0, PP rank 0, TP rank 1"
-TP1 = "ValueError: Invalid data-parallel launch options: --nnodes 2 must evenly divide the total world size (1)."
+TP1 = "ValueError: Invalid data-parallel launch options: `--nnodes 2` must evenly divide the total world size (1). Adjust `--nnodes`, `--data-parallel-size`, `--pipeline-parallel-size`, `--tensor-parallel-size`, or `--prefill-context-parallel-size`."
 RETRY = "[W1201 10:00:05.000000000 socket.cpp:767] [c10d] TCP client failed to connect/validate to host 10.0.0.9:29501 - retrying (try=10, timeout=600000ms, delay=1000ms): Connection refused"
 
 
@@ -88,18 +88,113 @@ def test_a_node_exit_is_named_with_its_own_line_and_the_first_failure_wins() -> 
     assert c.m.failed_rank == 1
 
 
-def test_a_node_that_never_joins_is_named_with_its_retry_line() -> None:
+def test_a_node_that_retries_another_address_is_named_at_once() -> None:
     c = Cluster(join_seconds=30.0)
     c.line(0, BEFORE.replace("rank=1", "rank=0"), now=1.0)  # node 0 waits for the others
     c.line(1, RETRY, now=5.0)
-    assert c.m.tick(29.0) == []
-    (failure,) = c.m.tick(31.0)
-    assert failure.event == "failure"
+    assert c.m.state is State.FAILED
+    assert c.m.failed_rank == 1
+    assert c.m.failure is not None
+    assert c.m.failure.failure_class.value == "config_error"
+    assert c.m.failure.line == RETRY
+    assert (
+        "node 1 (ops@gpu2) connects to 10.0.0.9:29501, but the head (node 0) listens at 10.0.0.1:29501"
+        in c.m.failure.summary
+    )
+
+
+def test_a_node_whose_rendezvous_names_another_head_is_named_at_that_line() -> None:
+    # real vLLM on node 1 with a wrong --master-addr: this line, then silence (its retries
+    # are printed only when it is stopped); node 0 would wait for the whole timeout
+    c = Cluster(join_seconds=60.0)
+    elsewhere = BEFORE.replace("tcp://10.0.0.1:29501", "tcp://10.0.0.9:29501")
+    c.line(1, elsewhere, now=3.0)  # the master is an address: no need to wait for node 0's line
+    assert c.m.failed_rank == 1
+    assert c.m.failure is not None
+    assert c.m.failure.line == elsewhere
+    assert "connects to 10.0.0.9:29501, but the head (node 0) listens at 10.0.0.1:29501" in (
+        c.m.failure.summary
+    )
+    events = [e for e in c.events if e.event == "failure"]
+    assert [(e.fields["rank"], e.t) for e in events] == [(1, 3.0)]
+
+
+def test_the_same_head_in_another_spelling_waits_for_node_0s_own_line() -> None:
+    assert SPEC is not None
+    nodes = parse_nodes("ops@gpu1\nops@gpu2\n")
+    plan = plan_cluster(["vllm", "serve", "/m", "-tp", "2"], nodes, SPEC)  # master "gpu1"
+    m = ClusterMachine(plan, SPEC, StartupPolicy(), 0.0)
+    a = LogAnalyzer(Engine.VLLM)
+    line1 = BEFORE.replace("tcp://10.0.0.1:29501", "tcp://gpu1.lan:29501")
+    m.on_line(1, line1, a.feed(line1), 1.0)
+    assert m.state is State.STARTING  # a host name: node 0's own line tells how it reads
+    line0 = BEFORE.replace("rank=1", "rank=0").replace(
+        "tcp://10.0.0.1:29501", "tcp://gpu1.lan:29501"
+    )
+    m.on_line(0, line0, LogAnalyzer(Engine.VLLM).feed(line0), 2.0)
+    assert m.state is State.STARTING  # the same: they will meet
+
+
+def test_a_node_that_retries_the_head_is_named_once_both_waited_together() -> None:
+    c = Cluster(join_seconds=60.0)  # meets within 30 s at most
+    c.line(0, BEFORE.replace("rank=1", "rank=0"), now=1.0)
+    c.line(1, BEFORE, now=4.0)
+    retry = RETRY.replace("10.0.0.9", "10.0.0.1")
+    c.line(1, retry, now=9.0)
+    assert c.m.tick(33.0) == []
+    (failure,) = c.m.tick(34.5)
     assert failure.fields["rank"] == 1
     assert c.m.failure is not None
-    assert "never connected to 10.0.0.9:29501 after 30 s" in c.m.failure.summary
-    assert "(the head, node 0, listens at 10.0.0.1:29501)" in c.m.failure.summary
-    assert c.m.failure.line == RETRY
+    assert "never connected to 10.0.0.1:29501 after 30 s: it keeps retrying" in c.m.failure.summary
+    assert c.m.failure.line == retry
+
+
+def test_both_at_the_rendezvous_but_apart_names_the_other_node() -> None:
+    c = Cluster(join_seconds=20.0)  # the meeting limit is never longer than the join limit
+    c.line(1, BEFORE, now=2.0)
+    c.line(0, BEFORE.replace("rank=1", "rank=0"), now=5.0)
+    assert c.m.tick(24.0) == []
+    c.m.tick(25.0)
+    assert c.m.failed_rank == 1
+    assert c.m.failure is not None
+    assert (
+        "reached the rendezvous with the head at 10.0.0.1:29501 but has not joined the group 20 s after both were there"
+        in c.m.failure.summary
+    )
+
+
+def test_a_node_s_known_error_line_names_it_at_that_line() -> None:
+    # real vLLM printed node 1's ValueError, then took seconds more to exit
+    c = Cluster()
+    c.line(1, "Traceback (most recent call last):", now=10.0)
+    c.line(1, TP1, now=10.0)
+    assert c.m.failed_rank == 1
+    assert c.m.failure is not None
+    assert c.m.failure.failure_class.value == "config_error"
+    assert [(e.fields["rank"], e.t) for e in c.events if e.event == "failure"] == [(1, 10.0)]
+
+
+def test_a_node_s_unknown_exception_settles_after_the_grace_not_at_its_exit() -> None:
+    c = Cluster()
+    unknown = "RuntimeError: something no pack knows, on node 1"
+    c.line(1, "Traceback (most recent call last):", now=10.0)
+    c.line(1, unknown, now=10.0)
+    assert c.m.state is State.STARTING  # held for the grace: a more specific line may follow
+    c.events += c.m.tick(11.0)
+    assert c.m.state is State.STARTING
+    c.events += c.m.tick(12.5)
+    assert c.m.failed_rank == 1
+    assert c.m.failure is not None
+    assert c.m.failure.line == unknown
+    assert [e.fields["rank"] for e in c.events if e.event == "failure"] == [1]
+
+
+def test_a_join_limit_of_none_never_fails_for_joining() -> None:
+    c = Cluster(join_seconds=None)
+    c.line(0, BEFORE.replace("rank=1", "rank=0"), now=1.0)
+    c.line(1, BEFORE, now=1.0)
+    assert c.m.tick(200.0) == []  # (rank 0's stall limit, 300 s, still applies)
+    assert c.m.state is State.STARTING
 
 
 def test_silence_without_a_retry_line_names_the_node_that_did_not_join() -> None:

@@ -18,6 +18,7 @@ own runtime: it neither launches ranks itself nor rendezvous.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -654,10 +655,12 @@ class NodeRun:
     node: Node
     machine: StartupMachine
     waiting_at: float | None = None  # when it said it is about to meet the others
+    meets_at: tuple[str, int] | None = None  # the address it said it meets them at
     joined_at: float | None = None  # when its first "joined the group" line came
     exited: bool = False
     exit_code: int | None = None
     unreachable_line: str | None = None  # its last "cannot reach the head" line
+    rendezvous_line: str | None = None  # its line naming where it meets the others
 
     @property
     def alive(self) -> bool:
@@ -674,7 +677,12 @@ class ClusterMachine:
     follow from it). A node that has not joined the group ``join_seconds`` after node 0
     reached the rendezvous (from then on its store waits for the others) fails, with its last "cannot
     reach" line if it printed one; before that, slow imports are no join problem (rank 0's
-    stall limit covers a node that shows nothing).
+    stall limit covers a node that shows nothing). Sooner, where the log already tells:
+    a node whose rendezvous (or retry) line names another address than the head's fails at
+    once, and a node at the rendezvous together with node 0 that has not joined
+    ``meet_seconds`` later fails then (healthy nodes meet within seconds of both being there).
+    Every node's pending failure (an unknown exception) settles after the grace, not only at
+    its exit.
     """
 
     def __init__(
@@ -684,12 +692,18 @@ class ClusterMachine:
         policy: StartupPolicy,
         start: float,
         *,
-        join_seconds: float | None = 120.0,
+        join_seconds: float | None = 60.0,
+        meet_seconds: float | None = 30.0,
     ) -> None:
         self.plan = plan
         self.spec = spec
         self.start = start
         self.join_seconds = join_seconds
+        self.meet_seconds = (
+            None
+            if join_seconds is None or meet_seconds is None
+            else min(join_seconds, meet_seconds)
+        )
         quiet = dataclasses.replace(
             policy, stall_seconds=None, deadline_seconds=None, liveness_interval_seconds=0.0
         )
@@ -739,8 +753,11 @@ class ClusterMachine:
         run = self.runs[rank]
         run.machine.on_line(text, now)
         out: list[ClusterEvent] = []
-        if run.waiting_at is None and self.spec.rendezvous.search(text):
+        if run.waiting_at is None and (found := self.spec.rendezvous.search(text)):
             run.waiting_at = now
+            run.meets_at = tcp_address(found.groupdict().get("method") or "")
+            if run.meets_at is not None and run.node.rank > 0:
+                run.rendezvous_line = text
         if run.joined_at is None and self.spec.joined.search(text):
             run.joined_at = now
             out.append(Joined(now - self.start, now - self.start))
@@ -748,7 +765,49 @@ class ClusterMachine:
             run.unreachable_line = text
         for event in events:
             out.extend(run.machine.on_event(event, now))
-        return self._settle(rank, out, now)
+        out = self._settle(rank, out, now)
+        if not self.is_terminal and self.state is State.STARTING:
+            out.extend(self._elsewhere(now))
+        return out
+
+    def _head(self) -> tuple[str, int]:
+        """Where the others must meet node 0: as node 0 said, else as the command says."""
+        return self.runs[0].meets_at or (self.plan.master_addr, self.plan.master_port)
+
+    def _elsewhere(self, now: float) -> list[ClusterEvent]:
+        """A node that meets the others at another address than the head's fails at once:
+        it would retry until the timeout while node 0 waits (real-parts §4, wrong --master-addr)."""
+        head = self._head()
+        sure = self.runs[0].meets_at is not None or _is_ip(self.plan.master_addr)
+        for run in self.runs[1:]:
+            if run.joined_at is not None or not run.alive:
+                continue
+            tried: tuple[str, int] | None = None
+            line = None
+            if run.unreachable_line is not None:
+                m = self.spec.cannot_reach.search(run.unreachable_line)
+                tried = tcp_address(m["addr"]) if m else None
+                line = run.unreachable_line
+            if tried is None and run.meets_at is not None and sure:
+                tried, line = run.meets_at, run.rendezvous_line
+            if tried is None or line is None or _same_address(tried, head):
+                continue
+            return self._fail_join(
+                run,
+                now,
+                summary=(
+                    f"{run.node.label} connects to {_show(tried)}, but the head (node 0) listens at "
+                    f"{_show(head)}: it would retry until the timeout while node 0 waits"
+                ),
+                line=line,
+                remedy=Remedy(
+                    f"Give every node the same {self.spec.master_addr_flag} (node 0's address, "
+                    f"{head[0]}); look for what changes it on node {run.node.rank} (a wrapper "
+                    "script, an alias, its own flags)."
+                ),
+                failure_class=FailureClass.CONFIG_ERROR,
+            )
+        return []
 
     def on_exit(
         self, rank: int, exit_code: int | None, failure: Failure | None, now: float
@@ -790,27 +849,45 @@ class ClusterMachine:
         return self._settle(0, self.rank0.on_probe(obs, now), now)
 
     def tick(self, now: float) -> list[ClusterEvent]:
-        """Time passed: stalls and deadline (rank 0), nodes that never joined."""
+        """Time passed: stalls and deadline (rank 0), pending failures (every node), nodes
+        that never joined."""
         if self.is_terminal:
             return []
         out = self._settle(0, self.rank0.tick(now), now)
+        for run in self.runs[1:]:  # their policy has no stall or deadline: the grace only
+            if self.is_terminal:
+                return out
+            out += self._settle(run.node.rank, run.machine.tick(now), now)
         if self.is_terminal or self.join_seconds is None or self.state is State.READY:
             return out
         head = self.runs[0].waiting_at or self.runs[0].joined_at  # its store listens from here on
-        if head is None or now - head < self.join_seconds:
+        if head is None:
             return out
         waiting = [run for run in self.runs if run.joined_at is None and run.alive]
+        meet = self.meet_seconds
+        met = [
+            run
+            for run in waiting
+            if run.node.rank > 0
+            and run.waiting_at is not None
+            and meet is not None
+            and now - max(head, run.waiting_at) >= meet
+        ]
+        if met:  # both at the rendezvous, and still apart
+            return out + self._never_joined(met[0], now, meet)
+        if now - head < self.join_seconds:
+            return out
         # a node that says it cannot reach the head is the cause; the others wait for it
         # and node 0, which hosts the store, waits for the others: it is blamed last
         waiting.sort(key=lambda run: (run.unreachable_line is None, run.node.rank == 0))
         if waiting:
-            return out + self._never_joined(waiting[0], now)
+            return out + self._never_joined(waiting[0], now, self.join_seconds)
         return out
 
-    def _never_joined(self, run: NodeRun, now: float) -> list[ClusterEvent]:
+    def _never_joined(self, run: NodeRun, now: float, limit: float) -> list[ClusterEvent]:
         plan = self.plan
-        head = f"{plan.master_addr}:{plan.master_port}"
-        waited = f"{self.join_seconds:g} s"
+        head = _show(self._head())
+        waited = f"{limit:g} s"
         if run.unreachable_line is not None:
             m = self.spec.cannot_reach.search(run.unreachable_line)
             tried = m["addr"] if m else head
@@ -823,14 +900,37 @@ class ClusterMachine:
             remedy = Remedy(
                 f"Make {self.spec.master_addr_flag} node 0's address as node {run.node.rank} sees it, and open port {plan.master_port} between the nodes."
             )
+        elif run.waiting_at is not None and run.node.rank > 0:
+            summary = (
+                f"{run.node.label} reached the rendezvous with the head at {head} but has not "
+                f"joined the group {waited} after both were there"
+            )
+            line = run.machine.last_line
+            remedy = Remedy(
+                f"The nodes also connect to each other, not only to port {plan.master_port}: "
+                "open the ports between them, and make *_SOCKET_IFNAME name the interface "
+                f"that reaches the other nodes on node {run.node.rank}."
+            )
         else:
             summary = f"{run.node.label} did not join the group within {waited} of node 0 waiting at {head}"
             line = run.machine.last_line
             remedy = Remedy(
                 f"Read node {run.node.rank}'s last lines; check it runs the same command, model and versions as node 0."
             )
+        return self._fail_join(run, now, summary=summary, line=line, remedy=remedy)
+
+    def _fail_join(
+        self,
+        run: NodeRun,
+        now: float,
+        *,
+        summary: str,
+        line: str | None,
+        remedy: Remedy,
+        failure_class: FailureClass = FailureClass.NCCL_ERROR,
+    ) -> list[ClusterEvent]:
         failure = Failure(
-            failure_class=FailureClass.NCCL_ERROR,
+            failure_class=failure_class,
             phase=run.machine.phase,
             line=line,
             line_number=run.machine.line_count,
@@ -850,6 +950,32 @@ class ClusterMachine:
         if not self.is_terminal:
             self.state = State.STOPPED
             self.ended_at = now
+
+
+def tcp_address(text: str) -> tuple[str, int] | None:
+    """``("10.0.0.1", 29501)`` from ``tcp://10.0.0.1:29501`` or ``10.0.0.1:29501`` (``[::1]:p``)."""
+    rest = text.removeprefix("tcp://").rstrip("/,;")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _same_address(a: tuple[str, int], b: tuple[str, int]) -> bool:
+    return a[1] == b[1] and a[0].lower() == b[0].lower()
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _show(address: tuple[str, int]) -> str:
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 # -- status --nodes --------------------------------------------------------------------------

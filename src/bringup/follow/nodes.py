@@ -58,7 +58,7 @@ class NodesConfig:
     spec: MultiNodeSpec
     engine: Engine = Engine.VLLM
     grace_seconds: float = 10.0
-    join_seconds: float | None = 120.0
+    join_seconds: float | None = 60.0
     stall_seconds: float | None = 300.0
     deadline_seconds: float | None = 7200.0
     exit_when_ready: bool = False

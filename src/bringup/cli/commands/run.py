@@ -62,8 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--join-timeout",
-        default="120s",
-        help="with --nodes: a node that has not joined the group this long after the start fails (default 120s; 0 = never)",
+        default="60s",
+        help="with --nodes: a node that has not joined the group this long after node 0 waits for the others fails (default 60s; one at the rendezvous with node 0 fails after 30s at most; 0 = never)",
     )
     parser.epilog = "the server command goes after `--`, e.g. bringup run -- vllm serve Qwen/Qwen3-8B --port 8000"
 

@@ -122,7 +122,9 @@ class MultiNodeSpec:
     engine_timeout_seconds: int  # what the engine waits when nobody says (torch's default)
     # the parallel sizes whose product is the world size: (flag, default)
     world_flags: tuple[tuple[str, int], ...]
-    rendezvous: re.Pattern[str]  # a node is about to meet the others (node 0: its store waits)
+    # a node is about to meet the others (node 0: its store waits); group "method": where it
+    # meets them (tcp://ADDR:PORT), which must be the head's
+    rendezvous: re.Pattern[str]
     joined: re.Pattern[str]  # a node's first line once it is in the group (group "rank")
     cannot_reach: re.Pattern[str]  # a node retrying the head's address (group "addr")
     # the engine's distribution names, whose version every node must share (first found wins)

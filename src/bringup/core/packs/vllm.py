@@ -743,7 +743,9 @@ PACK = Pack(
             ("--pipeline-parallel-size", 1),
             ("--data-parallel-size", 1),
         ),
-        rendezvous=rx(r"world_size=\d+ rank=(?P<rank>\d+) .*distributed_init_method="),
+        rendezvous=rx(
+            r"world_size=\d+ rank=(?P<rank>\d+) .*distributed_init_method=(?P<method>\S+)"
+        ),
         # printed once the rank's process group is up ("world_size=2 rank=1 ..." comes before
         # the rendezvous, so it does not show that the node reached the head)
         joined=rx(r"rank (?P<rank>\d+) in world size \d+ is assigned as"),
