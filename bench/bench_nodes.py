@@ -50,6 +50,7 @@ def main() -> int:
     model = tiny_model(work / "shared")
     rows = []
     with cluster(work / "cluster") as c:
+        c.runs.append(work / "runs")
         two = TwoNodes(c, work, model)
         ready_file = two.nodes_file("ready")
         t, events = _run(two, ready_file, "--preflight")

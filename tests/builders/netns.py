@@ -9,8 +9,10 @@ Each node's sshd runs in its own mount namespace too, so a folder can be bound o
 on one node only (another copy of the weights at the same path).
 
 Torn down with nothing left behind: every process still in a namespace (they are all ours)
-is killed, the namespaces and the bridge deleted, and the /dev/shm objects that appeared
-during the run and that no process holds are removed.
+is killed, the namespaces and the bridge deleted, and the /dev/shm objects that our servers
+were seen holding (the node wrapper's ``shm`` lists in the run folders under ``runs``) and
+that no process holds any more are removed. /dev/shm is the host's, shared with every other
+run on the machine: an object no server of ours held is never touched.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from pathlib import Path
 
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
 IP = shutil.which("ip") or ("/usr/sbin/ip" if Path("/usr/sbin/ip").exists() else None)
-SHM_PATTERNS = ("psm_", "sem.mp-")
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -85,7 +86,7 @@ class Cluster:
     user: str
     bridge: str
     host_address: str
-    shm_before: set[str] = field(default_factory=set)
+    runs: list[Path] = field(default_factory=list)  # run roots whose */shm lists are ours
 
     def nodes_file(
         self,
@@ -108,10 +109,8 @@ class Cluster:
         return path
 
     def shm_leftovers(self) -> list[str]:
-        """/dev/shm objects made during the run that no process holds (leaked)."""
-        new = set(_shm_names()) - self.shm_before
-        held = _held_shm()
-        return sorted(n for n in new if n not in held and n.startswith(SHM_PATTERNS))
+        """/dev/shm objects our servers held that still exist and no process holds (leaked)."""
+        return _leftovers(self.runs)
 
     def processes_left(self) -> dict[str, list[int]]:
         """Processes still in each namespace other than its sshd."""
@@ -130,11 +129,17 @@ def _name(pid: int) -> str:
         return ""
 
 
-def _shm_names() -> list[str]:
-    try:
-        return os.listdir("/dev/shm")
-    except OSError:
+def _leftovers(runs: Sequence[Path]) -> list[str]:
+    ours: set[str] = set()
+    for root in runs:
+        for listing in root.glob("*/shm"):
+            with contextlib.suppress(OSError):
+                ours.update(n for n in listing.read_text().splitlines() if n and "/" not in n)
+    there = [n for n in ours if os.path.lexists(f"/dev/shm/{n}")]
+    if not there:
         return []
+    held = _held_shm()
+    return sorted(n for n in there if n not in held)
 
 
 def _held_shm() -> set[str]:
@@ -209,7 +214,7 @@ def cluster(
     os.chmod(authorized, 0o600)
     bridge = f"{prefix}br"
     made: list[NetNode] = []
-    shm_before = set(_shm_names())
+    runs: list[Path] = []
     user = "root"
     try:
         _ip("link", "add", bridge, "type", "bridge")
@@ -260,12 +265,12 @@ def cluster(
             f"  IdentityFile {client_key}\n  IdentitiesOnly yes\n"
             f"  UserKnownHostsFile {known_hosts}\n  GlobalKnownHostsFile /dev/null\n"
         )
-        yield Cluster(made, workdir, ssh_config, user, bridge, f"10.77.{subnet}.1", shm_before)
+        yield Cluster(made, workdir, ssh_config, user, bridge, f"10.77.{subnet}.1", runs)
     finally:
-        _teardown(made, bridge, shm_before)
+        _teardown(made, bridge, runs)
 
 
-def _teardown(nodes: list[NetNode], bridge: str, shm_before: set[str]) -> None:
+def _teardown(nodes: list[NetNode], bridge: str, runs: Sequence[Path]) -> None:
     for node in nodes:
         for pid in node.pids():  # everything in our namespace is ours: vLLM, sessions, sshd
             with contextlib.suppress(ProcessLookupError):
@@ -279,8 +284,6 @@ def _teardown(nodes: list[NetNode], bridge: str, shm_before: set[str]) -> None:
     for node in nodes:
         _ip("netns", "del", node.netns, check=False)
     _ip("link", "del", bridge, check=False)
-    held = _held_shm()
-    for name in set(_shm_names()) - shm_before:
-        if name.startswith(SHM_PATTERNS) and name not in held:
-            with contextlib.suppress(OSError):
-                os.unlink(f"/dev/shm/{name}")
+    for name in _leftovers(runs):
+        with contextlib.suppress(OSError):
+            os.unlink(f"/dev/shm/{name}")

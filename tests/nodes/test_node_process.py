@@ -4,6 +4,7 @@ server that ignores SIGTERM, leaving nothing running."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -90,3 +91,67 @@ def test_stop_kills_a_server_that_ignores_sigterm_and_its_children(
     assert not _alive(child)
     assert not _alive(leader)
     assert not server.running
+
+
+MAPS_SHM = """
+import mmap, os, sys, time
+fd = os.open("/dev/shm/" + sys.argv[1], os.O_CREAT | os.O_RDWR, 0o600)
+os.ftruncate(fd, 4096)
+buf = mmap.mmap(fd, 4096)
+os.close(fd)  # held by the mapping only, as vLLM's shared buffers are
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def test_stop_removes_the_shm_objects_its_server_held_and_no_one_else_s(
+    sshd: SshServer, tmp_path: Path
+) -> None:
+    tag = f"i18t{os.getpid()}"
+    ours, theirs = f"{tag}-tp:0-[0-1]-cpushm_0", f"{tag}-other"
+    script = tmp_path / "maps_shm.py"
+    script.write_text(MAPS_SHM)
+    folder = run_folder(str(tmp_path), "run", 0)
+    server = RemoteServer(
+        target_for(sshd),
+        [sys.executable, str(script), ours],
+        [],
+        folder,
+        grace_seconds=0.5,
+    )
+    seen = Seen()
+    try:
+        server.start(seen.line, seen.end)
+        deadline = time.monotonic() + 30
+        while "ready" not in seen.lines and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "ready" in seen.lines
+        Path("/dev/shm", theirs).write_bytes(b"x")  # another run's object, made meanwhile
+        server.stop()  # SIGTERM kills python: its mapping goes, the object stays behind
+        assert seen.exit is not None
+        assert not Path("/dev/shm", ours).exists()  # the wrapper removed what its server held
+        assert Path("/dev/shm", theirs).exists()  # never another run's
+        assert (Path(folder) / "shm-removed").read_text().split("\n")[0] == ours
+    finally:
+        for name in (ours, theirs):
+            Path("/dev/shm", name).unlink(missing_ok=True)
+
+
+def test_the_exit_is_told_before_the_wrapper_has_cleaned_up(
+    sshd: SshServer, tmp_path: Path
+) -> None:
+    folder = run_folder(str(tmp_path), "run", 1)
+    server = RemoteServer(target_for(sshd), ["sh", "-c", "exit 5"], [], folder, grace_seconds=1)
+    states: list[bool] = []
+
+    def end(code: int | None, error: str | None) -> None:
+        states.append(server.running)  # the ssh session is still open: the wrapper cleans up
+        seen.end(code, error)
+
+    seen = Seen()
+    server.start(seen.line, end)
+    assert seen.done.wait(30)
+    assert seen.exit == (5, None)
+    server.stop()  # waits for the wrapper's end
+    assert not server.running
+    assert len(states) == 1  # told once, not again at the end of the session

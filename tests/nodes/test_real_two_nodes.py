@@ -148,6 +148,7 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
     with (shared / ".two-nodes.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         with cluster(work / "cluster") as c:
+            c.runs.append(work / "runs")
             yield TwoNodes(c, work, model)
 
 

@@ -6,9 +6,14 @@ its own (``setsid``), its output into a log file under the run folder and, throu
 when it ends (bringup asks to stop, or bringup itself is gone, or the connection drops)
 the wrapper sends SIGTERM to the server's process group, SIGKILL after the grace (vLLM
 may ignore SIGTERM while it waits for the other nodes), then SIGKILL to anything left in
-the session, and removes the /dev/shm objects that appeared during the run and that no
-process holds (a killed vLLM leaks ``psm_*`` and ``sem.mp-*``). The server's pid, log,
-command and exit status stay in the run folder, which ``bringup status --nodes`` reads.
+the session. The server's exit is said as soon as its output has all come through
+(``@@bringup-node exited N``); then the wrapper removes the /dev/shm objects that the server's own processes mapped or held open
+(sampled every 2 s while it runs, and once more before the stop) and that no process holds
+any more: a killed vLLM leaks ``psm_*``, ``sem.mp-*`` and its CPU build's
+``*-cpushm_*`` buffers. Objects of other runs are never touched: only what a process of
+this server's session was seen holding is a candidate (the names go to ``shm``, those
+removed to ``shm-removed`` in the run folder). The server's pid, log, command and exit
+status stay in the run folder, which ``bringup status --nodes`` reads.
 
 Command line equivalent: ``ssh node -- sh -c WRAPPER sh GRACE DIR env NAME=value ... vllm serve ...``.
 """
@@ -30,9 +35,9 @@ MARK = "@@bringup-node "  # the wrapper's own lines start with this
 # $1 grace in tenths of a second, $2 the run folder; then the command (env NAME=value ... argv).
 WRAPPER = r"""g=$1; d=$2; shift 2
 mkdir -p "$d" || exit 70
-ls /dev/shm > "$d/shm0" 2>/dev/null
 printf '%s\n' "$*" > "$d/cmd"
 rm -f "$d/fifo" "$d/exit"; mkfifo "$d/fifo" || exit 70
+: > "$d/shm"
 exec 3<&0
 tee -p "$d/log" < "$d/fifo" &
 t=$!
@@ -40,7 +45,14 @@ setsid "$@" > "$d/fifo" 2>&1 < /dev/null 3<&- &
 p=$!
 echo $p > "$d/pid"
 echo "@@bringup-node pid $p dir $d"
+seen() {
+  for q in $(ps -o pid= -s $p 2>/dev/null); do
+    grep -o '/dev/shm/[^ ]*' /proc/$q/maps 2>/dev/null
+    ls -l /proc/$q/fd 2>/dev/null | grep -o '/dev/shm/[^ ]*'
+  done | sed 's|^/dev/shm/||' | sort -u >> "$d/shm"
+}
 stop() {
+  seen
   kill -TERM -$p 2>/dev/null; n=0
   while kill -0 -$p 2>/dev/null && [ $n -lt $g ]; do sleep 0.1; n=$((n+1)); done
   kill -KILL -$p 2>/dev/null
@@ -49,19 +61,21 @@ stop() {
 { read -r _; echo "@@bringup-node stopping" >&2; stop; } <&3 >/dev/null 2>&1 &
 w=$!
 exec 3<&-
+{ while kill -0 $p 2>/dev/null; do seen; sleep 2; done; } >/dev/null 2>&1 &
+s=$!
 wait $p; c=$?
 echo $c > "$d/exit"
 stop
 wait $t
-kill $w 2>/dev/null
-for f in $(ls /dev/shm 2>/dev/null); do
-  case "$f" in psm_*|sem.mp-*) ;; *) continue ;; esac
-  grep -qx -- "$f" "$d/shm0" 2>/dev/null && continue
-  grep -qs -- "/dev/shm/$f" /proc/[0-9]*/maps && continue
-  ls -l /proc/[0-9]*/fd 2>/dev/null | grep -q -- "/dev/shm/$f" && continue
-  rm -f "/dev/shm/$f"
+echo "@@bringup-node exited $c"
+kill $w $s 2>/dev/null
+sort -u "$d/shm" | while IFS= read -r f; do
+  [ -n "$f" ] && [ -e "/dev/shm/$f" ] || continue
+  grep -qsF -- "/dev/shm/$f" /proc/[0-9]*/maps && continue
+  ls -l /proc/[0-9]*/fd 2>/dev/null | grep -qF -- "/dev/shm/$f" && continue
+  rm -f -- "/dev/shm/$f" && echo "$f" >> "$d/shm-removed"
 done
-rm -f "$d/fifo" "$d/shm0"
+rm -f "$d/fifo"
 echo "@@bringup-node exit $c"
 exit $c"""
 
@@ -126,14 +140,19 @@ class RemoteServer:
         assert self.proc is not None
         assert self.proc.stdout is not None
         code: int | None = None
+        told = False  # the exit was passed on at the wrapper's first word of it
         for raw in self.proc.stdout:
             text = decode_line(raw)
             if text.startswith(MARK):
                 words = text[len(MARK) :].split()
-                if words[:1] == ["pid"] and len(words) > 1 and words[1].isdigit():
-                    self.pid = int(words[1])
-                elif words[:1] == ["exit"] and len(words) > 1 and words[1].lstrip("-").isdigit():
-                    code = int(words[1])
+                number = words[1] if len(words) > 1 and words[1].lstrip("-").isdigit() else None
+                if words[:1] == ["pid"] and number is not None:
+                    self.pid = int(number)
+                elif words[:1] in (["exited"], ["exit"]) and number is not None:
+                    code = int(number)
+                    if not told:  # at once: the wrapper's cleanup follows, still "running"
+                        told = True
+                        on_exit(_signal_code(code), None)
                 continue
             on_line(text)
         returncode = self.proc.wait()
@@ -145,7 +164,8 @@ class RemoteServer:
             else:
                 code = returncode
         self._done.set()
-        on_exit(_signal_code(code), error)
+        if not told:
+            on_exit(_signal_code(code), error)
 
     def stop(self) -> None:
         """Ask the node to stop the server (SIGTERM, SIGKILL after the grace) and wait for it."""
