@@ -1,14 +1,19 @@
 """Real vLLM (CPU build) over two nodes: network namespaces with a real sshd each, one model
 with tensor parallel 2, started and followed by ``bringup run --nodes`` (real-parts.md §4).
 
-One two-node setup is shared by the module; each test starts its own pair of servers:
-- ready across both nodes with a real answer, then node 1 killed while idle: reported at
-  once (vLLM itself keeps /health at 200 until the next request fails);
-- node 1 running another -tp: it exits, and its own line names the cause; node 0, which
-  vLLM leaves waiting 30 minutes and deaf to SIGTERM, is stopped;
-- node 1 pointed at the wrong head address: it retries forever; bringup names it after
-  --join-timeout.
-Each leaves no process in the namespaces and no /dev/shm object behind.
+One two-node setup (namespaces, sshd, the tiny model) is shared by the module; a vLLM pair
+is started once for the healthy path, and each failure of §4 costs one start of node 0
+(killed as soon as node 1's fault is known) beside a node 1 that misbehaves:
+- ready across both nodes with a real answer, `status --nodes`, then node 1 killed while
+  idle: reported at once (vLLM itself keeps /health at 200 until the next request fails);
+- node 1 with another -tp, or with a model path that does not exist there (past the
+  pre-flight, as a node whose own `vllm` changes its command would be): it exits, and its
+  own line names the cause;
+- node 1 pointed at another head address: named at its rendezvous line (vLLM alone
+  retries until the timeout while node 0 waits);
+- node 1 that never starts vLLM: named after --join-timeout; node 0, which vLLM leaves
+  waiting 30 minutes and deaf to SIGTERM, is SIGKILLed after the grace.
+Each leaves no process in the namespaces and no /dev/shm object its servers held.
 """
 
 from __future__ import annotations
@@ -73,15 +78,18 @@ class TwoNodes:
             }
         return self.cluster.nodes_file(self.work / f"{name}.nodes", env=env)
 
-    def wrapped_vllm(self, name: str, *extra: str) -> Path:
-        """A `vllm` for node 1 only that adds ``extra`` flags: a node whose command differs."""
+    def wrapped_vllm(self, name: str, *extra: str, body: str | None = None) -> Path:
+        """A `vllm` for node 1 only that adds ``extra`` flags (a node whose command differs),
+        or runs ``body`` (Python with ``argv``, the arguments, and ``real``, vLLM's path)."""
         folder = self.work / name / "bin"
         folder.mkdir(parents=True, exist_ok=True)
         venv = vllm_venv()
+        code = body or f"argv = [*argv, *{list(extra)!r}]"
         script = folder / "vllm"
         script.write_text(
             f"#!{venv / 'bin' / 'python'}\nimport os, sys\n"
-            f"os.execv({str(venv / 'bin' / 'vllm')!r}, ['vllm', *sys.argv[1:], *{list(extra)!r}])\n"
+            f"argv, real = sys.argv[1:], {str(venv / 'bin' / 'vllm')!r}\n{code}\n"
+            "os.execv(real, ['vllm', *argv])\n"
         )
         script.chmod(0o755)
         return folder
@@ -95,7 +103,7 @@ class TwoNodes:
             "--json",
             "--quiet",
             "--grace",
-            "5s",
+            "3s",
             *flags,
             "--",
             "vllm",
@@ -237,29 +245,55 @@ def _to_verdict(two: TwoNodes, nodes_file: Path, *flags: str) -> list[dict[str, 
     return events
 
 
-def test_node_1_with_another_tp_exits_and_is_named(two: TwoNodes) -> None:
+def test_node_1_with_another_tp_exits_and_is_named_by_its_own_line(two: TwoNodes) -> None:
     node1 = two.wrapped_vllm("tp1", "-tp", "1")
     events = _to_verdict(two, two.nodes_file("tp1", node1_bin=node1))
     summary = events[-1]
     failure = summary["failure"]
     assert failure["rank"] == 1
+    assert failure["class"] == "config_error"
     assert "must evenly divide the total world size (1)" in failure["line"]
-    assert summary["nodes"][1]["exit_code"] not in (None, 0)
+    assert "the nodes were not started with the same -tp/-pp/-dp" in failure["summary"]
     two.assert_clean()
 
 
-def test_node_1_that_never_joins_is_named(two: TwoNodes) -> None:
+def test_node_1_without_the_model_at_its_path_exits_and_is_named(two: TwoNodes) -> None:
+    # past the pre-flight (which refuses a missing path): node 1's own `vllm` looks elsewhere
+    missing = f"{two.model}-not-here"
+    body = f"argv = [{missing!r} if a == {str(two.model)!r} else a for a in argv]"
+    node1 = two.wrapped_vllm("missing", body=body)
+    events = _to_verdict(two, two.nodes_file("missing", node1_bin=node1))
+    failure = events[-1]["failure"]
+    assert failure["rank"] == 1
+    assert failure["class"] == "missing_or_corrupt_weights"
+    assert "HFValidationError" in failure["line"]
+    assert f"no model folder at {missing}" in failure["summary"]
+    two.assert_clean()
+
+
+def test_node_1_pointed_at_another_head_is_named_at_its_rendezvous(two: TwoNodes) -> None:
     wrong = two.cluster.host_address  # on the bridge, but no store listens there
     node1 = two.wrapped_vllm("wrongaddr", "--master-addr", wrong)
-    nodes_file = two.nodes_file("wrongaddr", node1_bin=node1)
-    events = _to_verdict(two, nodes_file, "--join-timeout", "40s")
+    events = _to_verdict(two, two.nodes_file("wrongaddr", node1_bin=node1))
+    failure = events[-1]["failure"]
+    assert failure["rank"] == 1, events[-1]
+    head = two.cluster.nodes[0].address
+    assert (
+        f"connects to {wrong}:29501, but the head (node 0) listens at {head}:29501"
+        in (failure["summary"])
+    )
+    assert f"tcp://{wrong}:29501" in failure["line"] or "TCP client failed" in failure["line"]
+    two.assert_clean()
+
+
+def test_node_1_that_never_starts_is_named_and_node_0_is_killed(two: TwoNodes) -> None:
+    node1 = two.wrapped_vllm("never", body="real, argv = '/bin/sleep', ['600']")
+    events = _to_verdict(two, two.nodes_file("never", node1_bin=node1), "--join-timeout", "15s")
     summary = events[-1]
     failure = summary["failure"]
     assert failure["rank"] == 1, summary
-    if "TCP client failed to connect" in failure["line"]:  # torch logs only some of its retries
-        assert f"never connected to {wrong}:29501 after 40 s" in failure["summary"]
-        head = two.cluster.nodes[0].address
-        assert f"(the head, node 0, listens at {head}:29501)" in failure["summary"]
-    else:
-        assert "did not join the group within 40 s of node 0 waiting" in failure["summary"]
+    assert "did not join the group within 15 s of node 0 waiting at" in failure["summary"]
+    node0 = summary["nodes"][0]
+    assert node0["phase"] == "distributed_init"  # it waited at the rendezvous
+    assert node0["exit_code"] == -9  # deaf to SIGTERM there: SIGKILL after the grace
     two.assert_clean()

@@ -855,7 +855,7 @@ class ClusterMachine:
             return []
         out = self._settle(0, self.rank0.tick(now), now)
         for run in self.runs[1:]:  # their policy has no stall or deadline: the grace only
-            if self.is_terminal:
+            if self.ended_at is not None:  # (a failure ends the startup)
                 return out
             out += self._settle(run.node.rank, run.machine.tick(now), now)
         if self.is_terminal or self.join_seconds is None or self.state is State.READY:
@@ -865,16 +865,16 @@ class ClusterMachine:
             return out
         waiting = [run for run in self.runs if run.joined_at is None and run.alive]
         meet = self.meet_seconds
-        met = [
-            run
-            for run in waiting
-            if run.node.rank > 0
-            and run.waiting_at is not None
-            and meet is not None
-            and now - max(head, run.waiting_at) >= meet
-        ]
-        if met:  # both at the rendezvous, and still apart
-            return out + self._never_joined(met[0], now, meet)
+        if meet is not None:
+            met = [
+                run
+                for run in waiting
+                if run.node.rank > 0
+                and run.waiting_at is not None
+                and now - max(head, run.waiting_at) >= meet
+            ]
+            if met:  # both at the rendezvous, and still apart
+                return out + self._never_joined(met[0], now, meet)
         if now - head < self.join_seconds:
             return out
         # a node that says it cannot reach the head is the cause; the others wait for it
@@ -925,7 +925,7 @@ class ClusterMachine:
         now: float,
         *,
         summary: str,
-        line: str | None,
+        line: str,
         remedy: Remedy,
         failure_class: FailureClass = FailureClass.NCCL_ERROR,
     ) -> list[ClusterEvent]:
