@@ -61,10 +61,13 @@ def require_sshd() -> str:
 
 
 @contextmanager
-def running_sshd(workdir: Path, *, extra_path: Path | None = None) -> Iterator[SshServer]:
+def running_sshd(
+    workdir: Path, *, extra_path: Path | None = None, extra_config: str = ""
+) -> Iterator[SshServer]:
     """Start sshd in the foreground (-D) on a free port; stop it afterwards.
 
     ``extra_path``: a folder put first on the sessions' PATH (fake ``journalctl``, say).
+    ``extra_config``: more sshd_config lines (a ``ForceCommand``, say).
     """
     sshd = require_sshd()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -84,7 +87,7 @@ def running_sshd(workdir: Path, *, extra_path: Path | None = None) -> Iterator[S
         "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nStrictModes no\n"
         f"PidFile {workdir / 'sshd.pid'}\nPermitRootLogin yes\nUsePAM no\n"
         "MaxSessions 50\nMaxStartups 50\nLogLevel ERROR\n"
-        f"SetEnv PATH={_session_path(extra_path)}\n"
+        f"SetEnv PATH={_session_path(extra_path)}\n{extra_config}"
     )
     Path("/run/sshd").mkdir(exist_ok=True)
     proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stderr=subprocess.DEVNULL)

@@ -8,6 +8,7 @@ from bringup.adapters.ssh import SshRunner, SshTarget
 from bringup.core import engine_args, packs
 from bringup.core.endpoint import resolve_url
 from bringup.core.fleet import parse_nvidia_smi
+from bringup.core.gpu import GpuReading
 from bringup.errors import RemoteError
 
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
@@ -52,6 +53,21 @@ def remote_gpus(runner: SshRunner) -> tuple[list[dict[str, object]], str | None]
         {"index": g.index, "name": g.name, "used_bytes": g.used_bytes, "total_bytes": g.total_bytes}
         for g in parse_nvidia_smi(result.stdout)
     ], None
+
+
+class RemoteGpus:
+    """The host's GPUs as a ``GpuSource`` (``nvidia-smi`` over ssh): what ``up --retry --host``
+    waits on before a restart when the remedy is to wait for free GPUs."""
+
+    def __init__(self, runner: SshRunner) -> None:
+        self.runner = runner
+
+    def read(self) -> list[GpuReading]:
+        result = self.runner.check(GPU_QUERY)
+        return [
+            GpuReading(g.index, g.name, "", g.total_bytes, g.used_bytes)
+            for g in parse_nvidia_smi(result.stdout)
+        ]
 
 
 def server_url(argv: Sequence[str], runner: SshRunner) -> str:

@@ -5,6 +5,9 @@ NAME`` (the current invocation's journal, state from ``systemctl show``). With `
 a retryable failure is remedied: the changed command line goes into the drop-in
 ``NAME.service.d/bringup-retry.conf`` (under /etc/systemd/system, or
 ~/.config/systemd/user with --user), then ``daemon-reload`` and ``restart``, at most N times.
+With ``--host`` every step runs on the host over ssh: the drop-in is written there, and the
+change is checked in that systemd's ``show -p ExecStart,DropInPaths`` and the new run's
+``/proc/MAINPID/cmdline`` there before it is announced; GPU waits read its ``nvidia-smi``.
 
 Exit codes: 0 ready (the model answered), 1 failed, 4 stalled or past --deadline, 2 usage
 or a unit that cannot be started or followed, 128+N interrupted by signal N.
@@ -84,23 +87,34 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
     if args.retry < 0:
         raise UsageError(f"--retry {args.retry}: give a count of 0 or more")
     name = unit_name(args.name) + ".service"
-    if args.host and args.retry:
+    if args.host and args.root:
         raise UsageError(
-            "--retry with --host is not supported yet (the drop-in would be written on this machine)",
-            hint="run `bringup up --retry N` on the host itself",
+            "--root names a folder on this machine; with --host the drop-in goes where the host's systemd reads it",
+            hint="drop --root (or run `bringup up --root DIR` on the host itself)",
         )
     runner = runner or remote.ssh_runner(args, ctx.environ)
     config = config_from(args, ctx, ())
     reporter = retry_reporter(args, ctx)
+    remote_runner = runner if isinstance(runner, SshRunner) else None
     attempts = UnitAttempts(
         name,
         Systemctl(runner or system_runner(ctx.environ), user=args.user),
         config,
         attempt_observers(args, ctx, f"bringup up {name}"),
-        unit_dir=unit_dir(args.user, args.root, dict(ctx.environ)),
+        # with --host the drop-in is written there, through ssh: its unit folder, its HOME
+        unit_dir=unit_dir(
+            args.user,
+            args.root,
+            remote_home(remote_runner)
+            if remote_runner and args.user and args.retry
+            else dict(ctx.environ),
+        ),
         start_timeout_seconds=parse_duration(args.start_timeout),
         on_note=reporter.note,
         local_dropin=bool(args.root),
+        gpus=remote_host.RemoteGpus(remote_runner)
+        if remote_runner and not args.gpus_from
+        else None,
     )
     argv = attempts.server_argv()
     key, model = attempts.systemctl.server_identity(name, list(argv))
@@ -119,6 +133,16 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
 
         run_after_ready(outcome.result.url, ctx, api_key=args.api_key, as_json=args.json)
     return outcome.exit_code
+
+
+def remote_home(runner: SshRunner) -> dict[str, str]:
+    """HOME and XDG_CONFIG_HOME on the host, for the user manager's unit folder there."""
+    result = runner.check(["sh", "-c", 'printf "%s\\n%s\\n" "$HOME" "${XDG_CONFIG_HOME:-}"'])
+    home, _, config = result.stdout.partition("\n")
+    env = {"HOME": home.strip()}
+    if config.strip():
+        env["XDG_CONFIG_HOME"] = config.strip()
+    return env
 
 
 def wait_until_active(

@@ -1,0 +1,78 @@
+"""`bringup up --retry --host` over a real sshd to a real systemd 252. The "remote host" is the
+namespaced systemd: the sshd's ForceCommand runs every command of a session inside its
+namespaces (the same ns_exec.py prefix the local tests give bringup), so bringup itself runs
+without BRINGUP_COMMAND_PREFIX and reaches that systemd through ssh only: the drop-in is
+written through the ssh layer, daemon-reload, restart, and the change checked there."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from systemd_real.conftest import free_port, install_twin, readings, twin_command, unique
+
+from builders.sshd import SshServer, cli, running_sshd, ssh_env, write_ssh_config
+from builders.systemd_ns import SystemdNamespace
+
+NS_EXEC = Path(__file__).resolve().parents[1] / "builders" / "ns_exec.py"
+
+
+@pytest.fixture(scope="module")
+def host(
+    systemd: SystemdNamespace, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[SshServer, Path]]:
+    """An sshd whose sessions run inside the systemd's namespaces; its ssh_config."""
+    base = tmp_path_factory.mktemp("remote")
+    inner = shlex.join([sys.executable, str(NS_EXEC), str(systemd.pid), "/bin/sh", "-c"])
+    force = f'ForceCommand exec {inner} "$SSH_ORIGINAL_COMMAND"\n'
+    with running_sshd(base / "sshd", extra_config=force) as server:
+        yield server, write_ssh_config(server, base / "config")
+
+
+def test_up_retry_over_ssh_writes_and_verifies_the_dropin_on_the_host(
+    systemd: SystemdNamespace, host: tuple[SshServer, Path], workdir: Path
+) -> None:
+    """The sampler-warmup OOM, `up --retry 1 --host`: the drop-in lands where the host's
+    systemd reads it, the change is checked there before "attempt 2", the second run is ready."""
+    server, config = host
+    name = unique("i13-rretry")
+    unit = f"{name}.service"
+    gpus = readings(workdir)
+    command = twin_command(free_port(), gpus, "oom_warmup", "--time-scale", "0.01")
+    install_twin(systemd, name, command, gpus, "--restart-sec", "30s")
+    target = f"{server.user}@127.0.0.1:{server.port}"
+    code, out, err = cli(
+        ["up", name, "--retry", "1", "--host", target, "--deadline", "120s",
+         "--gpus-from", str(gpus)],
+        ssh_env(config),
+    )  # fmt: skip
+    assert code == 0, out[-3000:] + err
+    dropin = f"/etc/systemd/system/{unit}.d/bringup-retry.conf"
+    assert (systemd.etc / f"{unit}.d/bringup-retry.conf").is_file()  # on the "host", not here
+    assert not Path(dropin).exists()
+    checked = out.index(f"wrote {dropin}, ran systemctl daemon-reload; systemd now runs it")
+    announced = out.index("retry 1/1: attempt 2 with --max-num-seqs 256")
+    assert checked < announced
+    assert "FAILED: cuda_oom during warmup" in out[:checked]
+    assert "READY: " in out[announced:]
+    state = systemd.show(unit, "ActiveState", "DropInPaths", "ExecStart", "MainPID")
+    assert state["ActiveState"] == "active"
+    assert dropin in state["DropInPaths"].split()
+    assert "--max-num-seqs 256" in state["ExecStart"]
+    cmdline = (Path(f"/proc/{systemd.pid}/root/proc") / state["MainPID"] / "cmdline").read_bytes()
+    assert b"--max-num-seqs\x00256" in cmdline
+    systemd.systemctl("stop", unit)
+
+
+def test_up_retry_over_ssh_refuses_root(host: tuple[SshServer, Path]) -> None:
+    server, config = host
+    code, _, err = cli(
+        ["up", "x", "--retry", "1", "--root", "/tmp/x", "--host", f"127.0.0.1:{server.port}"],
+        ssh_env(config),
+    )
+    assert code == 2
+    assert "--root names a folder on this machine" in err
