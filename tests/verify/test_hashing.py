@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from bringup.adapters.hashing import files_to_hash, hash_file, hash_files
+from bringup.errors import InputError
 
 from builders.safetensors import shard_name, write_checkpoint, write_hf_cache
 
@@ -104,3 +106,34 @@ def test_bad_manifest_is_exit_2(tmp_path: Path, verify) -> None:
     assert result.err.startswith("bringup: error: ")
     assert "line 1" in result.err
     assert result.err.count("\n") == 1
+
+
+def test_first_failure_in_order_is_raised_and_no_new_file_starts(tmp_path: Path) -> None:
+    """With several workers, the error of the first failing file (in the caller's order) is
+    raised, and files not started yet are not hashed after it."""
+    ok = tmp_path / "a.bin"
+    ok.write_bytes(b"a" * 10_000)
+    started: list[int] = []
+    paths = {"a": ok, "gone": tmp_path / "gone.bin"}
+    paths |= {f"later{i}": ok for i in range(50)}
+    with pytest.raises(InputError, match="no such file"):
+        hash_files(paths, jobs=2, progress=started.append)
+    assert sum(started) < 52 * 10_000  # the 50 later files were not all hashed
+
+
+def test_verify_hash_start_up_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """`verify FILE --hash` into a pipe imports neither rich, ssh, GGUF nor the thread-pool
+    machinery (concurrent.futures pulls in logging): start-up is on the hashing path."""
+    write_checkpoint(tmp_path, n_shards=1, fill=True)
+    code = (
+        "import sys, io\n"
+        "from bringup.cli.main import Context, main\n"
+        f"rc = main(['verify', {str(tmp_path)!r}, '--hash'], Context(stdout=io.StringIO(), environ={{}}))\n"
+        "heavy = ['rich', 'bringup.adapters.ssh', 'bringup.adapters.ssh_forward', "
+        "'bringup.adapters.gguf_file', 'concurrent.futures', 'logging', 'subprocess']\n"
+        "print(rc, [m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "0 []"

@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from bringup.adapters import files, gguf_file
+from bringup.adapters import files
 from bringup.core import safetensors
 from bringup.core.checkpoint import (
     INDEX_NAME,
@@ -42,6 +42,8 @@ def resolve_model_path(path: str | os.PathLike[str]) -> Path:
     """The folder or file to verify, from any of the accepted inputs (see module docstring)."""
     p = Path(os.path.abspath(Path(path).expanduser()))
     if p.suffix == ".gguf":
+        from bringup.adapters import gguf_file  # only for GGUF: safetensors runs skip its import
+
         return gguf_file.first_part(p) if _any_part_exists(p) else _missing(p)
     st = stat_or_none(p)
     if st is None:
@@ -88,6 +90,8 @@ def _is_dir(path: Path) -> bool:
 
 
 def _any_part_exists(p: Path) -> bool:
+    from bringup.adapters import gguf_file  # only for GGUF: safetensors runs skip its import
+
     return any(stat_or_none(q) is not None for q in gguf_file.split_parts(gguf_file.first_part(p)))
 
 
@@ -124,7 +128,7 @@ def scan_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     """
     root = resolve_model_path(path)
     if root.suffix == ".gguf":
-        return gguf_file.scan_gguf(root)
+        return _scan_gguf(root)
     if not _is_dir(root):
         tensors, problems, size = read_safetensors(root, root.name)
         return Checkpoint(
@@ -140,10 +144,18 @@ def scan_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     weights = _weight_names(root)
     if weights:
         return _scan_folder(root, weights)
-    return gguf_file.scan_gguf(_only_gguf(root))
+    return _scan_gguf(_only_gguf(root))
+
+
+def _scan_gguf(root: Path) -> Checkpoint:
+    from bringup.adapters import gguf_file  # only for GGUF: safetensors runs skip its import
+
+    return gguf_file.scan_gguf(root)
 
 
 def _only_gguf(root: Path) -> Path:
+    from bringup.adapters import gguf_file  # only for GGUF: safetensors runs skip its import
+
     models = sorted({gguf_file.first_part(c).name for c in _listdir(root) if c.suffix == ".gguf"})
     if len(models) == 1:
         return root / models[0]

@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from bringup.adapters.ssh import SshRunner, target_from
-from bringup.adapters.ssh_forward import RemoteCall
 from bringup.errors import UsageError
+
+if TYPE_CHECKING:  # imported where used: --help and local runs do not pay for ssh's imports
+    from bringup.adapters.ssh import SshRunner
+    from bringup.adapters.ssh_forward import RemoteCall
 
 
 def split_remote_flags(args: Sequence[str]) -> RemoteCall | None:
     """Take the remote flags out of ``args`` (before the first ``--``); None without ``--host``."""
+    from bringup.adapters.ssh_forward import RemoteCall
+
     args = list(args)
     end = args.index("--") if "--" in args else len(args)
     head, tail = args[:end], args[end:]
@@ -101,6 +106,8 @@ def ssh_runner(args: argparse.Namespace, environ: Mapping[str, str]) -> SshRunne
         if getattr(args, "accept_new_host_key", False):
             raise UsageError("--accept-new-host-key needs --host")
         return None
+    from bringup.adapters.ssh import SshRunner, target_from
+
     return SshRunner(
         target_from(args.host, accept_new_host_key=args.accept_new_host_key, environ=environ)
     )

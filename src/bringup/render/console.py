@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console
+if TYPE_CHECKING:  # imported in make_console: wants_color alone does not pay for rich
+    from rich.console import Console
 
 
 def wants_color(stream: TextIO, environ: Mapping[str, str]) -> bool:
@@ -21,6 +22,8 @@ def make_console(
     stream: TextIO, environ: Mapping[str, str], *, width: int | None = None
 ) -> Console:
     """A rich Console writing to ``stream`` that respects NO_COLOR and non-terminals."""
+    from rich.console import Console
+
     color = wants_color(stream, environ)
     return Console(
         file=stream,

@@ -1,17 +1,24 @@
-"""Human output of ``bringup verify``: a summary, one line per problem with its fix, a hash bar."""
+"""Human output of ``bringup verify``: a summary, one line per problem with its fix, a hash bar.
+
+Lines are built as (text, style) pieces: on a colour terminal rich draws them, anywhere
+else they are written as plain text, so ``verify --hash`` into a pipe or a file never
+imports rich (its start-up is a tenth of hashing a 1 GiB file).
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TextIO
 
 from bringup.core.checkpoint import VerifyReport, format_size
 from bringup.core.printable import printable
+from bringup.render.console import make_console, wants_color
 from bringup.units import format_seconds
+
+Piece = tuple[str, str | None]  # text, rich style (None: plain)
+Line = list[Piece]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,17 +41,17 @@ def format_count(n: int) -> str:
 
 
 def format_summary(report: VerifyReport, root: str) -> list[str]:
-    """The summary lines (plain text with rich markup escaped)."""
+    """The summary lines, plain text."""
     total = sum(report.bytes_by_dtype.values())
     dtypes = ", ".join(f"{d} {format_size(b)}" for d, b in report.bytes_by_dtype.items()) or "none"
     noun = "file" if report.files == 1 else "files"
     return [
-        f"checkpoint {escape(printable(root))}",
+        f"checkpoint {printable(root)}",
         (
             f"  {report.format}: {report.files} {noun}, {report.tensors} tensors, "
             f"{format_count(report.parameters)} parameters, {format_size(total)} of tensor data"
         ),
-        f"  by dtype: {escape(dtypes)}",
+        f"  by dtype: {dtypes}",
     ]
 
 
@@ -58,34 +65,52 @@ def format_hash_line(stats: HashStats) -> str:
     )
 
 
-def print_report(
-    console: Console, report: VerifyReport, root: str, stats: HashStats | None
-) -> None:
-    """Print the summary, then each problem with its fix, then the verdict."""
-    for line in format_summary(report, root):
-        console.print(line)
+def report_lines(report: VerifyReport, root: str, stats: HashStats | None) -> list[Line]:
+    """The summary, then each problem with its fix, then the verdict, as styled pieces."""
+    lines: list[Line] = [[(line, None)] for line in format_summary(report, root)]
     if stats is not None:
-        console.print(format_hash_line(stats))
+        lines.append([(format_hash_line(stats), None)])
     if report.ok:
-        console.print(
-            "[green]OK[/green]: every check passed; the checkpoint is complete and intact"
+        lines.append(
+            [("OK", "green"), (": every check passed; the checkpoint is complete and intact", None)]
         )
-        return
+        return lines
     noun = "problem" if len(report.problems) == 1 else "problems"
-    console.print(f"[red]FAILED[/red]: {len(report.problems)} {noun}")
+    lines.append([("FAILED", "red"), (f": {len(report.problems)} {noun}", None)])
     for p in report.problems:
-        console.print(
-            f"  [red]{p.kind}[/red] {escape(printable(p.file or '(checkpoint)'))}: {escape(printable(p.detail))}"
-        )
-        console.print(f"    fix: {escape(p.fix)}")
+        where = printable(p.file or "(checkpoint)")
+        lines.append([("  ", None), (p.kind, "red"), (f" {where}: {printable(p.detail)}", None)])
+        lines.append([(f"    fix: {p.fix}", None)])
+    return lines
+
+
+def print_report(
+    stream: TextIO,
+    environ: Mapping[str, str],
+    report: VerifyReport,
+    root: str,
+    stats: HashStats | None,
+) -> None:
+    """Print the report to ``stream``: in colour on a colour terminal, else as plain text."""
+    lines = report_lines(report, root, stats)
+    if not wants_color(stream, environ):
+        stream.write("".join("".join(text for text, _ in line) + "\n" for line in lines))
+        return
+    from rich.text import Text
+
+    console = make_console(stream, environ)
+    for line in lines:
+        console.print(Text.assemble(*((text, style or "") for text, style in line)))
 
 
 @contextlib.contextmanager
 def hash_progress(
-    console: Console, total_bytes: int, *, enabled: bool = True
+    stream: TextIO, environ: Mapping[str, str], total_bytes: int, *, enabled: bool = True
 ) -> Iterator[Callable[[int], None] | None]:
     """A transient progress bar over all bytes to hash; yields its advance callback (None off a terminal)."""
-    if not (enabled and console.is_terminal):
+    terminal = wants_color(stream, environ) or bool(getattr(stream, "isatty", lambda: False)())
+    console = make_console(stream, environ) if enabled and terminal else None
+    if console is None or not console.is_terminal:
         yield None
         return
     from rich.progress import (  # lazy: only a terminal ever draws the bar

@@ -22,8 +22,6 @@ from bringup.core.checkpoint import (
 )
 from bringup.errors import UsageError
 from bringup.render import verify as render
-from bringup.render.console import make_console
-from bringup.render.json_out import print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,9 +64,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         extra, stats = _hash(checkpoint, manifest, args, ctx)
     report = build_report(checkpoint, extra)
     if args.json:
+        from bringup.render.json_out import print_json
+
         print_json(report, ctx.stdout)
     else:
-        render.print_report(make_console(ctx.stdout, ctx.environ), report, checkpoint.root, stats)
+        render.print_report(ctx.stdout, ctx.environ, report, checkpoint.root, stats)
     return 0 if report.ok else 1
 
 
@@ -83,9 +83,8 @@ def _hash(
     expected.update(manifest or {})
     sha1 = [name for name, e in expected.items() if e.algorithm == "git-sha1"]
     total = sum(files.check_path(p).st_size for p in paths.values())
-    console = make_console(ctx.stderr, ctx.environ)
     started = time.monotonic()
-    with render.hash_progress(console, total, enabled=not args.json) as advance:
+    with render.hash_progress(ctx.stderr, ctx.environ, total, enabled=not args.json) as advance:
         digests = hashing.hash_files(paths, git_sha1=sha1, jobs=args.jobs, progress=advance)
     seconds = time.monotonic() - started
     if args.write_manifest:
