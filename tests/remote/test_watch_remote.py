@@ -178,3 +178,62 @@ def test_watch_unit_resumes_from_the_journal_cursor(world: tuple[SshServer, Path
     calls = (base / "calls.txt").read_text().splitlines()
     assert "_SYSTEMD_INVOCATION_ID=inv1" in calls[0]
     assert any(call.endswith("--after-cursor c29") for call in calls[1:])
+
+
+VERSION = (
+    "(APIServer pid=1) INFO 11-30 09:46:00 [api_server.py:1800] vLLM API server version 0.11.0"
+)
+LOADING = "(EngineCore pid=2) INFO 11-30 09:46:10 [gpu_model_runner.py:2000] Starting to load model /models/m..."
+KV = (
+    "(EngineCore pid=2) ERROR 11-30 09:50:02 [core.py:700] ValueError: To serve at least one request "
+    "with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the "
+    "available KV cache memory (4.00 GiB). Based on the available memory, the estimated maximum "
+    "model length is 32768."
+)
+
+
+def test_watch_log_over_ssh_follows_the_newest_attempt(
+    world: tuple[SshServer, Path, Path], tmp_path: Path
+) -> None:
+    """A log whose first attempt died of the OOM and whose second is loading: over ssh, too,
+    the watch follows the second (before: it reported the first attempt's OOM at once). The
+    offset counts the file's bytes, not their decoding (the first attempt holds bad UTF-8)."""
+    server, config, _ = world
+    log = tmp_path / "server.log"
+    first = "\n".join([VERSION, LOADING, OOM]).encode() + b"\n\xff\xfe not UTF-8 \xe2\x82\n"
+    log.write_bytes(first + ("\n".join([VERSION, LOADING, "line 0000"]) + "\n").encode())
+    watch = Watch(["--log", str(log), *_watch_args(server)], config)
+    try:
+        watch.wait_for("line 0000")
+        with log.open("a") as f:
+            f.write("line 0001\n" + KV + "\n")
+        code = watch.finish()
+    finally:
+        watch.kill()
+    assert code == 1
+    out = "\n".join(watch.lines)
+    assert "holds 2 attempts: following the newest" in out
+    assert "kv_cache" in out, out
+    assert "CUDA out of memory" not in out, out
+    assert _numbered(watch.lines) == ["line 0000", "line 0001"]
+
+
+def test_watch_log_over_ssh_from_end(world: tuple[SshServer, Path, Path], tmp_path: Path) -> None:
+    """--from-end over ssh: only lines written after the watch began (before: ignored, and
+    the OOM already in the file was reported)."""
+    server, config, _ = world
+    log = tmp_path / "server.log"
+    log.write_text("\n".join([VERSION, LOADING, "line 0000", OOM]) + "\n")
+    watch = Watch(["--log", str(log), "--from-end", *_watch_args(server)], config)
+    try:
+        watch.wait_for("from its end")
+        with log.open("a") as f:
+            f.write("\n".join([VERSION, LOADING, "line 0001", KV]) + "\n")
+        code = watch.finish()
+    finally:
+        watch.kill()
+    assert code == 1
+    out = "\n".join(watch.lines)
+    assert "CUDA out of memory" not in out, out
+    assert "kv_cache" in out, out
+    assert _numbered(watch.lines) == ["line 0001"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import threading
 from typing import IO
 
@@ -14,7 +15,23 @@ from bringup.adapters.sources.reader import (
     reconnect_delay_seconds,
 )
 from bringup.adapters.ssh import SshRunner
-from bringup.errors import InputError
+from bringup.core.log_attempts import newest_attempt_start
+from bringup.errors import InputError, RemoteError
+
+SCAN_TIMEOUT_SECONDS = 120.0
+SCAN_BYTES = (
+    16 << 20
+)  # how much of a remote log's end is read (over ssh) to find its newest attempt
+
+# $1 path, $2 bytes wanted at most: prints "INODE SIZE", then the file's last bytes up to SIZE
+# (not what was appended since: the offset must be the one the size says)
+_SCAN = """set -e
+set -- "$1" "$2" $(stat -L -c '%i %s' "$1")
+echo "$3 $4"
+if [ "$4" -gt 0 ]; then
+  start=$(( $4 > $2 ? $4 - $2 + 1 : 1 ))
+  tail -c "+$start" "$1" | head -c $(( $4 - start + 1 ))
+fi"""
 
 # $1 path, $2 first byte wanted (1-based), $3 the inode followed so far (or ""). A different
 # inode or a file shorter than the offset: rotated or truncated, so start at byte 1. Prints
@@ -41,8 +58,11 @@ class RemoteFileSource(ReaderCommand):
     Command line equivalent: ``ssh HOST -- tail -c +1 -F FILE``.
     """
 
-    def __init__(self, path: str, runner: SshRunner) -> None:
+    def __init__(self, path: str, runner: SshRunner, *, start: str = "newest") -> None:
         super().__init__({}, runner.streaming_argv)
+        if start not in ("newest", "end", "beginning"):
+            raise ValueError(f"start={start!r}")
+        self.start_at = start
         self.path = path
         self.runner = runner
         self.description = f"log {path} on {runner.target}"
@@ -55,7 +75,56 @@ class RemoteFileSource(ReaderCommand):
                 f"{self.runner.target}: log file not found: {self.path}",
                 hint="give the path the server writes to on that host",
             )
+        if self.start_at != "beginning":
+            self._skip_to_start(emit)
         threading.Thread(target=self._follow, args=(emit,), daemon=True, name="remote-log").start()
+
+    def _skip_to_start(self, emit: Emit) -> None:
+        """Where following begins, as ``watch --log`` does on this machine: the file's end
+        (``--from-end``), else the first line of the newest attempt in its last bytes."""
+        scan = 0 if self.start_at == "end" else SCAN_BYTES
+        argv = ["sh", "-c", _SCAN, "sh", self.path, str(scan)]
+        try:  # bytes, not text: the offset counts the file's own bytes
+            done = subprocess.run(
+                self.wrap(argv) if self.wrap is not None else argv,
+                capture_output=True,
+                env=self.environ,
+                timeout=SCAN_TIMEOUT_SECONDS,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise RemoteError(f"{self.runner.target}: could not read {self.path}: {exc}") from exc
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", errors="replace").strip().splitlines() or [
+                "no output"
+            ]
+            raise RemoteError(f"{self.runner.target}: could not read {self.path}: {said[-1]}")
+        header, _, data = done.stdout.partition(b"\n")
+        inode, _, size_text = header.decode("ascii", errors="replace").partition(" ")
+        size = int(size_text or 0)
+        self.inode = inode or None
+        if self.start_at == "end":
+            self.offset_bytes = size
+            emit(
+                NoteItem(
+                    f"following {self.path} on {self.runner.target} from its end (new lines only)"
+                )
+            )
+            return
+        begin = size - len(data)
+        if begin:  # the first line was cut: start after it
+            cut = data.find(b"\n") + 1 if b"\n" in data else len(data)
+            begin, data = begin + cut, data[cut:]
+        raw = data.split(b"\n")[:-1]  # complete lines only
+        first, attempts = newest_attempt_start([decode_line(r) for r in raw])
+        self.offset_bytes = begin + sum(len(r) + 1 for r in raw[:first])
+        if attempts > 1:
+            emit(
+                NoteItem(
+                    f"{self.path} holds {attempts} attempts: following the newest "
+                    f"(its first {len(raw) - first} lines), not the earlier ones"
+                )
+            )
 
     def command(self) -> list[str] | None:
         return None

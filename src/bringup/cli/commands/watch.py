@@ -68,7 +68,7 @@ def make_source(args: argparse.Namespace, ctx: Context) -> Source:
         start = "end" if args.from_end else "beginning" if args.from_start else "newest"
         if runner is None:
             return FileSource(args.log, start=start)
-        return RemoteFileSource(args.log, runner)
+        return RemoteFileSource(args.log, runner, start=start)
     if runner is not None:
         raise UsageError(
             "--pid cannot be watched on a remote host",
