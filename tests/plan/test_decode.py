@@ -18,7 +18,7 @@ from bringup.core.plan import decode, weights
 from bringup.core.plan.arch import parse_architecture
 from bringup.core.plan.decode import DecodeSetup, Link, Processor, Workload, predict
 from bringup.errors import UsageError
-from plan.helpers import bundled_config, planner_for
+from plan.helpers import DECODE_KEYS, bundled_config, planner_for
 
 H100 = Processor("H100", "gpu", 3.35e12)
 
@@ -359,3 +359,15 @@ def test_llamacpp_threads_come_from_the_command(words: list[str], threads: int) 
     from bringup.cli.commands.plan_gguf import llamacpp_threads
 
     assert llamacpp_threads(words) == threads
+
+
+def test_the_ceiling_line_says_how_many_experts_the_busiest_gpu_reads() -> None:
+    """Under EP the human line shows the expected experts on the busiest GPU; JSON keeps its keys."""
+    argv = ["plan", "Qwen3-30B-A3B", "--gpu", "H100", "-tp", "4", "--enable-expert-parallel"]
+    out, err = io.StringIO(), io.StringIO()
+    assert main(argv, Context(stdout=out, stderr=err, environ={"NO_COLOR": "1"})) in (0, 1)
+    expected = f"the busiest GPU holds {decode.busiest_experts(128, 8, 4):.2f} of the token's 8"
+    assert expected in out.getvalue()
+    out = io.StringIO()
+    main([*argv, "--json"], Context(stdout=out, stderr=err, environ={}))
+    assert set(json.loads(out.getvalue())["decode"]) == DECODE_KEYS

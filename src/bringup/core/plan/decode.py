@@ -183,6 +183,8 @@ class Workload:
     tensor_parallel: int
     all_to_alls: int = 0  # expert parallel dispatch + combine
     sends: int = 0  # pipeline stage boundaries
+    busiest_experts: float = 0.0  # EP: the token's experts on the busiest GPU (expected)
+    experts_per_token: int = 0  # EP: the router's top-k
 
     @property
     def collectives(self) -> int:
@@ -208,6 +210,8 @@ class DecodeSpeed:
     per_layer_seconds: float = field(default=0.0, metadata={"json": None})
     arch_class: str = field(default="", metadata={"json": None})
     device_kind: str = field(default="gpu", metadata={"json": None})
+    busiest_experts: float = field(default=0.0, metadata={"json": None})
+    experts_per_token: int = field(default=0, metadata={"json": None})
 
     def ceiling_line(self) -> str:
         """One line for people: the ceiling and what it is made of."""
@@ -219,6 +223,11 @@ class DecodeSpeed:
             parts += (
                 f" + {self.collectives_per_token} collectives x "
                 f"{self.collective_latency_seconds * 1e6:.0f} us over {self.interconnect}"
+            )
+        if self.busiest_experts:
+            parts += (
+                f"; expert parallel: the busiest GPU holds {self.busiest_experts:.2f} of the "
+                f"token's {self.experts_per_token} experts"
             )
         return f"decode ceiling:  {self.ceiling_tokens_per_s:,.1f} tok/s at batch 1 ({parts})"
 
@@ -274,6 +283,8 @@ def predict(workload: Workload, processor: Processor, link: Link | None) -> Deco
         per_layer_seconds=costs.per_layer_seconds,
         arch_class=workload.arch_class,
         device_kind=processor.kind,
+        busiest_experts=workload.busiest_experts,
+        experts_per_token=workload.experts_per_token,
     )
 
 
@@ -376,10 +387,11 @@ def vllm_workload(
     read = _read_tensors(tensors)
     stages = weights_per_stage(read, arch, par)
     moe = arch.moe
-    share = 1.0
+    share, busiest = 1.0, 0.0
     if moe and expert_parallel and tp > 1:
         held = -(-moe.num_experts // tp)  # what the busiest rank holds: expert_bytes below
-        share = busiest_experts(moe.num_experts, moe.experts_per_token, tp) / held
+        busiest = busiest_experts(moe.num_experts, moe.experts_per_token, tp)
+        share = busiest / held
     elif moe:
         share = min(moe.experts_per_token, moe.num_experts) / moe.num_experts
     weight_bytes = tuple(
@@ -413,6 +425,8 @@ def vllm_workload(
         tensor_parallel=tp,
         all_to_alls=all_to_alls,
         sends=pp - 1,
+        busiest_experts=busiest,
+        experts_per_token=moe.experts_per_token if moe and busiest else 0,
     )
 
 
