@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import json
 import signal
+import socket
+import struct
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -158,6 +160,21 @@ def test_tokenize_and_metrics(ready_twin: Twin) -> None:
     assert "vllm:generation_tokens_total" in metrics
     assert "INFO:     127.0.0.1:" in ready_twin.stdout
     assert '"GET /health HTTP/1.1" 200 OK' in ready_twin.stdout
+
+
+def test_a_client_resetting_its_connection_leaves_no_traceback(ready_twin: Twin) -> None:
+    """A client that resets a kept-alive connection (RST, as a benchmark's pool may on exit) is
+    not an engine error: uvicorn logs nothing, and neither does the twin."""
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", ready_twin.port), timeout=10) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+    status, _ = request(ready_twin, "/health")  # the server still answers, and has logged it
+    assert status == 200
+    ready_twin.wait_for('"GET /health HTTP/1.1" 200 OK')
+    assert "Traceback" not in ready_twin.stdout + ready_twin.stderr
+    assert "ConnectionResetError" not in ready_twin.stdout + ready_twin.stderr
 
 
 def test_readings_show_workers_holding_memory(ready_twin: Twin) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -74,6 +75,17 @@ class EarlyBoundServer(ThreadingHTTPServer):
         if self._thread is not None:
             self.shutdown()
         self.server_close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that resets or drops its connection is not an error (uvicorn logs nothing
+        for it); anything else prints its traceback, as the standard library does.
+
+        Without this a benchmark client closing a kept-alive connection printed a
+        ``ConnectionResetError`` traceback into the engine's log, which a follower rightly reads
+        as the engine dying."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class Handler(BaseHTTPRequestHandler):
