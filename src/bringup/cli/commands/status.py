@@ -120,7 +120,8 @@ def container_status(args: argparse.Namespace, ctx: Context, runner: Runner | No
         raise UsageError("--container NAME takes no unit NAME and no --user")
     try:
         runner = runner or remote.ssh_runner(args, ctx.environ) or system_runner(ctx.environ)
-        report = status_container.look_container(args.container, runner, args, ctx)
+        looks = status_container.UnitLooks(_url, _probe, _gpus)
+        report = status_container.look_container(args.container, runner, args, ctx, looks)
     except BringupError as exc:
         if not args.json:
             raise

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from bringup.adapters.commands import Runner
 from bringup.adapters.remote_host import probe_url
@@ -31,12 +32,21 @@ LOG_TIMEOUT_SECONDS = 60.0
 SNAPSHOT_TRIES = 3  # looks until the state is the same before and after the log
 
 
+class UnitLooks(NamedTuple):
+    """The looks ``status`` takes of a unit that a container gets too (the server URL, the
+    model's answer, the GPUs): passed in by ``status``, which dispatches here, so this module
+    does not import it back."""
+
+    url: Callable[..., Any]
+    probe: Callable[..., Any]
+    gpus: Callable[..., Any]
+
+
 def look_container(
-    name: str, runner: Runner, args: argparse.Namespace, ctx: Context
+    name: str, runner: Runner, args: argparse.Namespace, ctx: Context, looks: UnitLooks
 ) -> dict[str, Any]:
     """Gather the facts and derive the verdict: the ``--json`` object."""
-    from bringup.cli.commands.status import _gpus, _probe, _url
-
+    _url, _probe, _gpus = looks
     data = inspect(name, runner)
     for _ in range(SNAPSHOT_TRIES):
         state = container.ContainerState.from_inspect(data)
