@@ -31,6 +31,10 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         help="server base URL (default: the command's --host/--port, else the engine's default port)",
     )
     parser.add_argument(
+        "--model",
+        help="the model the smoke request names (default: the server's /v1/models, else the command's); for Ollama, which loads a model at the first request that names it, the model to load",
+    )
+    parser.add_argument(
         "--stall",
         default="300s",
         help="no phase, progress or GPU memory change for this long = stalled (default 300s; 0 = never)",
@@ -82,6 +86,7 @@ def config_from(args: argparse.Namespace, ctx: Context, argv: tuple[str, ...]) -
         keep=getattr(args, "keep", False),
         exit_when_ready=getattr(args, "exit_when_ready", False),
         api_key=args.api_key,
+        model=getattr(args, "model", None),
         gpus_from=args.gpus_from,
         notify=getattr(args, "notify", False),
         environ=ctx.environ,

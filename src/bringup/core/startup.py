@@ -76,6 +76,10 @@ class StartupPolicy:
     fallback_model: str | None = None  # the model named on the command line
     has_health: bool = True  # False when the engine has no health endpoint to ask
     probe_has_key: bool = False  # bringup's probes carry an API key (for the 401/403 verdict)
+    # the engine loads its model at the first request that names it (Ollama): the smoke request
+    # names ``fallback_model`` and is what loads it; the log's "listening" is not ready then
+    model_on_request: bool = False
+    missing_model: str | None = None  # the remedy when the smoke's model is not there ({model})
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +134,7 @@ class StartupMachine:
         self._liveness_failures = 0
         self._probe_keys: dict[ProbeKind, tuple[Any, ...]] = {}
         self._live_latencies: list[float] = []  # recent ok liveness probes, for "usual"
+        self._loading = False  # model_on_request: the model's load began (after listening)
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -361,7 +366,12 @@ class StartupMachine:
     def _on_phase(self, event: PhaseEvent, now: float) -> list[LiveEvent]:
         phase = event.entry.phase
         self._last_activity = now
-        if phase.order <= self.phase.order:
+        if self.policy.model_on_request and self.ready_at is None:
+            mapped = self._on_request_phase(phase)
+            if mapped is None:
+                return []
+            phase = mapped
+        elif phase.order <= self.phase.order:
             return []
         self.phase = phase
         self.progress = None
@@ -379,6 +389,24 @@ class StartupMachine:
         self._pending = (failure, since)
         return []
 
+    def _on_request_phase(self, phase: Phase) -> Phase | None:
+        """A model loaded at the first request: the server listens before any model loads, so
+        its "listening" (ready to the log) is the API server up, and the load the smoke request
+        starts (weights, KV cache, "runner started") comes after it; ready is the answer."""
+        loading = self._loading
+        if phase is Phase.READY and not loading:
+            phase = Phase.API_SERVER_STARTING  # listening, no model yet
+        elif (
+            Phase.CONFIG.order < phase.order < Phase.API_SERVER_STARTING.order
+            and not loading
+            and self.phase is Phase.API_SERVER_STARTING
+        ):
+            self._loading = True  # the load the smoke request started
+            self.phase = Phase.CONFIG  # its phases follow the server's
+        if phase.order <= self.phase.order:
+            return None
+        return phase
+
     def _fail(self, failure: Failure, now: float, state: State) -> list[LiveEvent]:
         if state is State.STALLED:
             self._stalled = failure
@@ -393,9 +421,10 @@ class StartupMachine:
         if obs.kind is ProbeKind.HEALTH:
             # 404: this server has no such health path; let the smoke request decide
             passed = obs.ok or obs.status == 404
-            self._schedule(
-                ProbeKind.MODELS if passed else ProbeKind.HEALTH, now, 0.0 if passed else interval
-            )
+            # a model loaded on request: /v1/models lists what could be loaded, not what is
+            # served; the smoke request names the model it was given
+            after = ProbeKind.SMOKE if self.policy.model_on_request else ProbeKind.MODELS
+            self._schedule(after if passed else ProbeKind.HEALTH, now, 0.0 if passed else interval)
         elif obs.kind is ProbeKind.MODELS:
             if obs.ok and obs.model:
                 self.model = obs.model
@@ -407,10 +436,28 @@ class StartupMachine:
                 self.spans.append(PhaseSpan(Phase.READY, now - self.start, 0))
             self._schedule(ProbeKind.HEALTH, now, self.policy.liveness_interval_seconds)
             return [Ready(now - self.start, now - self.start, obs.model, obs.url)]
+        elif self.policy.model_on_request and obs.status == 404:
+            return self._fail(self._missing_model(obs), now, State.FAILED)
         else:
             first = ProbeKind.HEALTH if self.policy.has_health else ProbeKind.MODELS
             self._schedule(first, now, self.policy.smoke_retry_seconds)
         return []
+
+    def _missing_model(self, obs: ProbeObservation) -> Failure:
+        """404 to the smoke request of a server that loads models on request: it has no such
+        model (Ollama: "model ... not found, try pulling it first"); waiting cannot help."""
+        model = obs.model or self.probe_model() or "?"
+        hint = (self.policy.missing_model or "Name a model the server has.").replace(
+            "{model}", model
+        )
+        return Failure(
+            failure_class=FailureClass.MISSING_OR_CORRUPT_WEIGHTS,
+            phase=self.phase,
+            line=f"HTTP 404 from {obs.url}: {obs.error or 'not found'}",
+            line_number=self.line_count,
+            summary=f"the server has no model {model!r} to load for the smoke request",
+            remedy=(Remedy(hint),),
+        )
 
     def _on_liveness(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
         self._schedule(ProbeKind.HEALTH, now, self.policy.liveness_interval_seconds)

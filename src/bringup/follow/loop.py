@@ -28,7 +28,7 @@ from bringup.adapters.sources.items import ExitItem, LineItem, LinesItem, NoteIt
 from bringup.core import engine_args, packs
 from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Diagnosis, EngineEvent, Event
-from bringup.core.endpoint import resolve_url
+from bringup.core.endpoint import resolve_url, variable_value
 from bringup.core.live import (
     FailureFound,
     GpuSample,
@@ -161,6 +161,7 @@ class _Follower:
         self.engine: Engine | None = None
         self.health_path, default_port = "/health", 8000  # the common defaults
         self.prober: Prober | None = None
+        self.host_value: str | None = None  # the engine's host variable, if it has one
         fallback = (
             self.config.model
             or engine_args.get_flag(command, "--served-model-name")
@@ -181,7 +182,7 @@ class _Follower:
             default_port = self._decide_engine(engine)
         self.analyzer = LogAnalyzer(self.engine)  # it names the engine when nothing else did
         if self.config.url or command or self.engine is not None:
-            self._build_prober(resolve_url(self.config.url, command, default_port))
+            self._build_prober(resolve_url(self.config.url, command, default_port, self.host_value))
         else:
             self.url = ""
             self.observer.note(
@@ -202,6 +203,15 @@ class _Follower:
             (spec for marker, spec in pack.http_variants.items() if marker in words), pack.http
         )
         self.health_path = http.health_path
+        # a model loaded at the first request (Ollama): the smoke request names it and loads it
+        self.machine.policy = dataclasses.replace(
+            self.machine.policy,
+            model_on_request=http.model_on_request,
+            missing_model=http.missing_model,
+        )
+        if http.host_variable:  # where the server listens, as it reads it (OLLAMA_HOST)
+            command = list(self.config.argv) or self.source.command() or []
+            self.host_value = variable_value(http.host_variable, command, self.config.environ)
         return http.default_port
 
     def _build_prober(self, url: str) -> None:
@@ -322,7 +332,7 @@ class _Follower:
             return
         port = self._decide_engine(engine)
         if self.prober is None:
-            self._build_prober(resolve_url(None, None, port))
+            self._build_prober(resolve_url(None, None, port, self.host_value))
 
     def _report(self, events: list[LiveEvent]) -> None:
         for event in events:

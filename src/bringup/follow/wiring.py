@@ -18,6 +18,7 @@ from bringup.adapters.http_probe import HttpProber, api_key_from
 from bringup.adapters.sd_notify import Notifier
 from bringup.adapters.sources.child import ChildSource
 from bringup.adapters.sources.items import Source
+from bringup.core import engine_args, packs
 from bringup.core.endpoint import server_api_key
 from bringup.core.live import LiveEvent, StartupResult
 from bringup.follow.loop import run_startup
@@ -28,11 +29,31 @@ def http_prober(config: StartupConfig) -> ProberFactory:
     """HTTP probes of a base URL, with the API key from ``config``, bringup's environment, or
     the server's own command line (``--api-key``: inside a unit systemd has filled it in)."""
     key = api_key_from(config.api_key, config.environ) or server_api_key(config.argv)
+    timeout = LOAD_SMOKE_TIMEOUT_SECONDS if loads_on_request(config) else SMOKE_TIMEOUT_SECONDS
 
     def make(url: str) -> Prober:
-        return HttpProber(url, api_key=key)
+        return HttpProber(url, api_key=key, smoke_timeout_seconds=timeout)
 
     return make
+
+
+SMOKE_TIMEOUT_SECONDS = 60.0
+# a server that loads its model at the first request (Ollama) answers that request only once
+# the model is in memory: minutes for a large one; a request cut short is only sent again
+LOAD_SMOKE_TIMEOUT_SECONDS = 600.0
+
+
+def loads_on_request(config: StartupConfig) -> bool:
+    """Whether the followed engine loads its model at the first request that names it."""
+    engine = config.engine
+    if engine is None and config.argv:
+        engine = engine_args.parse_server_command(config.argv).engine
+    if engine is None:
+        return False
+    try:
+        return packs.get(engine).http.model_on_request
+    except KeyError:
+        return False
 
 
 def follow_local(

@@ -18,7 +18,7 @@ from bringup.cli.follow_options import add_common, add_retry, config_from, retry
 from bringup.cli.main import Context
 from bringup.core.live import LiveEvent, Ready
 from bringup.errors import UsageError
-from bringup.follow.wiring import follow_local
+from bringup.follow.wiring import follow_local, loads_on_request
 from bringup.render.live import make_observer
 
 
@@ -81,6 +81,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.preflight:
         raise UsageError("--preflight checks the nodes of --nodes FILE", hint="add --nodes FILE")
     config = config_from(args, ctx, tuple(args.passthrough))
+    if loads_on_request(config) and not config.model:
+        raise UsageError(
+            "this server loads its model at the first request that names it, and none is named",
+            hint="give the model to load and ask with --model NAME (one `ollama list` shows), "
+            "e.g. `bringup run --model llama3.2:1b -- ollama serve`",
+        )
     if args.retry:
         return retry_run(args, ctx, config)
     observer = make_observer(

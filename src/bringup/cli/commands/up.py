@@ -118,7 +118,9 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
     )
     argv = attempts.server_argv()
     key, model = attempts.systemctl.server_identity(name, list(argv))
-    attempts.config = dataclasses.replace(attempts.config, api_key=args.api_key or key, model=model)
+    attempts.config = dataclasses.replace(
+        attempts.config, api_key=args.api_key or key, model=args.model or model
+    )
     if isinstance(runner, SshRunner) and not args.url:
         attempts.config = dataclasses.replace(
             attempts.config, url=remote_host.server_url(argv, runner)

@@ -34,6 +34,11 @@ class HttpSpec:
     refuses_until_ready: bool  # connection refused until ready (vLLM, TGI)
     health_503_while_loading: bool  # port open, /health 503 while loading (llama.cpp, SGLang)
     tokenize: TokenizeSpec | None = None  # None: the server has no tokenizer endpoint bringup uses
+    # the server starts without a model and loads one at the first request that names it
+    # (Ollama): the smoke request must name the model, and it is what loads it
+    model_on_request: bool = False
+    host_variable: str | None = None  # the environment variable giving host:port (OLLAMA_HOST)
+    missing_model: str | None = None  # the remedy when the smoke's model is not there ({model})
 
 
 @dataclass(frozen=True)
