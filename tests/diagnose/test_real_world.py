@@ -177,6 +177,37 @@ def test_failure_after_ready_is_not_a_startup_failure() -> None:
     assert d.after_ready.line_number == 5
 
 
+def test_one_requests_exception_after_ready_raises_no_live_failure() -> None:
+    """Serving, a handler's traceback (socketserver's "Exception occurred during processing of
+    request", a client that hung up) is kept under after_ready, but a live follower gets no
+    failure event from it: a dead server shows by its exit or its health check."""
+    from bringup.core.diagnosis import FailureEvent
+
+    lines = [
+        *_V1_HEAD,
+        "(APIServer pid=10) INFO 05-01 10:00:05 [api_server.py:9] Starting vLLM API server 0 on http://0.0.0.0:8000",
+        "(APIServer pid=10) INFO:     Application startup complete.",
+        "Exception occurred during processing of request from ('127.0.0.1', 50412)",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.11/socketserver.py", line 755, in __init__',
+        "    self.handle()",
+        "ConnectionResetError: [Errno 104] Connection reset by peer",
+        (
+            "(EngineCore_DP0 pid=20) ERROR 05-01 11:00:00 [core.py:7] torch.OutOfMemoryError: "
+            "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"
+        ),
+    ]
+    analyzer = LogAnalyzer()
+    failures: list[tuple[int, FailureEvent]] = []
+    for number, line in enumerate(lines, start=1):
+        failures += [(number, e) for e in analyzer.feed(line) if isinstance(e, FailureEvent)]
+    d = analyzer.finish(whole_log=True)
+    assert d.outcome is Outcome.READY
+    assert d.after_ready is not None
+    assert [n for n, _ in failures] == [len(lines)]  # only the known signature, not the reset
+    assert d.after_ready.failure_class is FailureClass.CUDA_OOM  # it explains more than the reset
+
+
 def test_bind_error_after_startup_complete_is_a_startup_failure() -> None:
     """uvicorn prints 'Application startup complete.' before it binds: the bind error wins."""
     d = _diag(

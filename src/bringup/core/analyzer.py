@@ -107,6 +107,7 @@ class LogAnalyzer:
         self._priority = 0
         self._weak = False  # the failure is an unknown exception line, not a signature
         self._runtime: Failure | None = None  # the first failure after ready
+        self._runtime_weak = False  # it is an unknown exception, not a signature
         self._hang_at: LogLine | None = None  # the last step, when it is one known to hang
         self._quiet_tb: set[str] = set()  # processes inside a traceback logged as a warning
         self._in_source: set[str] = set()  # processes whose next indented line is source code
@@ -355,9 +356,18 @@ class LogAnalyzer:
     ) -> None:
         if self._phase is Phase.READY and new.failure_class is not FailureClass.PORT_IN_USE:
             cur = self._runtime
-            if cur is None or (new.is_final and not cur.is_final):
-                self._runtime = new  # the server's runtime failure, not the startup's
-                events.append(FailureEvent(new))
+            if (
+                cur is None
+                or (new.is_final and not cur.is_final)
+                or (self._runtime_weak and not weak and new.is_final)  # a signature says more
+            ):
+                self._runtime, self._runtime_weak = new, weak  # the server's, not the startup's
+                if not weak:
+                    # an exception no signature knows, once serving, is most often one request's
+                    # (socketserver's "Exception occurred during processing of request", a
+                    # client that hung up): kept, but a live follower learns of a dead server
+                    # from its exit or its health check, not from that line
+                    events.append(FailureEvent(new))
             return
         if new.phase is Phase.READY:  # a bind error after "startup complete": not ready
             new = dataclasses.replace(new, phase=Phase.API_SERVER_STARTING)
