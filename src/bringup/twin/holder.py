@@ -3,8 +3,9 @@
 ``python -m bringup.twin.holder twin vllm --port P --tp N --model M --gpus-file F
 --gpus 0,1,2,3 --hold-seconds S`` runs in its own session (it is someone else's process:
 a ``bringup run`` that stops the new server's process group must not touch it). The
-parent records its memory in the readings file; after ``S`` seconds, or on SIGTERM, it
-removes its entries and exits 0.
+parent records its memory in the readings file; after ``S`` seconds, once the parent (the
+new instance, which fails for want of that memory) has ended, or on SIGTERM, it removes its
+entries and exits 0. Waiting for the parent makes the story hold on a slow machine too.
 """
 
 from __future__ import annotations
@@ -91,8 +92,11 @@ def main(argv: list[str]) -> int:
         import ctypes
 
         ctypes.CDLL(None).prctl(15, TITLE.encode()[:15], 0, 0, 0)
+    parent = os.getppid()  # the new instance, whose start this one makes fail
     try:
         time.sleep(args.hold_seconds)
+        while os.getppid() == parent:  # never before that start has failed (however slow)
+            time.sleep(0.05)
     except Terminated:
         pass
     finally:
