@@ -74,3 +74,98 @@ def test_sigkill_of_bringup_ends_the_server_and_its_worker(tmp_path: Path) -> No
             run.kill()
         if run.stdout:
             run.stdout.close()
+
+
+# a server that does nothing on SIGTERM (it dies of it) and a worker that ignores SIGTERM:
+# the parent-death signal alone reaches only the server, and the worker was left running
+CARELESS = """
+import subprocess, sys, time
+worker = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
+print("serving", flush=True)
+time.sleep(120)
+"""
+
+
+def _sentinels() -> list[psutil.Process]:
+    """Live group sentinels on this machine (any bringup's: filter by group)."""
+    return [
+        p
+        for p in psutil.process_iter(["cmdline", "status"])
+        if "bringup-group-sentinel" in (p.info["cmdline"] or []) and p.info["status"] != "zombie"
+    ]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's /proc and prctl")
+def test_sigkill_of_bringup_ends_the_whole_group_of_a_careless_server(tmp_path: Path) -> None:
+    """The server does not stop its worker, the worker ignores SIGTERM: after `kill -9` of
+    bringup the group's sentinel TERMs the group and KILLs what is left after the grace."""
+    run = subprocess.Popen(
+        [BRINGUP, "run", "--stall", "0", "--url", "http://127.0.0.1:9", "--",
+         sys.executable, "-c", CARELESS],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    family: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(family) < 2:
+            assert time.monotonic() < deadline, "the server and its worker never started"
+            family = [p for p in psutil.Process(run.pid).children(recursive=True) if _worker(p)]
+            time.sleep(0.1)
+        server = family[0]
+        sentinels = [p for p in _sentinels() if _pgid(p.pid) == server.pid]
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(timeout=10)
+        _gone, alive = psutil.wait_procs([*family, *sentinels], timeout=30)
+        assert alive == [], [p.cmdline() for p in alive]  # before: the worker, still sleeping
+        assert len(sentinels) == 1, "no sentinel in the server's group"
+    finally:
+        for p in family:  # only what this test started
+            if p.is_running():
+                p.kill()
+        if run.poll() is None:
+            run.kill()
+        if run.stdout:
+            run.stdout.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's /proc and prctl")
+def test_a_normal_end_leaves_no_sentinel_and_signals_nothing_else() -> None:
+    """The server exits by itself and bringup ends normally: the sentinel of its group is gone
+    too, and a process of another group (this test's own sleeper) is never signalled."""
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        done = subprocess.run(
+            [BRINGUP, "run", "--stall", "0", "--url", "http://127.0.0.1:9", "--",
+             sys.executable, "-c", "import os; print('server pid', os.getpid())"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stdout + done.stderr
+        group = int(done.stdout.split("server pid ", 1)[1].split()[0])
+        deadline = time.monotonic() + 10
+        left = [1]
+        while left:
+            left = [p.pid for p in _sentinels() if _pgid(p.pid) == group]
+            assert time.monotonic() < deadline, f"sentinel of group {group} still there"
+            time.sleep(0.1)
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def _worker(p: psutil.Process) -> bool:
+    """The server or its worker (not the group's sentinel, not the spawn step before it)."""
+    try:
+        return "bringup-group-sentinel" not in p.cmdline() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None

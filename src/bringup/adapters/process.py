@@ -103,9 +103,14 @@ class ChildProcess:
     """A started server: its output arrives through ``on_lines``; stop it with ``terminate``."""
 
     def __init__(
-        self, popen: subprocess.Popen[bytes], on_lines: BatchSink, on_eof: EofSink | None
+        self,
+        popen: subprocess.Popen[bytes],
+        on_lines: BatchSink,
+        on_eof: EofSink | None,
+        alive_fd: int | None = None,
     ) -> None:
         self._popen = popen
+        self._alive_fd = alive_fd  # closed by bringup's death: the sentinel then ends the group
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session: the child leads its own group
         self._created = _create_time(popen.pid)
@@ -136,30 +141,25 @@ class ChildProcess:
                 "no server command given",
                 hint="put it after `--`, e.g. `bringup run -- vllm serve MODEL`",
             )
+        # the sentinel reads one end; only bringup holds the other (not inherited: O_CLOEXEC)
+        watch_end, alive_end = os.pipe()
         try:
-            popen = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=child_environ(environ),
-                cwd=cwd,
-                start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid()),
-            )
-        except FileNotFoundError as exc:
-            raise UsageError(
-                f"command not found: {argv[0]}",
-                hint="check the spelling and PATH, or give an absolute path",
-            ) from exc
-        except PermissionError as exc:
-            raise UsageError(
-                f"cannot execute {argv[0]}: permission denied",
-                hint="check that the file is executable",
-            ) from exc
-        except OSError as exc:
-            raise UsageError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
-        return cls(popen, on_lines, on_eof)
+            popen = _spawn(argv, environ, cwd, _die_with_parent(os.getpid(), watch_end))
+        except BaseException:
+            os.close(alive_end)
+            raise
+        finally:
+            os.close(watch_end)
+        return cls(popen, on_lines, on_eof, alive_end)
+
+    def disarm(self) -> None:
+        """Tell the sentinel bringup is done with the server (stopped or left running on
+        purpose): it exits without a signal. Idempotent."""
+        fd, self._alive_fd = self._alive_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(fd, DISARM)
+            os.close(fd)
 
     def poll(self) -> int | None:
         """The exit status if the child has ended (negative: killed by that signal)."""
@@ -203,7 +203,7 @@ class ChildProcess:
             with contextlib.suppress(psutil.Error, OSError):
                 if p.pid not in found and os.getpgid(p.pid) == self.pgid and self._is_ours(p):
                     found[p.pid] = p
-        return [p for p in found.values() if _alive(p)]
+        return [p for p in found.values() if _alive(p) and not _is_sentinel(p)]
 
     def stopped_members(self) -> tuple[tuple[int, str], ...]:
         """Our processes that are stopped (SIGSTOP, SIGTSTP, a debugger), as (pid, title)."""
@@ -251,6 +251,7 @@ class ChildProcess:
             self._signal_all(signal.SIGKILL)
         code = self.wait(max(1.0, grace_seconds))
         self._reap_leftovers()
+        self.disarm()
         return code
 
     def detach(self, log_path: str) -> None:
@@ -259,6 +260,7 @@ class ChildProcess:
         Without a reader the server would get EPIPE on its next log line once bringup exits.
         Lines our own reader threads have already taken are not in the file.
         """
+        self.disarm()  # left running on purpose: bringup's exit is not a death now
         fds = [s.fileno() for s in (self._popen.stdout, self._popen.stderr) if s is not None]
         with open(log_path, "ab"):
             pass  # exists (and is ours to append to) before the drainer starts
@@ -315,23 +317,136 @@ def _alive(p: psutil.Process) -> bool:
         return False
 
 
+def _spawn(
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    cwd: str | None,
+    preexec: Callable[[], None] | None,
+) -> subprocess.Popen[bytes]:
+    """``Popen`` in a new session; UsageError (exit 2) if it cannot be executed."""
+    try:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_environ(environ),
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    except FileNotFoundError as exc:
+        raise UsageError(
+            f"command not found: {argv[0]}",
+            hint="check the spelling and PATH, or give an absolute path",
+        ) from exc
+    except PermissionError as exc:
+        raise UsageError(
+            f"cannot execute {argv[0]}: permission denied",
+            hint="check that the file is executable",
+        ) from exc
+    except OSError as exc:
+        raise UsageError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
+
+
 PR_SET_PDEATHSIG = 1  # prctl(2)
+DISARM = b"d"  # bringup is done with the server: the sentinel leaves without a signal
+SENTINEL_MARK = "bringup-group-sentinel"
+SENTINEL_GRACE_SECONDS = 10.0  # SIGTERM to the group, then SIGKILL, as bringup's own stop
+
+# The group's sentinel: ``python -S -c SENTINEL MARK GRACE``, stdin the read end of a pipe
+# only bringup writes to. It forks at once (the server it was spawned from never waits for
+# it: the first process exits and is reaped before the server's exec), ignores the signals
+# its group gets, and blocks on stdin. DISARM: bringup is done, leave. EOF without it: bringup
+# died (SIGKILL, the OOM killer): SIGTERM to the group, a grace for the workers to stop, then
+# SIGKILL to what is left, itself last. It is a member of the group, so the group, and with
+# it the group id, lives until then: the signals can reach no one else's processes.
+SENTINEL = """
+import os, signal, sys, time
+if os.fork():
+    os._exit(0)
+os.closerange(3, 1 << 16)
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+    signal.signal(s, signal.SIG_IGN)
+while True:
+    try:
+        got = os.read(0, 1)
+    except InterruptedError:
+        continue
+    except OSError:
+        got = b""
+    break
+if got:
+    os._exit(0)
+me, group = os.getpid(), os.getpgrp()
+def others():
+    left = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me:
+            try:
+                with open("/proc/" + name + "/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group and fields[0] != b"Z":
+                left.append(int(name))
+    return left
+if others():
+    os.killpg(group, signal.SIGTERM)
+    end = time.monotonic() + float(sys.argv[2])
+    while others() and time.monotonic() < end:
+        time.sleep(0.05)
+os.killpg(group, signal.SIGKILL)
+"""
 
 
-def _die_with_parent(parent: int) -> Callable[[], None] | None:
+def _is_sentinel(p: psutil.Process) -> bool:
+    try:
+        return SENTINEL_MARK in p.cmdline()
+    except psutil.Error:
+        return False
+
+
+def _die_with_parent(parent: int, watch_fd: int | None = None) -> Callable[[], None] | None:
     """In the child, before exec: SIGTERM when bringup dies (even by SIGKILL, the OOM killer),
     so a server is never left orphaned holding its GPUs; SIGTERM lets it stop its own workers
-    (the engines' shutdown path). Linux only; elsewhere None (no such guarantee)."""
+    (the engines' shutdown path). A server that does not stop its workers would still leave
+    them, so with ``watch_fd`` (the read end of a pipe only bringup writes to) the child also
+    starts its group's sentinel (``SENTINEL``), which ends the whole group when bringup dies.
+    Linux only; elsewhere None (no such guarantee)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
+    sentinel = [sys.executable, "-S", "-c", SENTINEL, SENTINEL_MARK, str(SENTINEL_GRACE_SECONDS)]
 
     def arm() -> None:
         prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != parent:  # bringup died before the signal was armed
             os.kill(os.getpid(), signal.SIGTERM)
+        if watch_fd is not None:
+            # posix_spawn, not fork: no Python runs in a copy of a threaded bringup. The new
+            # process is in this session and group (setsid already ran); it forks the sentinel
+            # and exits, and is reaped here, so the server never has it as a child.
+            devnull = os.open(os.devnull, os.O_RDWR)
+            try:
+                pid = os.posix_spawn(
+                    sys.executable,
+                    sentinel,
+                    {},
+                    file_actions=[
+                        (os.POSIX_SPAWN_DUP2, watch_fd, 0),
+                        (os.POSIX_SPAWN_DUP2, devnull, 1),
+                        (os.POSIX_SPAWN_DUP2, devnull, 2),
+                    ],
+                )
+                os.waitpid(pid, 0)
+            except OSError:
+                pass  # no sentinel: the parent-death signal above still stops the server
+            finally:
+                os.close(devnull)
+            os.close(watch_fd)
 
     return arm
