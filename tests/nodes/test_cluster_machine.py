@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 from bringup.core import packs
 from bringup.core.analyzer import LogAnalyzer
+from bringup.core.live import ClusterEvent, NodesResult
 from bringup.core.nodes import ClusterMachine, ClusterPlan, parse_nodes, plan_cluster
-from bringup.core.startup import LiveEvent, ProbeKind, ProbeObservation, StartupPolicy, State
+from bringup.core.probes import ProbeKind, ProbeObservation
+from bringup.core.startup import LiveEvent, StartupPolicy
+from bringup.core.verdict import State
 from bringup.core.vocab import Engine
-from bringup.follow.nodes import NodesConfig, NodesResult, follow_nodes
+from bringup.follow.nodes import NodesConfig, follow_nodes
+from follower.fakes import FakeClock, FakeNotify
 
 SPEC = packs.get(Engine.VLLM).multinode
 assert SPEC is not None
@@ -235,53 +238,55 @@ def test_stopping_after_ready_is_not_a_failure() -> None:
     assert c.m.failure is None
 
 
-# -- the follower loop, with fake nodes and a fake prober -------------------------------------
+# -- the follower loop, in process: fake nodes, a fake prober, a fake clock ---------------------
 
 
-class FakeServer:
-    """A node server that prints ``lines`` and then exits with ``code`` (None: runs until stopped)."""
+class FakeNodeServer:
+    """A node's server whose lines and exit come at scripted times on the fake clock."""
 
-    def __init__(self, lines: list[str], code: int | None) -> None:
-        self.lines, self.code = lines, code
-        self.stopped = threading.Event()
-        self._done = threading.Event()
+    def __init__(
+        self, clock: FakeClock, lines: list[tuple[float, str]], exit_at: tuple[float, int] | None
+    ) -> None:
+        self.clock, self.lines, self.exit_at = clock, lines, exit_at
+        self.stopped_at: float | None = None
+        self.done = False
 
     def start(
         self, on_line: Callable[[str], None], on_exit: Callable[[int | None, str | None], None]
     ) -> None:
-        def go() -> None:
-            for text in self.lines:
-                on_line(text)
-                time.sleep(0.01)
-            if self.code is None:
-                self.stopped.wait(30)
-                code: int | None = -15
-            else:
-                code = self.code
-            self._done.set()
-            on_exit(code, None)
+        self.on_exit = on_exit
+        for t, text in self.lines:
+            self.clock.at(t, lambda text=text: None if self.done else on_line(text))
+        if self.exit_at is not None:
+            t, code = self.exit_at
+            self.clock.at(t, lambda: self._end(code))
 
-        threading.Thread(target=go, daemon=True).start()
+    def _end(self, code: int) -> None:
+        if not self.done:
+            self.done = True
+            self.on_exit(code, None)
 
     def stop(self) -> None:
-        self.stopped.set()
-        self._done.wait(5)
+        self.stopped_at = self.clock.elapsed()
+        self._end(-9)  # as vLLM waiting for a node: deaf to SIGTERM, killed after the grace
 
     @property
     def running(self) -> bool:
-        return not self._done.is_set()
+        return not self.done
 
 
-class FakeProber:
+class ClockProber:
+    """Rank 0's API: refused until ``up_at`` seconds on the fake clock, then answering."""
+
     base_url = "http://10.0.0.1:8000"
 
-    def __init__(self, up: threading.Event) -> None:
-        self.up = up
+    def __init__(self, clock: FakeClock, up_at: float | None) -> None:
+        self.clock, self.up_at = clock, up_at
 
     def probe(
         self, kind: ProbeKind, *, health_path: str = "/health", model: str | None = None
     ) -> ProbeObservation:
-        if not self.up.is_set():
+        if self.up_at is None or self.clock.elapsed() < self.up_at:
             return ProbeObservation(kind, self.base_url, ok=False, refused=True)
         return ProbeObservation(kind, self.base_url, ok=True, model="/m", text="hi")
 
@@ -290,53 +295,144 @@ class FakeProber:
 
 class Recorder:
     def __init__(self) -> None:
-        self.events: list[LiveEvent] = []
+        self.events: list[ClusterEvent] = []
+        self.notes: list[str] = []
         self.result: NodesResult | None = None
 
-    def event(self, event: LiveEvent) -> None:
+    def event(self, event: ClusterEvent) -> None:
         self.events.append(event)
 
     def line(self, rank: int, text: str) -> None: ...
-    def note(self, text: str) -> None: ...
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
 
     def close(self, result: NodesResult) -> None:
         self.result = result
 
+    def failures(self) -> list[tuple[int, float]]:
+        return [(e.fields["rank"], e.t) for e in self.events if e.event == "failure"]
 
-def _follow(servers: list[FakeServer], up: threading.Event, **config: object) -> Recorder:
+
+WAIT0 = BEFORE.replace("rank=1", "rank=0")  # node 0 at the rendezvous: its store waits
+
+
+def _follow(
+    clock: FakeClock,
+    servers: list[FakeNodeServer],
+    up_at: float | None,
+    *,
+    notify: FakeNotify | None = None,
+    stop: threading.Event | None = None,
+    on_event: Callable[[ClusterEvent], None] | None = None,
+    **config: object,
+) -> Recorder:
     assert SPEC is not None
     recorder = Recorder()
     follow_nodes(
         NodesConfig(_plan(), SPEC, **config),  # type: ignore[arg-type]
         recorder,
         server_for=lambda node, _argv: servers[node.rank],
-        prober=FakeProber(up),
+        prober=ClockProber(clock, up_at),
+        clock=clock,
+        notify=notify,
+        on_event=on_event,
+        stop=stop,
+        threads=False,
     )
     return recorder
 
 
 def test_follower_ready_then_stops_every_node() -> None:
-    up = threading.Event()
-    up.set()
-    servers = [FakeServer([JOIN0], None), FakeServer([JOIN1], None)]
-    r = _follow(servers, up, exit_when_ready=True)
+    clock = FakeClock()
+    servers = [
+        FakeNodeServer(clock, [(20.0, WAIT0), (22.0, JOIN0)], None),
+        FakeNodeServer(clock, [(21.0, BEFORE), (22.0, JOIN1)], None),
+    ]
+    notify = FakeNotify()
+    r = _follow(clock, servers, 30.0, notify=notify, exit_when_ready=True)
     assert r.result is not None
     assert r.result.exit_code == 0
     assert r.result.summary["outcome"] == "ready"
-    assert all(s.stopped.is_set() for s in servers)
-    assert [n["joined_t"] is not None for n in r.result.summary["nodes"]] == [True, True]
+    ttr = r.result.time_to_ready_seconds
+    assert ttr is not None
+    assert 30.0 <= ttr < 30.5
+    assert all(s.stopped_at is not None for s in servers)
+    assert [n["joined_t"] for n in r.result.summary["nodes"]] == [22.0, 22.0]
+    kinds = notify.kinds()
+    assert kinds[0] == "extend"
+    assert "ready" in kinds
+    assert kinds[-1] == "stopping"
+    ready_text = next(v for k, v in notify.sent if k == "ready")
+    assert "over 2 nodes" in ready_text
 
 
-def test_follower_names_the_node_that_exits_and_stops_the_other() -> None:
+def test_follower_names_the_node_that_exits_by_its_line_and_stops_the_other() -> None:
+    clock = FakeClock()
     servers = [
-        FakeServer([JOIN0], None),
-        FakeServer(["Traceback (most recent call last):", TP1], 1),
+        FakeNodeServer(clock, [(20.0, WAIT0)], None),
+        # vLLM prints the cause at 10 s and takes 8 s more to exit: named at the line
+        FakeNodeServer(
+            clock, [(10.0, "Traceback (most recent call last):"), (10.0, TP1)], (18.0, 1)
+        ),
     ]
-    r = _follow(servers, threading.Event())
+    r = _follow(clock, servers, None)
     assert r.result is not None
     assert r.result.exit_code == 1
     failure = r.result.summary["failure"]
     assert (failure["rank"], failure["node"]) == (1, "ops@gpu2")
     assert "must evenly divide" in failure["line"]
-    assert servers[0].stopped.is_set()
-    assert r.result.summary["nodes"][1]["exit_code"] == 1
+    assert r.failures() == [(1, 10.0)]
+    assert servers[0].stopped_at is not None
+    assert servers[0].stopped_at < 10.5
+
+
+def test_follower_names_a_silent_node_after_the_join_limit_on_its_clock() -> None:
+    clock = FakeClock()
+    servers = [
+        FakeNodeServer(clock, [(20.0, WAIT0)], None),
+        FakeNodeServer(clock, [], None),  # started, but never prints: vLLM never ran there
+    ]
+    r = _follow(clock, servers, None, join_seconds=60.0)
+    assert r.result is not None
+    assert r.result.exit_code == 1
+    ((rank, t),) = r.failures()
+    assert rank == 1
+    assert 80.0 <= t < 80.5  # node 0 waited from 20 s; 60 s later
+    assert r.result.summary["nodes"][0]["exit_code"] == -9  # stopped: SIGKILL after the grace
+
+
+def test_follower_reports_a_node_that_dies_while_idle_then() -> None:
+    clock = FakeClock()
+    servers = [
+        FakeNodeServer(clock, [(20.0, WAIT0), (22.0, JOIN0)], None),
+        FakeNodeServer(clock, [(21.0, BEFORE), (22.0, JOIN1)], (500.0, -9)),
+    ]
+    r = _follow(clock, servers, 30.0)
+    assert r.result is not None
+    assert r.result.exit_code == 1
+    assert r.failures() == [(1, 500.0)]
+    assert "after the model was ready" in r.result.summary["failure"]["summary"]
+
+
+def test_a_stop_on_request_after_ready_is_a_clean_end() -> None:
+    # run --nodes --bench: the benchmark starts at Ready and, done, asks the follower to stop
+    clock = FakeClock()
+    servers = [
+        FakeNodeServer(clock, [(20.0, WAIT0), (22.0, JOIN0)], None),
+        FakeNodeServer(clock, [(21.0, BEFORE), (22.0, JOIN1)], None),
+    ]
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def at_ready(event: ClusterEvent) -> None:
+        seen.append(event.event)
+        if event.event == "ready":
+            clock.at(clock.elapsed() + 30.0, stop.set)  # the benchmark's 30 s
+
+    r = _follow(clock, servers, 30.0, stop=stop, on_event=at_ready)
+    assert r.result is not None
+    assert r.result.exit_code == 0
+    assert r.result.summary["outcome"] == "ready"
+    assert "ready" in seen
+    assert all(s.stopped_at is not None and s.stopped_at >= 60.0 for s in servers)

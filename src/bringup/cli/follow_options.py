@@ -4,9 +4,12 @@ the flags, the follower's configuration made from them, and each attempt's outpu
 from __future__ import annotations
 
 import argparse
+import threading
+import urllib.parse
 from collections.abc import Callable
 
 from bringup.cli.main import Context
+from bringup.core.live import ClusterEvent, NodeEvent, Ready
 from bringup.core.vocab import Engine
 from bringup.errors import UsageError
 from bringup.follow.retry import ChildAttempts, run_with_retry
@@ -129,3 +132,29 @@ def retry_run(args: argparse.Namespace, ctx: Context, config: StartupConfig) -> 
         attempts, config.argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop
     )
     return outcome.exit_code
+
+
+def bench_at_ready(
+    args: argparse.Namespace, ctx: Context, stop: threading.Event
+) -> Callable[[ClusterEvent], None]:
+    """The hook that starts the benchmark at the first Ready (rank 0's, with --nodes)."""
+    started = threading.Event()
+
+    def bench(url: str) -> None:
+        from bringup.cli.commands.bench import run_after_ready
+
+        run_after_ready(url, ctx, api_key=args.api_key, as_json=args.json)
+        if args.exit_when_ready:
+            stop.set()
+
+    def hook(event: ClusterEvent) -> None:
+        if isinstance(event, NodeEvent):
+            event = event.inner
+        if isinstance(event, Ready) and not started.is_set():
+            started.set()
+            parts = urllib.parse.urlsplit(event.url or args.url or "")
+            threading.Thread(
+                target=bench, args=(f"{parts.scheme}://{parts.netloc}",), daemon=True, name="bench"
+            ).start()
+
+    return hook

@@ -49,9 +49,14 @@ def split_remote_flags(args: Sequence[str]) -> RemoteCall | None:
             rest.append(word)
         i += 1
     if values["--host"] is None:
-        if any(switches.values()) or values["--remote-bringup"] is not None:
-            raise UsageError("--accept-new-host-key, --sudo and --remote-bringup need --host")
-        return None
+        nodes = any(w.split("=", 1)[0] == "--nodes" for w in head)
+        if switches["--sudo"] or values["--remote-bringup"] is not None:
+            raise UsageError("--sudo and --remote-bringup need --host")
+        if switches["--accept-new-host-key"] and not nodes:
+            raise UsageError(
+                "--accept-new-host-key needs --host (or --nodes FILE: the nodes' host keys)"
+            )
+        return None  # with --nodes, --accept-new-host-key stays for run's own parser
     return RemoteCall(
         values["--host"],
         switches["--accept-new-host-key"],

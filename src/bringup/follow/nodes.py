@@ -1,7 +1,8 @@
 """Follow one startup over several nodes (``bringup run --nodes FILE -- CMD``).
 
 Its dependencies are passed in: a factory of node servers (over ssh:
-``adapters.node_process.RemoteServer``) and the prober of rank 0's API.
+``adapters.node_process.RemoteServer``), the prober of rank 0's API, the clock (every
+*when* is decided from it: in-process tests pass a fake one), and sd_notify (``--notify``).
 
 Every node's server is started over ssh at once (``adapters.node_process``); each node's
 lines go to its own analyzer; ``core.nodes.ClusterMachine`` decides: ready only when rank
@@ -14,25 +15,35 @@ user stops it.
 
 from __future__ import annotations
 
-import queue
 import signal
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bringup.adapters.clock import Clock
 from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Failure, Remedy
-from bringup.core.live import ClusterEvent, NodesResult, failure_fields
+from bringup.core.live import (
+    ClusterEvent,
+    FailureFound,
+    NodeEvent,
+    NodesResult,
+    PhaseReached,
+    Progress,
+    Ready,
+    failure_fields,
+)
 from bringup.core.nodes import ClusterMachine, ClusterPlan, Node
 from bringup.core.packs.types import MultiNodeSpec
-from bringup.core.probes import ProbeKind, ProbeObservation
+from bringup.core.phase_words import status_text
 from bringup.core.startup import StartupPolicy, timeline_json
 from bringup.core.verdict import State
 from bringup.core.vocab import Engine, FailureClass
-from bringup.follow.types import Prober
+from bringup.follow.samplers import Inbox, InlineLane, Lane, ProbeItem, ThreadLane, probe_once
+from bringup.follow.types import Notify, Prober
 
+TICK_SECONDS = 0.1  # the longest the loop waits for an item before it looks at the clock
 EXIT_READY, EXIT_FAILED, EXIT_STALLED = 0, 1, 4
 
 
@@ -88,11 +99,6 @@ class _Exit:
 
 
 @dataclass(frozen=True, slots=True)
-class _Probe:
-    obs: ProbeObservation
-
-
-@dataclass(frozen=True, slots=True)
 class _Signal:
     signum: int
 
@@ -103,12 +109,24 @@ def follow_nodes(
     *,
     server_for: ServerFactory,
     prober: Prober,
+    clock: Clock,
+    notify: Notify | None = None,
+    on_event: Callable[[ClusterEvent], None] | None = None,
+    stop: threading.Event | None = None,
+    threads: bool = True,
 ) -> NodesResult:
     """Start every node's server and follow them as one startup, to a verdict.
 
-    ``server_for(node, argv)`` makes a node's server; ``prober`` asks rank 0's API.
+    ``server_for(node, argv)`` makes a node's server; ``prober`` asks rank 0's API; ``clock``
+    decides every *when*; ``notify`` speaks sd_notify (STATUS, EXTEND_TIMEOUT_USEC, READY=1
+    once every node is in and rank 0 answered, WATCHDOG, STOPPING); ``on_event`` sees each
+    event (``run --nodes --bench`` starts its benchmark at ready); ``stop`` set by another
+    thread asks the same as a SIGTERM. ``threads`` False probes on this thread and stops the
+    nodes one after another (in-process tests with a fake clock).
     """
-    return _Follower(config, observer, server_for, prober).run()
+    return _Follower(
+        config, observer, server_for, prober, clock, notify, on_event, stop, threads
+    ).run()
 
 
 class _Follower:
@@ -118,12 +136,17 @@ class _Follower:
         observer: NodesObserver,
         server_for: ServerFactory,
         prober: Prober,
+        clock: Clock,
+        notify: Notify | None,
+        on_event: Callable[[ClusterEvent], None] | None,
+        stop: threading.Event | None,
+        threads: bool,
     ) -> None:
         self.config = config
         self.observer = observer
         self.plan = config.plan
-        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.probes: queue.SimpleQueue[tuple[ProbeKind, str | None] | None] = queue.SimpleQueue()
+        self.clock = clock
+        self.inbox = Inbox(clock)
         self.analyzers = [LogAnalyzer(config.engine) for _ in self.plan.nodes]
         policy = StartupPolicy(
             stall_seconds=config.stall_seconds,
@@ -131,30 +154,45 @@ class _Follower:
             probe_interval_seconds=config.probe_interval_seconds,
             fallback_model=self.plan.model,
         )
-        self.start = time.monotonic()
+        self.start = clock.monotonic()
         self.machine = ClusterMachine(
             self.plan, config.spec, policy, self.start, join_seconds=config.join_seconds
         )
         self.servers = [server_for(node, self.plan.commands[node.rank]) for node in self.plan.nodes]
         self.prober = prober
+        self.notifier = notify
+        self.on_event = on_event
+        self.stop_requested = stop
+        self.threads = threads
         self.signum: int | None = None
+        self._last_status = ""
+        self._last_extend = -1e9
+        self._last_watchdog = -1e9
 
     def run(self) -> NodesResult:
+        lane: Lane = (
+            ThreadLane("prober", self.inbox.put, self.prober.close)
+            if self.threads
+            else InlineLane(self.inbox.put, self.prober.close)
+        )
+        self.probe_lane = lane
+        if self.notifier is not None:
+            self._last_extend = self.clock.monotonic()
+            self.notifier.extend_timeout(self._extend_seconds())
+            self.notifier.status(f"starting {len(self.servers)} nodes")
         for rank, server in enumerate(self.servers):
             server.start(*self._sinks(rank))
         self.observer.note(
             f"started {len(self.servers)} nodes; rank 0 serves at {self.plan.rank0_url}"
         )
-        prober = threading.Thread(target=self._probe_loop, daemon=True, name="prober")
-        prober.start()
-        restore = _install_signals(self.queue.put)
+        restore = _install_signals(self.inbox.put_from_signal)
         try:
             self._loop()
         except KeyboardInterrupt:
             self.signum = signal.SIGINT
         finally:
             restore()
-            self.probes.put(None)
+            self.probe_lane.close()
             self._stop_all()
         return self._finish()
 
@@ -162,29 +200,30 @@ class _Follower:
         self, rank: int
     ) -> tuple[Callable[[str], None], Callable[[int | None, str | None], None]]:
         def line(text: str) -> None:
-            self.queue.put(_Line(rank, text))
+            self.inbox.put(_Line(rank, text))
 
         def end(code: int | None, error: str | None) -> None:
-            self.queue.put(_Exit(rank, code, error))
+            self.inbox.put(_Exit(rank, code, error))
 
         return line, end
 
     def _loop(self) -> None:
         m = self.machine
         while True:
-            try:
-                item: Any = self.queue.get(timeout=0.1)
-            except queue.Empty:
-                item = None
-            while item is not None:
-                self._handle(item, time.monotonic())
-                try:
-                    item = self.queue.get_nowait()
-                except queue.Empty:
-                    item = None
-            now = time.monotonic()
+            item = self.inbox.get(TICK_SECONDS)
+            now = self.clock.monotonic()
+            handled = 0
+            while item is not None and handled < 1000:  # a burst, decided on once
+                self._handle(item, now)
+                handled += 1
+                item = self.inbox.get_nowait()
+            if item is not None:
+                self._handle(item, now)
             self._report(m.tick(now))
             self._send_probe(now)
+            self._keep_systemd_informed(now)
+            if self.stop_requested is not None and self.stop_requested.is_set():
+                self.signum = self.signum or signal.SIGTERM  # a stop on request
             if self.signum is not None or m.is_terminal:
                 return
             if m.state is State.READY and self.config.exit_when_ready:
@@ -210,7 +249,7 @@ class _Follower:
                     ),
                 )
             self._report(m.on_exit(item.rank, item.code, failure, now))
-        elif isinstance(item, _Probe):
+        elif isinstance(item, ProbeItem):
             self._report(m.on_probe(item.obs, now))
         elif isinstance(item, _Signal):
             self.signum = item.signum
@@ -218,6 +257,9 @@ class _Follower:
     def _report(self, events: list[ClusterEvent]) -> None:
         for event in events:
             self.observer.event(event)
+            self._notify_event(event)
+            if self.on_event is not None:
+                self.on_event(event)
 
     def _send_probe(self, now: float) -> None:
         rank0 = self.machine.rank0
@@ -226,45 +268,81 @@ class _Follower:
         kind = rank0.next_probe(now)
         if kind is not None:
             rank0.probe_sent(kind)
-            self.probes.put((kind, rank0.probe_model()))
+            model = rank0.probe_model()
+            prober = self.prober
+            self.probe_lane.submit(lambda: probe_once(prober, kind, "/health", model))
 
-    def _probe_loop(self) -> None:
-        while (request := self.probes.get()) is not None:
-            kind, model = request
-            try:
-                obs = self.prober.probe(kind, health_path="/health", model=model)
-            except Exception as exc:  # a probe must never stop the follower
-                obs = ProbeObservation(
-                    kind, self.plan.rank0_url, ok=False, error=f"{type(exc).__name__}: {exc}"
-                )
-            self.queue.put(_Probe(obs))
-        self.prober.close()
+    # -- systemd ---------------------------------------------------------------------------
+
+    def _notify_event(self, event: ClusterEvent) -> None:
+        n = self.notifier
+        if n is None:
+            return
+        inner = event.inner if isinstance(event, NodeEvent) else event
+        rank = f"node {event.rank}: " if isinstance(event, NodeEvent) else ""
+        m = self.machine
+        if isinstance(inner, Ready) and m.state is State.READY:
+            n.ready(
+                f"ready in {inner.time_to_ready_seconds:.1f}s over {len(self.servers)} nodes: "
+                f"the model answered at {self.plan.rank0_url}"
+            )
+        elif isinstance(inner, FailureFound):
+            f = inner.failure
+            n.status(f"failed: {rank}{f.failure_class.value} during {f.phase.value}")
+        elif isinstance(inner, PhaseReached | Progress) and m.state is State.STARTING:
+            machine = m.runs[event.rank].machine if isinstance(event, NodeEvent) else m.rank0
+            text = rank + status_text(machine.phase, machine.progress)
+            if text != self._last_status:
+                self._last_status = text
+                n.status(text)
+            now = self.clock.monotonic()
+            if now - self._last_extend >= 5.0:
+                self._last_extend = now
+                n.extend_timeout(self._extend_seconds())
+
+    def _extend_seconds(self) -> float:
+        """How far each EXTEND_TIMEOUT_USEC pushes the start timeout: past the longer of the
+        stall limit and the join limit."""
+        return max(self.config.stall_seconds or 600.0, self.config.join_seconds or 0.0) + 30.0
+
+    def _keep_systemd_informed(self, now: float) -> None:
+        n = self.notifier
+        if n is None or self.machine.state is not State.READY:
+            return
+        interval = n.watchdog_interval_seconds()
+        if interval and now - self._last_watchdog >= interval:
+            self._last_watchdog = now
+            n.watchdog()
+
+    # -- the end ---------------------------------------------------------------------------
 
     def _stop_all(self) -> None:
         running = [s for s in self.servers if s.running]
         if not running:
             return
+        if self.notifier is not None:
+            self.notifier.stopping()
         self.observer.note(
             f"stopping {len(running)} node{'s' if len(running) != 1 else ''}: SIGTERM to each server's process group, SIGKILL after {self.config.grace_seconds:g}s"
         )
-        threads = [threading.Thread(target=s.stop, daemon=True) for s in running]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        if self.threads:
+            threads = [threading.Thread(target=s.stop, daemon=True) for s in running]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        else:
+            for server in running:
+                server.stop()
         # the exits of the nodes stopped here: their lines are the shutdown's, not news
-        while True:
-            try:
-                item = self.queue.get_nowait()
-            except queue.Empty:
-                break
+        while (item := self.inbox.get_nowait()) is not None:
             if isinstance(item, _Exit):
                 run = self.machine.runs[item.rank]
                 run.exited, run.exit_code = True, item.code
 
     def _finish(self) -> NodesResult:
         m = self.machine
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self.signum is not None and m.state is State.READY:
             m.stop(now)
         ttr = m.rank0.time_to_ready_seconds if m.rank0.ready_at is not None else None

@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import threading
-import urllib.parse
-from collections.abc import Callable
 
-from bringup.cli.follow_options import add_common, add_retry, config_from, retry_run
+from bringup.cli.follow_options import (
+    add_common,
+    add_retry,
+    bench_at_ready,
+    config_from,
+    retry_run,
+)
 from bringup.cli.main import Context
-from bringup.core.live import LiveEvent, Ready
 from bringup.errors import UsageError
 from bringup.follow.wiring import follow_local, loads_on_request
 from bringup.render.live import make_observer
@@ -102,31 +105,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         # (as --exit-when-ready would have): a stop on request, as a SIGTERM after ready is
         config = dataclasses.replace(config, exit_when_ready=False)
         stop = threading.Event()
-        hook = _bench_at_ready(args, ctx, stop)
+        hook = bench_at_ready(args, ctx, stop)
         result = follow_local(config, observer=observer, on_event=hook, stop=stop)
     else:
         result = follow_local(config, observer=observer)
     return result.exit_code
-
-
-def _bench_at_ready(
-    args: argparse.Namespace, ctx: Context, stop: threading.Event
-) -> Callable[[LiveEvent], None]:
-    started = threading.Event()
-
-    def bench(url: str) -> None:
-        from bringup.cli.commands.bench import run_after_ready
-
-        run_after_ready(url, ctx, api_key=args.api_key, as_json=args.json)
-        if args.exit_when_ready:
-            stop.set()
-
-    def hook(event: LiveEvent) -> None:
-        if isinstance(event, Ready) and not started.is_set():
-            started.set()
-            parts = urllib.parse.urlsplit(event.url or args.url or "")
-            threading.Thread(
-                target=bench, args=(f"{parts.scheme}://{parts.netloc}",), daemon=True, name="bench"
-            ).start()
-
-    return hook

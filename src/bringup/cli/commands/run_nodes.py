@@ -13,16 +13,21 @@ started) or the startup failed (a node named), 4 stalled or past --deadline, 2 u
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import threading
 import time
 from typing import TextIO
 
 from bringup.adapters import files
 from bringup.adapters import nodes as node_adapter
+from bringup.adapters.clock import SystemClock
 from bringup.adapters.http_probe import HttpProber, api_key_from
 from bringup.adapters.node_process import RUN_ROOT, RUN_ROOT_VARIABLE, RemoteServer, run_folder
+from bringup.adapters.sd_notify import Notifier
 from bringup.adapters.ssh import SshTarget, target_from
+from bringup.cli.follow_options import bench_at_ready
 from bringup.cli.main import Context
 from bringup.core import engine_args, packs
 from bringup.core.nodes import Node, NodeFacts, parse_nodes, plan_cluster, preflight
@@ -50,14 +55,18 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
             "no server command given",
             hint="put it after `--`, e.g. `bringup run --nodes nodes.txt -- vllm serve MODEL -tp 2`",
         )
-    for flag, on in (
-        ("--keep", args.keep),
-        ("--retry", args.retry),
-        ("--bench", args.bench),
-        ("--notify", args.notify),
-    ):
-        if on:
-            raise UsageError(f"{flag} does not work with --nodes yet", hint=f"leave {flag} out")
+    if args.keep:
+        raise UsageError(
+            "--keep does not work with --nodes: a node's server lives as long as bringup's ssh "
+            "session to it, so nothing would stop the servers left behind",
+            hint="run `bringup run --nodes` itself under systemd or tmux to keep serving",
+        )
+    if args.retry:
+        raise UsageError(
+            "--retry does not work with --nodes: a remedy would change every node's command, "
+            "and no retry over several nodes is built yet",
+            hint="apply the remedy the failure names to the command and start again",
+        )
     text = files.read_text(args.nodes, limit=NODES_FILE_LIMIT, what="nodes file")
     nodes = parse_nodes(text, source=files.shown(args.nodes))
     parsed = engine_args.parse_server_command(argv)
@@ -94,7 +103,11 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(f"the command cannot be spread over {len(nodes)} nodes (see above)")
 
     def target_for(node: Node) -> SshTarget:
-        return target_from(node.address, accept_new_host_key=False, environ=ctx.environ)
+        return target_from(
+            node.address,
+            accept_new_host_key=getattr(args, "accept_new_host_key", False),
+            environ=ctx.environ,
+        )
 
     started = time.monotonic()
     facts, listen = node_adapter.gather(plan, target_for, packages=spec.packages)
@@ -147,7 +160,26 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
     plain = PlainNodesObserver(human, echo=not args.quiet)
     observer = BothObservers(JsonNodesObserver(ctx.stdout), plain) if args.json else plain
     prober = HttpProber(plan.rank0_url, api_key=api_key_from(args.api_key, ctx.environ))
-    return follow_nodes(config, observer, server_for=server_for, prober=prober).exit_code
+    notify = Notifier(ctx.environ) if args.notify else None
+    stop: threading.Event | None = None
+    hook = None
+    if args.bench:
+        # the servers must stay up for the benchmark: follow on, and stop them afterwards
+        # (as --exit-when-ready would have): a stop on request, as a SIGTERM after ready is
+        stop = threading.Event()
+        hook = bench_at_ready(args, ctx, stop)
+        config = dataclasses.replace(config, exit_when_ready=False)
+    result = follow_nodes(
+        config,
+        observer,
+        server_for=server_for,
+        prober=prober,
+        clock=SystemClock(),
+        notify=notify,
+        on_event=hook,
+        stop=stop,
+    )
+    return result.exit_code
 
 
 def _facts_line(f: NodeFacts) -> str:

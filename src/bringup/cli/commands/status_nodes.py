@@ -45,7 +45,11 @@ def nodes_status(args: argparse.Namespace, ctx: Context) -> int:
     nodes = parse_nodes(text, source=files.shown(args.nodes))
     root = ctx.environ.get(RUN_ROOT_VARIABLE) or RUN_ROOT
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-        statuses = list(pool.map(lambda n: _ask(n, root, ctx), nodes))
+        statuses = list(
+            pool.map(
+                lambda n: _ask(n, root, ctx, getattr(args, "accept_new_host_key", False)), nodes
+            )
+        )
     url, api_ok, api_error = _api(nodes[0], statuses[0], args, ctx)
     code = nodes_exit_code(statuses, api_ok)
     if args.json:
@@ -80,8 +84,8 @@ def nodes_status(args: argparse.Namespace, ctx: Context) -> int:
     return code
 
 
-def _ask(node: Node, root: str, ctx: Context) -> NodeStatus:
-    target = target_from(node.address, accept_new_host_key=False, environ=ctx.environ)
+def _ask(node: Node, root: str, ctx: Context, accept_new: bool = False) -> NodeStatus:
+    target = target_from(node.address, accept_new_host_key=accept_new, environ=ctx.environ)
     try:
         result = SshRunner(target).run(
             ["sh", "-c", _SCRIPT, "sh", root, str(node.rank)], timeout_seconds=30
