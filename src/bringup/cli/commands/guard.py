@@ -16,6 +16,7 @@ from rich.console import Console
 from bringup.adapters import procinfo
 from bringup.adapters.gpus import GpuSource, open_source
 from bringup.cli.main import Context
+from bringup.cli.options import add_duration
 from bringup.core import guard
 from bringup.core.gpu import GpuReading
 from bringup.errors import UsageError
@@ -57,31 +58,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"free means at most SIZE used (default {DEFAULT_MAX_USED})",
     )
     limit.add_argument("--need", metavar="SIZE", help="free means at least SIZE free")
-    parser.add_argument(
-        "--timeout",
-        default="300s",
-        metavar="DURATION",
-        help="give up after this long, exit 5 (default 300s)",
-    )
-    parser.add_argument(
-        "--interval", default="1s", metavar="DURATION", help="time between readings (default 1s)"
-    )
-    parser.add_argument(
-        "--report-every",
-        default="5s",
-        metavar="DURATION",
-        help="how often to name the holders while waiting (default 5s)",
+    add_duration(parser, "--timeout", "give up after this long, exit 5", default="300s")
+    add_duration(parser, "--interval", "time between readings", default="1s")
+    add_duration(
+        parser, "--report-every", "how often to name the holders while waiting", default="5s"
     )
     parser.add_argument(
         "--kill-stale",
         action="store_true",
         help="end holders that are provably earlier instances of this service (same unit or container as the guard, or the command line after --)",
     )
-    parser.add_argument(
-        "--kill-grace",
-        default="10s",
-        metavar="DURATION",
-        help="wait this long after SIGTERM before SIGKILL (default 10s)",
+    add_duration(
+        parser, "--kill-grace", "wait this long after SIGTERM before SIGKILL", default="10s"
     )
     parser.add_argument(
         "--gpus-from",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bringup.adapters.commands import Runner, check, system_runner, write_local
 from bringup.cli.main import Context
+from bringup.cli.options import add_duration
 from bringup.core import systemd_unit as su
 from bringup.errors import UsageError
 from bringup.render.console import make_console
@@ -69,43 +70,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --install: treat DIR as the file-system root (packaging, tests)",
     )
     parser.add_argument("--description", metavar="TEXT", help="Description= (default: the command)")
-    parser.add_argument(
-        "--restart-sec", default="30s", metavar="DURATION", help="RestartSec= (default 30s)"
-    )
-    parser.add_argument(
+    add_duration(parser, "--restart-sec", "RestartSec=", default="30s")
+    add_duration(
+        parser,
         "--timeout-start",
+        "TimeoutStartSec=",
         default="20m",
-        metavar="DURATION",
-        help="TimeoutStartSec= (default 20m; bringup run extends it while loading progresses)",
+        note="bringup run extends it while loading progresses",
     )
-    parser.add_argument(
-        "--timeout-stop", default="60s", metavar="DURATION", help="TimeoutStopSec= (default 60s)"
-    )
-    parser.add_argument(
-        "--watchdog-sec",
-        metavar="DURATION",
-        help="WatchdogSec= (bringup run sends WATCHDOG=1 while healthy)",
+    add_duration(parser, "--timeout-stop", "TimeoutStopSec=", default="60s")
+    add_duration(
+        parser, "--watchdog-sec", "WatchdogSec=", note="bringup run sends WATCHDOG=1 while healthy"
     )
     parser.add_argument(
         "--start-limit-burst", type=int, default=5, metavar="N", help="StartLimitBurst= (default 5)"
     )
-    parser.add_argument(
-        "--start-limit-interval",
-        default="30m",
-        metavar="DURATION",
-        help="StartLimitIntervalSec= (default 30m)",
-    )
+    add_duration(parser, "--start-limit-interval", "StartLimitIntervalSec=", default="30m")
     parser.add_argument(
         "--max-used",
         default="1000MiB",
         metavar="SIZE",
         help="the guard's limit per GPU (default 1000MiB)",
     )
-    parser.add_argument(
-        "--guard-timeout",
-        default="300s",
-        metavar="DURATION",
-        help="how long the guard waits for free GPUs (default 300s)",
+    add_duration(
+        parser, "--guard-timeout", "how long the guard waits for free GPUs", default="300s"
     )
     parser.add_argument(
         "--kill-stale",
