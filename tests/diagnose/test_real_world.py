@@ -427,3 +427,28 @@ def test_nccl_remedy_puts_a_small_dev_shm_first() -> None:
     assert d.failure is not None
     assert d.failure.failure_class is FailureClass.NCCL_ERROR
     assert d.failure.remedy[0].text.startswith("/dev/shm is too small")
+
+
+def test_an_exception_that_asks_for_a_setting_is_a_configuration_error() -> None:
+    """SGLang's capture wraps any error in "Capture cuda graph failed" with its generic OOM
+    list; an inner exception whose message says what must be set or provided is a
+    configuration error, not a dead engine (general: no engine or message is named here)."""
+    head = (
+        "[2026-06-08 01:40:55] server_args=ServerArgs(model_path='m', kv_cache_dtype='fp4_e2m1')",
+        "[2026-06-08 01:41:27] Capture cuda graph begin. This can take up to several minutes.",
+        "Traceback (most recent call last):",
+        '  File "/sglang/srt/mem_cache/memory_pool.py", line 12, in set_kv_buffer',
+        "    raise RuntimeError(",
+    )
+    asks = _diag(
+        *head,
+        "RuntimeError: FP4 KV scales must be calibrated before graph capture. Run one eager "
+        "step first or provide checkpoint k_scale values.",
+    )
+    assert asks.failure is not None
+    assert asks.failure.failure_class is FailureClass.CONFIG_ERROR
+    assert asks.failure.line_number == 6
+    assert "setting" in asks.failure.summary
+    plain = _diag(*head, "RuntimeError: an internal assertion failed in the pool")
+    assert plain.failure is not None
+    assert plain.failure.failure_class is FailureClass.ENGINE_CORE_DIED

@@ -66,6 +66,13 @@ _EXCEPTION = re.compile(
 _CONFIG_ATTR = re.compile(
     r"'\w*(?:Config|For(?:CausalLM|ConditionalGeneration)\w*)' object has no attribute"
 )
+# an exception whose message says what the setup must be or provide (a setting, a scale, a
+# mode the launch did not give): the configuration is wrong, not the engine broken
+_ASKS_FOR_SETTING = re.compile(
+    r"\b(?:must|need to|needs to) be (?:calibrated|set|provided|specified|configured|enabled|"
+    r"disabled|one of)\b|[.,;] *(?:or |please |)(?:provide|set|specify|pass) (?:the |a |an |"
+    r"checkpoint )?[\w-]+"
+)
 # a shell prompt with the user's command, pasted with the log: input, not output
 _PROMPT = re.compile(r"^(?:\(\S+\) )?[\w.-]+@[\w.-]+:\S*[#$] |^\$ \S")
 _CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
@@ -324,20 +331,24 @@ class LogAnalyzer:
     ) -> None:
         kind = m.group("type")
         text = m.group("text") or ""
+        config_attr = _CONFIG_ATTR.search(text)
         cls = (
             FailureClass.CONFIG_ERROR
-            if _CONFIG_ATTR.search(text)
+            if config_attr or _ASKS_FOR_SETTING.search(text)
             else FailureClass.ENGINE_CORE_DIED
         )
         phase = self._failure_phase(pack, None, key)
         groups = {"type": kind}
         ctx = RemedyContext(groups, dict(self._facts), phase, pack.flags)
-        what = (
-            "the model's configuration lacks what this version's code expects (an architecture "
-            "this version does not support, or a mismatched transformers)"
-            if cls is FailureClass.CONFIG_ERROR
-            else "no known signature explains it"
-        )
+        if config_attr:
+            what = (
+                "the model's configuration lacks what this version's code expects (an "
+                "architecture this version does not support, or a mismatched transformers)"
+            )
+        elif cls is FailureClass.CONFIG_ERROR:
+            what = "its message names a setting or an input this launch did not give"
+        else:
+            what = "no known signature explains it"
         new = Failure(
             cls,
             phase,
