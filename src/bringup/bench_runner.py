@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.adapters.openai_stream import COMPLETIONS, OpenAIStream, StreamRequest
 from bringup.core.bench_report import (
@@ -36,6 +36,9 @@ from bringup.core.bench_stats import LevelStats, RequestTiming, summarize_level
 from bringup.core.plan.decode import DecodeSpeed
 from bringup.core.server_metrics import ServerMetrics, parse_metrics
 from bringup.errors import AdapterError, UsageError
+
+if TYPE_CHECKING:
+    import httpx2
 
 EXIT_UNREACHABLE = 3
 CHARS_PER_TOKEN = 4.0  # English text, when the server cannot count tokens for us
@@ -110,13 +113,23 @@ class _LevelState:
 
 
 def run_bench(
-    config: BenchConfig, *, clock: Callable[[], float] = time.perf_counter
+    config: BenchConfig,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+    transport: httpx2.BaseTransport | None = None,
 ) -> BenchReport:
-    """Measure the server at ``config.url``; AdapterError (exit 3) when it cannot be asked."""
+    """Measure the server at ``config.url``; AdapterError (exit 3) when it cannot be asked.
+
+    ``clock`` times every request; ``transport`` replaces HTTP (tests: a server in virtual
+    time, whose tokens come when the clock says)."""
     _check(config)
     run_end = clock() + config.duration_seconds
     with OpenAIStream(
-        config.url, api_key=config.api_key, timeout_seconds=config.duration_seconds, clock=clock
+        config.url,
+        api_key=config.api_key,
+        timeout_seconds=config.duration_seconds,
+        clock=clock,
+        transport=transport,
     ) as client:
         model = _pick_model(client, config.model)
         before = _metrics(client)
