@@ -40,7 +40,9 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "timeline",
         "facts",
         "after_ready",
+        "died_after_ready",
     }
+    assert obj["died_after_ready"] is False
     assert set(obj["failure"]) == {"class", "phase", "line", "line_number", "summary", "remedy"}
     assert obj["failure"]["class"] == "cuda_oom"
     assert obj["failure"]["line_number"] == 85
@@ -63,6 +65,40 @@ def test_human_output_has_timeline_and_diagnosis() -> None:
     assert "line 85:" in out
     assert "--max-num-seqs 256" in out
     assert "\x1b[" not in out
+
+
+_DIED_AFTER_READY = "\n".join(
+    [
+        "(APIServer pid=10) INFO 05-01 10:00:00 [api_server.py:1] vLLM API server version 0.11.0",
+        "(EngineCore_DP0 pid=20) INFO 05-01 10:00:01 [gpu_model_runner.py:2] Starting to load model m...",
+        "(APIServer pid=10) INFO 05-01 10:00:05 [api_server.py:9] Starting vLLM API server 0 on http://0.0.0.0:8000",
+        "(APIServer pid=10) INFO:     Application startup complete.",
+        (
+            "(EngineCore_DP0 pid=20) ERROR 05-01 11:00:00 [core.py:7] torch.OutOfMemoryError: "
+            "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"
+        ),
+        "",
+    ]
+)
+
+
+def test_a_server_that_died_after_a_good_start_is_said_plainly() -> None:
+    """Ready, then dead: the headline and the diagnosis say the server died after a good start
+    (not a startup failure), with its class, line and remedy; JSON keeps outcome ready and
+    failure null (the startup succeeded) with died_after_ready true; exit 0, as documented."""
+    code, out, _ = _run(["-"], stdin=_DIED_AFTER_READY)
+    assert code == 0
+    assert (
+        out.splitlines()[0] == "stdin: vllm 0.11.0, ready, then the server died after a good start"
+    )
+    assert "the startup succeeded, then the server died after a good start" in out
+    assert "class     cuda_oom (after ready)" in out
+    assert "line 5:" in out
+    code, out, _ = _run(["--json", "-"], stdin=_DIED_AFTER_READY)
+    obj = json.loads(out)
+    assert code == 0
+    assert (obj["outcome"], obj["failure"], obj["died_after_ready"]) == ("ready", None, True)
+    assert obj["after_ready"]["class"] == "cuda_oom"
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,9 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         # a failure after ready (the server served, then died): what `run` reports live as
         # its failure after ready; the startup itself succeeded
         "after_ready": _failure_json(d.after_ready) if d.after_ready is not None else None,
+        # said plainly: the startup succeeded and the server died after it (exit code 0:
+        # diagnose judges the startup; the death is under after_ready)
+        "died_after_ready": d.after_ready is not None,
     }
 
 
@@ -80,6 +83,8 @@ def next_args(remedies: tuple[Remedy, ...]) -> str:
 def _headline(d: Diagnosis, source: str) -> str:
     engine = d.engine or "unknown engine"
     version = f" {d.engine_version}" if d.engine_version else ""
+    if d.failure is None and d.after_ready is not None:
+        return f"{source}: {engine}{version}, ready, then the server died after a good start"
     return f"{source}: {engine}{version}, {d.outcome.value}, reached {d.phase.value}"
 
 
@@ -106,15 +111,19 @@ def format_plain(d: Diagnosis, source: str) -> str:
             else "diagnosis: no verdict yet (the log ends mid-startup)"
         )
         if d.after_ready is not None:
-            a = d.after_ready
-            out.append(
-                f"after ready: {a.failure_class.value} at {_where(a)} (the server's runtime "
-                "failure, not the startup's)"
+            out[-1] = (
+                "diagnosis: the startup succeeded, then the server died after a good start "
+                "(not a startup failure):"
             )
+            out += _failure_lines(d.after_ready, "after ready")
         return "\n".join(out) + "\n"
-    out += [
-        "diagnosis:",
-        f"  class     {f.failure_class.value} (in {f.phase.value})",
+    out += ["diagnosis:", *_failure_lines(f, f"in {f.phase.value}")]
+    return "\n".join(out) + "\n"
+
+
+def _failure_lines(f: Failure, where: str) -> list[str]:
+    out = [
+        f"  class     {f.failure_class.value} ({where})",
         f"  {_where(f)}",
         f"  summary   {f.summary}",
     ]
@@ -123,7 +132,7 @@ def format_plain(d: Diagnosis, source: str) -> str:
     args = next_args(f.remedy)
     if args:
         out.append(f"  next run  {args}")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _where(f: Failure) -> str:
@@ -147,6 +156,9 @@ def print_diagnosis(d: Diagnosis, console: Console, source: str) -> None:
         console.file.write(format_plain(d, source))
         return
     style = {"ready": "green", "failed": "red", "hung": "red"}.get(d.outcome.value, "yellow")
+    died = d.failure is None and d.after_ready is not None
+    if died:
+        style = "red"  # a good start, then a dead server: not a green result
     console.print(Text(_headline(d, source), style=f"bold {style}"))
     if d.timeline:
         table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
@@ -155,13 +167,14 @@ def print_diagnosis(d: Diagnosis, console: Console, source: str) -> None:
         for t in d.timeline:
             table.add_row(t.phase.value, str(t.line_number), t.timestamp or "")
         console.print(table)
-    f = d.failure
+    f = d.failure if d.failure is not None else d.after_ready
     if f is None:
         return
     body = Table.grid(padding=(0, 2))
     body.add_column(style="bold")
     body.add_column()
-    body.add_row("class", f"{f.failure_class.value} (in {f.phase.value})")
+    where = "after ready: not a startup failure" if died else f"in {f.phase.value}"
+    body.add_row("class", f"{f.failure_class.value} ({where})")
     if f.line:
         body.add_row(f"line {f.line_number}", Text(f.line))
     else:
@@ -173,4 +186,5 @@ def print_diagnosis(d: Diagnosis, console: Console, source: str) -> None:
     parts: list[Any] = [body]
     if args:
         parts.append(Text(f"next run: {args}", style="bold"))
-    console.print(Panel(Group(*parts), title="diagnosis", border_style=style))
+    title = "died after a good start" if died else "diagnosis"
+    console.print(Panel(Group(*parts), title=title, border_style=style))
