@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,143 @@ def test_plain_progress_repeats_only_when_something_changed() -> None:
         time.sleep(0.3)
     lines = stream.getvalue().splitlines()
     assert lines == ["bench: concurrency 4 (level 1/2): 1/16 requests, 0 failed, 128 tokens, 1.5 s"]
+
+
+def _reference(data: bytes, limit: int) -> list[str]:
+    """What a whole-file parse gives (the reader must give the same, streaming)."""
+    from bringup.adapters.datasets import prompt_of
+
+    items = json.loads(data)
+    return [p for p in map(prompt_of, items) if p][:limit]
+
+
+TRICKY = [
+    {"conversations": [{"from": "human", "value": "caf\u00e9 \U0001f600 \\u0041"}, {"v": 1}]},
+    {"conversations": [{"from": "human", "value": 'quote " and \\ slash'}, {"v": 12345.5e-3}]},
+    12345678901234567890,
+    True,
+    None,
+    "a bare string entry",
+    {"prompt": "plain prompt", "n": [1, [2, [3, {"x": -0.5}]]]},
+    {"conversations": [{"role": "user", "content": "\u0000 control"}, {}]},
+]
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 64, 1 << 20])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_array_streams_to_the_same_prompts_at_any_block_size(
+    tmp_path: Path, block: int, indent: int | None
+) -> None:
+    """Entries cut anywhere by the block boundary (inside numbers, literals, escapes, UTF-8
+    sequences) decode as a whole-file parse does."""
+    data = json.dumps(TRICKY, indent=indent, ensure_ascii=indent is None).encode()
+    path = tmp_path / "d.json"
+    path.write_bytes(b"\xef\xbb\xbf \n" + data + b"\n")
+    assert load_prompts(str(path), 100, block_bytes=block) == _reference(data, 100)
+    assert load_prompts(str(path), 2, block_bytes=block) == _reference(data, 2)
+
+
+@pytest.mark.parametrize("block", [1, 5, 4096])
+def test_every_cut_of_a_dataset_is_one_input_error(tmp_path: Path, block: int) -> None:
+    """A dataset cut short anywhere (a download that stopped) is an InputError, never
+    another exception or a silently shorter list."""
+    data = json.dumps(SHAREGPT + TRICKY).encode()
+    path = tmp_path / "cut.json"
+    for n in range(1, len(data)):
+        path.write_bytes(data[:n])
+        with pytest.raises(InputError, match=r"not valid JSON|no prompts found"):
+            load_prompts(str(path), 1000, block_bytes=block)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ('[{"prompt": "a"} {"prompt": "b"}]', "expected ',' or ']' after entry 1, found '{'"),
+        ('[{"prompt": "a"}, ]', "entry 2: Expecting value, at character 18"),
+        ('[{"prompt": "a"}] []', "extra data after the list"),
+        ('[{"prompt": "a"},', "the file ends after entry 1 and a comma"),
+        ('[{"prompt": "a"}', "the file ends inside the list, after entry 1"),
+        ('[{"prompt": "a\nb"}]', "entry 1: Invalid control character"),
+        ("[" * 100_000, "nested too deeply"),
+    ],
+)
+def test_malformed_arrays_say_where(tmp_path: Path, content: str, needle: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape(needle)):
+        load_prompts(str(path), 10, block_bytes=4)
+
+
+def test_a_malformed_entry_is_found_without_reading_on(tmp_path: Path) -> None:
+    """A broken entry early in a large file fails at once (the reader does not take it for an
+    entry cut by the block end and read to the size limit)."""
+    path = tmp_path / "bad.json"
+    path.write_bytes(b'[{"prompt": 1 2}, ' + b'{"prompt": "x"}, ' * 200_000 + b"{}]")
+    with pytest.raises(InputError, match="entry 1: Expecting ',' delimiter, at character 14"):
+        load_prompts(str(path), 10**9, block_bytes=1024, max_entry_bytes=4096)
+
+
+def test_entries_and_lines_past_the_bound_are_refused(tmp_path: Path) -> None:
+    """The buffer holds one entry (or line) and a block: a larger one is one line, not memory."""
+    big = json.dumps([{"prompt": "x" * 50_000}]).encode()
+    (tmp_path / "big.json").write_bytes(big)
+    (tmp_path / "big.jsonl").write_bytes(b'{"prompt": "ok"}\n' + big[1:-1] + b"\n")
+    with pytest.raises(InputError, match="entry 1 is larger than"):
+        load_prompts(str(tmp_path / "big.json"), 5, block_bytes=1024, max_entry_bytes=10_000)
+    with pytest.raises(InputError, match="line 2 is longer than"):
+        load_prompts(str(tmp_path / "big.jsonl"), 5, block_bytes=1024, max_entry_bytes=10_000)
+    assert load_prompts(str(tmp_path / "big.json"), 5) == ["x" * 50_000]
+
+
+def test_reading_a_large_dataset_holds_one_block_not_the_file(tmp_path: Path) -> None:
+    """A 24 MB ShareGPT array whose only prompt is at the very end (every other conversation
+    has one turn, so the whole file is read): Python's allocations stay a few blocks."""
+    import tracemalloc
+
+    one_turn = json.dumps({"conversations": [{"from": "human", "value": "y" * 1000}]})
+    last = json.dumps(SHAREGPT[0])
+    path = tmp_path / "large.json"
+    with path.open("w", encoding="utf-8") as f:
+        f.write("[" + ",\n".join([one_turn] * 24_000) + ",\n" + last + "]")
+    assert path.stat().st_size > 24_000_000
+    tracemalloc.start()
+    try:
+        prompts = load_prompts(str(path), 10, block_bytes=256 * 1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert prompts == ["tell me about rivers"]
+    assert peak < 4 * 1024 * 1024, f"peak {peak:,} bytes"
+
+
+def test_jsonl_lines_cut_by_blocks(tmp_path: Path) -> None:
+    """JSONL with CRLF endings, blank lines, no final newline and a BOM, at tiny blocks."""
+    rows = [{"prompt": "é one"}, SHAREGPT[0], {"text": "skipped"}, {"prompt": "three"}]
+    data = b"\xef\xbb\xbf" + b"\r\n\r\n".join(json.dumps(r).encode() for r in rows)
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(data)
+    for block in (1, 3, 1 << 20):
+        assert load_prompts(str(path), 10, block_bytes=block) == [
+            "é one",
+            "tell me about rivers",
+            "three",
+        ]
+
+
+def test_a_dataset_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes('{"prompt": "caf\u00e9"}\n'.encode("latin-1"))
+    with pytest.raises(InputError, match="not UTF-8 text"):
+        load_prompts(str(path), 5)
+
+
+def test_bench_on_a_malformed_dataset_is_one_line_exit_2(
+    sse_server: FakeServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps(SHAREGPT)[:-30], encoding="utf-8")
+    code, _, err = bench([sse_server.url, "--dataset", str(path)])
+    assert code == 2
+    assert "not valid JSON" in err
+    assert err.count("\n") == 1
+    assert sse_server.behaviour.completions == 0
