@@ -139,8 +139,11 @@ def test_run_bench_measures_the_ready_server_then_stops_it():
         timeout=180,
         check=False,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    summary = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")][-1]
+    objects = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    # when it fails (seen once under load: "failed in ready" after the benchmark), say why
+    why = [o for o in objects if o.get("event") in ("failure", "exited")]
+    assert proc.returncode == 0, f"{why}\n{proc.stderr[-2000:]}"
+    summary = objects[-1]
     assert summary["event"] == "summary"
     assert summary["outcome"] == "ready"
     assert "Output token throughput (tok/s)" in proc.stderr
