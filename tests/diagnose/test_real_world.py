@@ -6,6 +6,8 @@ real log. Each test names the rule it checks.
 
 from __future__ import annotations
 
+import pytest
+
 from bringup.core import logline
 from bringup.core.analyzer import LogAnalyzer, diagnose_bytes
 from bringup.core.diagnosis import Diagnosis
@@ -452,3 +454,94 @@ def test_an_exception_that_asks_for_a_setting_is_a_configuration_error() -> None
     plain = _diag(*head, "RuntimeError: an internal assertion failed in the pool")
     assert plain.failure is not None
     assert plain.failure.failure_class is FailureClass.ENGINE_CORE_DIED
+
+
+# -- ROCm: remedies for the platform the log shows --------------------------------------------
+
+
+def _remedies(d: Diagnosis) -> str:
+    assert d.failure is not None
+    return " | ".join(f"{r.text} {r.env or ''}" for r in d.failure.remedy)
+
+
+def test_hip_oom_names_rocm_smi_not_nvidia_smi() -> None:
+    """A HIP OOM while loading weights: free the GPU, checked with rocm-smi on ROCm."""
+    d = _diag(
+        *_V1_HEAD,
+        "(EngineCore_DP0 pid=20) ERROR 05-01 10:00:03 [core.py:7] torch.OutOfMemoryError: HIP out "
+        "of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 15.98 GiB of which "
+        "0 bytes is free.",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.CUDA_OOM
+    assert d.facts["platform"] == "rocm"
+    assert "rocm-smi" in _remedies(d)
+    assert "nvidia-smi" not in _remedies(d)
+    cuda = _diag(*_V1_HEAD, *(d.failure.line.replace("HIP", "CUDA"),))
+    assert "nvidia-smi" in _remedies(cuda)
+
+
+@pytest.mark.parametrize(
+    ("arch", "version", "target"),
+    [
+        ("gfx1031", "10.3.0", "gfx1030"),
+        ("gfx1032", "10.3.0", "gfx1030"),
+        ("gfx1102", "11.0.0", "gfx1100"),
+    ],
+)
+def test_no_code_object_for_a_consumer_card_offers_the_family_override(
+    arch: str, version: str, target: str
+) -> None:
+    """rocBLAS finds no kernels for an RDNA 2/3 card: HSA_OVERRIDE_GFX_VERSION for its family's
+    supported target (as public ROCm issues report), or a build for the card itself."""
+    d = _diag(
+        f"rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: Illegal "
+        f"seek for GPU arch : {arch}",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.UNSUPPORTED_HARDWARE
+    first = d.failure.remedy[0]
+    assert first.env == f"HSA_OVERRIDE_GFX_VERSION={version}"
+    assert target in first.text
+    assert arch in d.failure.remedy[1].text
+
+
+def test_a_supported_or_unknown_family_gets_no_override() -> None:
+    """gfx1030 itself, or a data-centre or RDNA 4 part: no override is invented, a build is."""
+    for arch in ("gfx1030", "gfx942", "gfx1201"):
+        d = _diag(f"rocBLAS error: Cannot read TensileLibrary.dat for GPU arch : {arch}")
+        assert "HSA_OVERRIDE_GFX_VERSION=" not in _remedies(d)
+        assert arch in _remedies(d)
+    hip = _diag("hipErrorNoBinaryForGpu: Unable to find code object for all current devices!")
+    assert hip.failure is not None
+    assert hip.failure.failure_class is FailureClass.UNSUPPORTED_HARDWARE
+    assert "HSA_OVERRIDE" not in _remedies(hip)
+
+
+def test_a_gpu_hardware_exception_under_rocm_points_at_a_spoofed_architecture() -> None:
+    d = _diag(
+        "ggml_cuda_init: found 1 ROCm devices:",
+        ":0:rocdevice.cpp :3587: 1012 us: Callback: Queue 0x7c aborting with error : "
+        "HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware exception. code: 0x1016",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.UNSUPPORTED_HARDWARE
+    assert "HSA_OVERRIDE_GFX_VERSION" in _remedies(d)
+
+
+def test_rccl_failure_says_rccl_reads_the_nccl_variables() -> None:
+    """NCCL's error on ROCm is RCCL's: same NCCL_* variables, rocm-smi --showtopo for links."""
+    d = _diag(
+        *_V1_HEAD,
+        "(EngineCore_DP0 pid=20) INFO 05-01 10:00:02 [rocm.py:1] RCCL version 2.21.5+hip6.3",
+        "(EngineCore_DP0 pid=20) ERROR 05-01 10:00:03 [core.py:7] torch.distributed.DistBackendError: "
+        "NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error",
+    )
+    assert d.failure is not None
+    assert d.failure.failure_class is FailureClass.NCCL_ERROR
+    text = _remedies(d)
+    assert "RCCL" in text
+    assert "rocm-smi --showtopo" in text
+    assert "NCCL_DEBUG=INFO" in text
+    plain = _diag(*_V1_HEAD, d.failure.line)
+    assert "RCCL" not in _remedies(plain)

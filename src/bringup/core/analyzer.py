@@ -311,7 +311,9 @@ class LogAnalyzer:
         if sig.failure_class is FailureClass.PORT_IN_USE and _other_port(groups, self._facts):
             return  # another server's bind error in the same output
         phase = self._failure_phase(pack, sig.phase, key)
-        ctx = RemedyContext(groups, dict(self._facts), phase, _flags(pack, sig.owner))
+        # the facts so far and the failing line's own (its platform, its GPU's architecture)
+        facts = {**self._facts, **self._facts_of(pack, ll.message)}
+        ctx = RemedyContext(groups, facts, phase, _flags(pack, sig.owner))
         echo = any(p.search(ll.message) for p in pack.echoes)
         new = Failure(
             sig.failure_class,
@@ -479,6 +481,13 @@ class LogAnalyzer:
         return True
 
     def _read_facts(self, pack: Pack, msg: str, number: int, events: list[Event]) -> None:
+        for name, value in self._facts_of(pack, msg).items():
+            self._set_fact(name, value, number, events)
+
+    @staticmethod
+    def _facts_of(pack: Pack, msg: str) -> dict[str, float | int | str]:
+        """The facts one line carries, in the pack's rule order (a later rule wins)."""
+        found: dict[str, float | int | str] = {}
         for rule in pack.facts:
             m = rule.pattern.search(msg)
             if not m:
@@ -489,10 +498,10 @@ class LogAnalyzer:
                 name = group.split("__")[0]
                 convert = rule.convert.get(name)
                 try:
-                    value = convert(raw) if convert is not None else raw
+                    found[name] = convert(raw) if convert is not None else raw
                 except ValueError:
                     continue
-                self._set_fact(name, value, number, events)
+        return found
 
     def _set_fact(
         self, name: str, value: float | int | str, number: int, events: list[Event]

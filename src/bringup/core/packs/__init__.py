@@ -20,7 +20,10 @@ __all__ = ["HttpSpec", "Pack", "all_packs", "generic", "get"]
 
 # every line a common signature matches carries one of these ("NCCL" alone would let every
 # NCCL INFO line through the screen: 55 % of a multi-GPU log, 150x slower)
-_COMMON_SCREEN = ("rror", "out of memory", "Killed", "NCCL WARN", "oom-kill", "actor is dead")
+_COMMON_SCREEN = (
+    *("rror", "out of memory", "Killed", "NCCL WARN", "oom-kill", "actor is dead"),
+    *("gfx", "ROCm", "HSA_"),  # the platform and the GPU architecture ROCm remedies name
+)
 # in vLLM's lines these carry "rror", ".py" or "Killed" too: no extra scan for them
 _COVERED_IN_VLLM = ("out of memory", "oom-kill")
 
@@ -46,7 +49,10 @@ def _with_common(pack: Pack) -> Pack:
             extra = [t for t in extra if t not in _COVERED_IN_VLLM]
         screen = screen + tuple(extra)
     return dataclasses.replace(
-        pack, signatures=common.EARLY + pack.signatures + common.SIGNATURES, screen=screen
+        pack,
+        signatures=common.EARLY + pack.signatures + common.SIGNATURES,
+        facts=pack.facts + common.FACTS,
+        screen=screen,
     )
 
 
@@ -86,7 +92,7 @@ def generic() -> Pack:
         version=(),
         phases=tuple(m for p in all_packs() for m in p.phases),
         progress=tuple(r for p in all_packs() for r in p.progress),
-        facts=tuple(f for p in all_packs() for f in p.facts),
+        facts=tuple({id(f): f for p in all_packs() for f in p.facts}.values()),
         signatures=common.EARLY + common.SIGNATURES + tuple(own),
         exclusions=tuple(x for p in all_packs() for x in p.exclusions),
         frames=tuple(f for p in all_packs() for f in p.frames),

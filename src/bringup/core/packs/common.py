@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bringup.core.packs import remedies as r
 from bringup.core.packs.torch import ACCELERATOR_OOM
-from bringup.core.packs.types import Signature, rx
+from bringup.core.packs.types import FactRule, Signature, rx
 from bringup.core.vocab import FailureClass, Phase
 
 F = FailureClass
@@ -37,6 +37,17 @@ EARLY = (
     ),
 )
 
+# The platform the log shows: ROCm's own words (its allocator, runtime errors, libraries, the
+# override variable, vLLM's platform line); and the GPU's architecture name (gfx1031).
+_ROCM_WORDS = (
+    r"\bHIP (?:out of memory|error)|\bhipError\w+|\bROCm\b|\brocBLAS\b|\bRCCL\b|\brocm-smi\b"
+    r"|HSA_OVERRIDE_GFX_VERSION[=:] ?\d|detected platform rocm"
+)
+FACTS = (
+    FactRule(rx(rf"(?P<platform>{_ROCM_WORDS})"), {"platform": lambda _: "rocm"}),
+    FactRule(rx(r"\b(?P<gpu_arch>gfx\d{3,4}[a-z]?)\b")),
+)
+
 SIGNATURES = (
     Signature(
         "bind",
@@ -61,6 +72,28 @@ SIGNATURES = (
         F.NCCL_ERROR,
         "NCCL (GPU-to-GPU communication) failed.",
         r.nccl,
+        priority=2,
+    ),
+    # ROCm has no code objects for this GPU's architecture (a consumer RDNA card most often)
+    Signature(
+        "rocm_no_code_object",
+        rx(
+            r"hipErrorNoBinaryForGpu|Unable to find code object for all current devices"
+            r"|Cannot read \S*TensileLibrary\S*.*?GPU arch ?: ?(?P<gpu_arch>gfx\w+)"
+            r"|No GPU code object found"
+        ),
+        F.UNSUPPORTED_HARDWARE,
+        "ROCm has no GPU code for this GPU's architecture ({gpu_arch}).",
+        r.wrong_build,
+        priority=2,
+    ),
+    # the GPU faulted running a kernel: code for another architecture (a spoofed gfx) or a bug
+    Signature(
+        "hsa_hw_exception",
+        rx(r"HSA_STATUS_ERROR_EXCEPTION|An HSAIL operation resulted in a hardware exception"),
+        F.UNSUPPORTED_HARDWARE,
+        "The AMD GPU raised a hardware exception while running a kernel (ROCm).",
+        r.rocm_hw_exception,
         priority=2,
     ),
     Signature(

@@ -156,8 +156,29 @@ def _eager(ctx: RemedyContext, text: str) -> Remedy:
 
 def cuda_oom(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """GPU out of memory: what to change depends on the phase it happened in (the engine's
-    own flags; the ones it lacks are left out)."""
-    return own(ctx.flags, _cuda_oom(ctx))
+    own flags; the ones it lacks are left out). On ROCm the GPU's tool is rocm-smi."""
+    out = own(ctx.flags, _cuda_oom(ctx))
+    if on_rocm(ctx):
+        out = tuple(_rocm_tools(r) for r in out)
+    return out
+
+
+def on_rocm(ctx: RemedyContext) -> bool:
+    """The log shows an AMD GPU under ROCm (the ``platform`` fact, from HIP/ROCm lines)."""
+    return ctx.facts.get("platform") == "rocm"
+
+
+def _rocm_tools(r: Remedy) -> Remedy:
+    text = r.text.replace("`nvidia-smi`", "`rocm-smi`")
+    return r if text == r.text else Remedy(text, r.flag, r.value, r.env)
+
+
+# HSA_OVERRIDE_GFX_VERSION=X.Y.Z makes ROCm (on Linux) load the code objects of gfxXYZ: a card
+# of the same family as a supported one runs them. Public ROCm issues: gfx1031 (RX 6700 XT)
+# runs gfx1030's with 10.3.0 (ROCm/ROCm#2353); RDNA 3 cards use 11.0.0, reported as gfx1100
+# (ROCm/legacy-rocm-build#4188), and 10.3.0 does not work on them; it has no effect on
+# Windows (ROCm/TheRock#1719).
+_GFX_FAMILIES = (("gfx103", "10.3.0", "gfx1030"), ("gfx110", "11.0.0", "gfx1100"))
 
 
 def _cuda_oom(ctx: RemedyContext) -> tuple[Remedy, ...]:
@@ -274,6 +295,13 @@ def nccl(ctx: RemedyContext) -> tuple[Remedy, ...]:
                 "--shm-size=16g (Kubernetes: an emptyDir with medium Memory on /dev/shm)."
             )
         )
+    if on_rocm(ctx):  # RCCL is ROCm's NCCL and reads the same NCCL_* variables
+        out.append(
+            Remedy(
+                "On ROCm this is RCCL, which reads the same NCCL_* variables below; "
+                "`rocm-smi --showtopo` shows how the GPUs are linked."
+            )
+        )
     out += [
         Remedy("Rerun with NCCL_DEBUG=INFO to see which transport failed.", env="NCCL_DEBUG=INFO"),
         Remedy(
@@ -359,12 +387,48 @@ def bf16_half(_: RemedyContext) -> tuple[Remedy, ...]:
     )
 
 
-def wrong_build(_: RemedyContext) -> tuple[Remedy, ...]:
-    """The wheel or kernels were not built for this GPU."""
+def wrong_build(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """The wheel or kernels were not built for this GPU (on ROCm: the override for a card of
+    a supported family, when the log names its architecture)."""
+    build = Remedy(
+        "Use a build (wheel or container) compiled for this GPU's architecture, or "
+        "a quantization/attention backend this GPU supports."
+    )
+    if not on_rocm(ctx):
+        return (build,)
+    arch = str(ctx.groups.get("gpu_arch") or ctx.facts.get("gpu_arch") or "")
+    for prefix, version, target in _GFX_FAMILIES:
+        if arch.startswith(prefix) and arch != target:
+            return (
+                Remedy(
+                    f"This {arch} is of the same family as {target}, which ROCm supports: on "
+                    f"Linux, set HSA_OVERRIDE_GFX_VERSION={version} in the server's "
+                    f"environment so ROCm runs {target}'s code on it (no effect on Windows).",
+                    env=f"HSA_OVERRIDE_GFX_VERSION={version}",
+                ),
+                Remedy(f"Or use a ROCm build (wheel or container) compiled for {arch} itself."),
+            )
+    named = f" ({arch})" if arch else ""
     return (
         Remedy(
-            "Use a build (wheel or container) compiled for this GPU's architecture, or "
-            "a quantization/attention backend this GPU supports."
+            f"Use a ROCm build (wheel or container) compiled for this GPU's architecture{named} "
+            "(`rocminfo | grep gfx` names it), or a quantization/attention backend this GPU "
+            "supports."
+        ),
+    )
+
+
+def rocm_hw_exception(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """A GPU hardware exception under ROCm: most often code for another architecture, run
+    because HSA_OVERRIDE_GFX_VERSION names a target outside this card's family."""
+    arch = ctx.facts.get("gpu_arch")
+    seen = f" (the log shows it as {arch})" if arch else ""
+    return (
+        Remedy(
+            "If HSA_OVERRIDE_GFX_VERSION is set, this GPU may be running code built for "
+            f"another architecture{seen}: the override only works within one family (an "
+            "RDNA 2 card as gfx1030, an RDNA 3 card as gfx1100). Unset it and use a build "
+            "compiled for the card's own gfx target (`rocminfo | grep gfx`)."
         ),
     )
 
