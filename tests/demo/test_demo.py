@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
+import uuid
 
 import psutil
 import pytest
@@ -18,12 +20,14 @@ from bringup.render.json_out import to_jsonable
 def test_demo_tells_the_story() -> None:
     """Plan predicts the warmup OOM, run 1 catches it while the server lives, run 2 answers."""
     before = {p.pid for p in psutil.process_iter()}
+    mark = uuid.uuid4().hex  # in the environment of every process this demo starts
     proc = subprocess.run(
         [sys.executable, "-m", "bringup", "demo", "--json", "--time-scale", "0.02"],
         capture_output=True,
         text=True,
         timeout=150,
         check=False,
+        env={**os.environ, MARK: mark},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -47,14 +51,27 @@ def test_demo_tells_the_story() -> None:
     assert second["answer"]
     summaries = [obj for obj in lines if obj.get("event") == "summary"]
     assert [s["outcome"] for s in summaries] == ["failed", "ready"]
+    # this demo's own processes only: a demo run beside it (the systemd demo service test,
+    # under xdist) has its own
     leftovers = [
         p
         for p in psutil.process_iter(["cmdline"])
         if p.pid not in before
         and "bringup-demo-" in " ".join(p.info["cmdline"] or [])
+        and _started_by(p, mark)
         and p.status() != psutil.STATUS_ZOMBIE
     ]
     assert not leftovers, "the demo leaves nothing running"
+
+
+MARK = "BRINGUP_TEST_DEMO_MARK"
+
+
+def _started_by(process: psutil.Process, mark: str) -> bool:
+    try:
+        return process.environ().get(MARK) == mark
+    except psutil.Error:
+        return False  # gone, or not ours to read
 
 
 @pytest.mark.parametrize("environ", [{}, {"CUDA_VISIBLE_DEVICES": "1,2,3,0"}])
