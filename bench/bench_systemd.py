@@ -139,6 +139,13 @@ def fmt(values: list[float]) -> str:
     return f"median {statistics.median(ms):.0f} ms, max {ms[-1]:.0f} ms (n={len(ms)})"
 
 
+def _load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -155,12 +162,14 @@ def main() -> int:
         print(f"bench_systemd: skipped, a real systemd cannot boot here ({exc})")
         return 0
     figures: dict[str, list[float]] = {}
+    load_before = _load()
     try:
         for n in range(args.rounds):
             for key, value in {**up_round(sd, work, n), **run_round(work, n)}.items():
                 figures.setdefault(key, []).append(value)
     finally:
         sd.close()
+    load_after = _load()
     rows = [
         ("Detection: root-cause line in the journal → `up`'s FAILED verdict", "up_detect"),
         ("Detection: root-cause line echoed by `run` → `run`'s FAILED verdict", "run_detect"),
@@ -176,6 +185,11 @@ def main() -> int:
             f"Python {platform.python_version()} (a shared, loaded machine), in one run: the engine twin "
             f"(`oom_warmup` and `ready`, time scale {SCALE}) as units written by `bringup unit`, systemd "
             "252 as PID 1 of its own namespaces, bringup reaching it through `BRINGUP_COMMAND_PREFIX`."
+        ),
+        "",
+        (
+            f"Load average (1, 5, 15 min): {load_before} before, {load_after} after; "
+            f"{args.rounds} rounds, each an `up` round then a `run` round (interleaved)."
         ),
         "",
         "| Figure | Result |",
