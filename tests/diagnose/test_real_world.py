@@ -545,3 +545,34 @@ def test_rccl_failure_says_rccl_reads_the_nccl_variables() -> None:
     assert "NCCL_DEBUG=INFO" in text
     plain = _diag(*_V1_HEAD, d.failure.line)
     assert "RCCL" not in _remedies(plain)
+
+
+def test_a_generic_oom_a_specific_line_may_refine_is_tentative_live() -> None:
+    """Live, the worker's torch OOM comes before the sampler-warmup line that explains it: the
+    first is offered as tentative (the follower holds it for its grace), the refinement as
+    final, so a live run names the same cause as the whole log."""
+    from bringup.core.diagnosis import FailureEvent
+
+    lines = [
+        *_V1_HEAD,
+        "(EngineCore_DP0 pid=20) INFO 05-01 10:00:04 [gpu_worker.py:9] Warming up sampler with 1024 dummy requests",
+        (
+            "(Worker_TP0 pid=30) ERROR 05-01 10:00:05 [multiproc_executor.py:8] torch.OutOfMemoryError: "
+            "CUDA out of memory. Tried to allocate 2.29 GiB. GPU 0 has a total capacity of 95.00 GiB of "
+            "which 1.00 GiB is free."
+        ),
+        (
+            "(Worker_TP0 pid=30) ERROR 05-01 10:00:05 [multiproc_executor.py:8] RuntimeError: CUDA out "
+            "of memory occurred when warming up sampler with 1024 dummy requests. Please try lowering "
+            "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
+        ),
+    ]
+    analyzer = LogAnalyzer()
+    seen = []
+    for line in lines:
+        seen += [
+            (e.tentative, e.failure.line_number)
+            for e in analyzer.feed(line)
+            if isinstance(e, FailureEvent)
+        ]
+    assert seen == [(True, 4), (False, 5)]

@@ -387,7 +387,11 @@ class LogAnalyzer:
         if self._takes(new, priority, weak, key):
             self._failure, self._priority, self._weak = new, priority, weak
             self._failure_key = key
-            events.append(FailureEvent(new, tentative=weak or not new.is_final))
+            # a generic line a more specific one of its class may still refine (the torch OOM
+            # before the sampler-warmup line that explains it) is tentative too: a live
+            # follower holds it for its grace and takes the refinement, as the whole log does
+            refinable = priority < _top_priority(self._pack or packs.generic(), new.failure_class)
+            events.append(FailureEvent(new, tentative=weak or not new.is_final or refinable))
 
     def _takes(self, new: Failure, priority: int, weak: bool, key: str) -> bool:
         cur = self._failure
@@ -615,6 +619,20 @@ class LogAnalyzer:
             facts=dict(self._facts),
             after_ready=self._runtime if outcome is Outcome.READY else None,
         )
+
+
+_TOP: dict[tuple[int, FailureClass], int] = {}
+
+
+def _top_priority(pack: Pack, cls: FailureClass) -> int:
+    """The highest priority of the pack's signatures of class ``cls`` (0 when none)."""
+    key = (id(pack), cls)
+    if key not in _TOP:
+        _TOP[key] = max(
+            (s.priority for s in pack.signatures if s.failure_class is cls and not s.is_wrapper),
+            default=0,
+        )
+    return _TOP[key]
 
 
 def detect_engine(text: str) -> Pack | None:
