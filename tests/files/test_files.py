@@ -115,13 +115,44 @@ def test_unreadable_file_and_folder_as_a_user(tmp_path: Path) -> None:
     with unreadable(log):
         run = run_unprivileged("diagnose", log)
     assert run.code == 2, run
-    assert run.err == (
-        f"bringup: error: cannot read {log}: permission denied (make it readable for this user "
-        "(root), e.g. `chmod a+r` on the file and `chmod a+x` on the folders above it, or run "
-        "bringup as its owner)\n"
-    )
+    if os.geteuid() == 0:  # root, its file capabilities dropped by setpriv: the hint says so
+        assert run.err == (
+            f"bringup: error: cannot read {log}: permission denied (bringup runs as root but "
+            "without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (dropped by setpriv, capsh, a "
+            "container or a unit's CapabilityBoundingSet=), so file modes apply to it as to any "
+            "user: `chmod a+r` on the file and `chmod a+x` on the folders above it, or give it "
+            "CAP_DAC_READ_SEARCH (AmbientCapabilities= in a unit))\n"
+        )
+    else:
+        assert "make it readable for this user" in run.err
     with unreadable(tmp_path):
         run = run_unprivileged("diagnose", log)
     assert run.code == 2, run
     assert "permission denied" in run.err
     assert "Traceback" not in run.err
+
+
+def test_permission_hint_fits_who_reads(monkeypatch) -> None:
+    """A user is told to chmod; root without the DAC capabilities is told they were dropped;
+    root with them was refused by something else (NFS root_squash, an LSM), not by modes."""
+    from bringup.adapters import files as f
+
+    monkeypatch.setattr(f.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(f, "_user", lambda: "ops")
+    assert f._permission_hint().startswith("make it readable for this user (ops)")
+    monkeypatch.setattr(f.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(f, "_effective_caps", lambda: 0x1FF & ~0b110)
+    assert "without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH" in f._permission_hint()
+    monkeypatch.setattr(f, "_effective_caps", lambda: 0x1FF)
+    assert "root_squash" in f._permission_hint()
+    monkeypatch.setattr(f, "_effective_caps", lambda: None)
+    assert "without its capabilities" in f._permission_hint()
+
+
+def test_effective_caps_are_read_from_proc() -> None:
+    from bringup.adapters import files as f
+
+    caps = f._effective_caps()
+    assert caps is None or caps >= 0
+    if os.geteuid() == 0 and caps is not None:
+        assert caps >> 1 & 1  # this test process (root) keeps CAP_DAC_OVERRIDE

@@ -213,11 +213,7 @@ def error(exc: OSError, path: StrPath, *, what: str = "file", listing: bool = Fa
             )
         return InputError(f"no such {what}: {name}", hint="check the path")
     if code in (errno.EACCES, errno.EPERM):
-        return InputError(
-            f"cannot {verb} {name}: permission denied",
-            hint=f"make it readable for this user ({_user()}), e.g. `chmod a+r` on the file "
-            "and `chmod a+x` on the folders above it, or run bringup as its owner",
-        )
+        return InputError(f"cannot {verb} {name}: permission denied", hint=_permission_hint())
     if code == errno.ELOOP:
         return InputError(
             f"cannot {verb} {name}: a symlink loop (the links point at each other)",
@@ -261,6 +257,44 @@ def _dangling_target(path: StrPath) -> str | None:
 
 def _a(what: str) -> str:
     return f"an {what}" if what[:1].lower() in "aeiou" else f"a {what}"
+
+
+_CAP_DAC_OVERRIDE = 1  # bit numbers in /proc/self/status CapEff (linux/capability.h)
+_CAP_DAC_READ_SEARCH = 2
+_CHMOD = "`chmod a+r` on the file and `chmod a+x` on the folders above it"
+
+
+def _permission_hint() -> str:
+    """The fix for a refused read, true to who this process is: a user, root without the
+    capabilities that let root read anything, or root refused all the same."""
+    if os.geteuid() != 0:
+        return f"make it readable for this user ({_user()}), e.g. {_CHMOD}, or run bringup as its owner"
+    caps = _effective_caps()
+    dac = (1 << _CAP_DAC_OVERRIDE) | (1 << _CAP_DAC_READ_SEARCH)
+    if caps is None or not caps & dac:
+        what = "its capabilities" if caps is None else "CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH"
+        return (
+            f"bringup runs as root but without {what} (dropped by setpriv, capsh, a container "
+            "or a unit's CapabilityBoundingSet=), so file modes apply to it as to any user: "
+            f"{_CHMOD}, or give it CAP_DAC_READ_SEARCH (AmbientCapabilities= in a unit)"
+        )
+    return (
+        "root was refused although it may read any file here: not the file's mode but its file "
+        "system or a security module (NFS root_squash, FUSE without allow_root, SELinux or "
+        "AppArmor); read it as its owner, or see `dmesg` and the audit log"
+    )
+
+
+def _effective_caps() -> int | None:
+    """This process's effective capabilities (CapEff of /proc/self/status); None if unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _user() -> str:
