@@ -9,6 +9,7 @@ deterministic in-process tests with a fake clock).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import queue
 import threading
@@ -23,30 +24,88 @@ from bringup.core.probes import ProbeKind, ProbeObservation
 from bringup.errors import BringupError
 from bringup.follow.types import Prober
 
+MAX_ITEMS = 10_000  # items waiting in the inbox before a producer is paced
+MAX_CHARS = 32 * 1024 * 1024  # characters of waiting lines (a line is up to 1 MiB)
+IDLE_SECONDS = 0.25  # a consumer that took nothing for this long is busy elsewhere
+
 
 class Inbox:
-    """One queue for everything the follower is told; ``get`` waits on the injected clock."""
+    """One queue for everything the follower is told; ``get`` waits on the injected clock.
 
-    def __init__(self, clock: Clock) -> None:
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    Bounded, with backpressure and no loss: a producer thread (a log tail, a pipe reader)
+    that finds :data:`MAX_ITEMS` items or :data:`MAX_CHARS` characters of lines waiting is
+    paused until the follower has taken some, so a writer faster than the follower slows
+    the reading, not memory. Nothing is ever dropped. Two cases are never paused, so the
+    bound cannot deadlock: puts from the follower's own thread (``InlineLane``, signals), and
+    puts while the follower is not taking anything (it is stopping servers, or done): after
+    :data:`IDLE_SECONDS` without a take the item is let in over the bound.
+    """
+
+    def __init__(
+        self, clock: Clock, *, max_items: int = MAX_ITEMS, max_chars: int = MAX_CHARS
+    ) -> None:
+        self._items: collections.deque[tuple[Any, int]] = collections.deque()
+        self._signals: collections.deque[Any] = collections.deque()  # no lock: signal-safe
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
         self._arrived = threading.Event()
         self._clock = clock
+        self._max_items = max_items
+        self._max_chars = max_chars
+        self._chars = 0
+        self._consumer = (
+            threading.get_ident()
+        )  # the follower's thread (made there; updated on take)
+        self._taken = 0  # takes so far (a waiting producer sees whether the follower moves)
+        self._idle = False
+        self.paced = 0  # puts that waited for room
+        self.over_bound = 0  # puts let in over the bound (the follower was not taking)
+        self.peak_items = 0
+        self.peak_chars = 0
 
     def put(self, item: Any) -> None:
-        """Add an item (any thread)."""
-        self._queue.put(item)
+        """Add an item (any thread); from a producer thread, waits while the inbox is full."""
+        cost = _chars_of(item)
+        with self._lock:
+            if threading.get_ident() != self._consumer and self._full(cost):
+                if not self._idle:
+                    self.paced += 1
+                while self._full(cost) and not self._idle:
+                    seen = self._taken
+                    self._room.wait(IDLE_SECONDS)
+                    if self._taken == seen:
+                        self._idle = True  # until the next take
+                if self._full(cost):
+                    self.over_bound += 1
+            self._items.append((item, cost))
+            self._chars += cost
+            self.peak_items = max(self.peak_items, len(self._items))
+            self.peak_chars = max(self.peak_chars, self._chars)
         self._arrived.set()
+
+    def _full(self, cost: int) -> bool:
+        return bool(self._items) and (
+            len(self._items) >= self._max_items or self._chars + cost > self._max_chars
+        )
 
     def put_from_signal(self, item: Any) -> None:
         """Add an item from a signal handler: no lock taken, seen at the next wake-up."""
-        self._queue.put(item)
+        self._signals.append(item)
 
     def get_nowait(self) -> Any | None:
-        """The next item, or None when there is none."""
-        try:
-            return self._queue.get_nowait()
-        except queue.Empty:
-            return None
+        """The next item, or None when there is none (signals first)."""
+        if self._signals:
+            return self._signals.popleft()
+        with self._lock:
+            self._consumer = threading.get_ident()
+            self._taken += 1
+            self._idle = False
+            if not self._items:
+                return None
+            item, cost = self._items.popleft()
+            self._chars -= cost
+            self._room.notify()
+        return item
 
     def get(self, timeout_seconds: float) -> Any | None:
         """The next item, waiting at most ``timeout_seconds`` on the clock; None when none came."""
@@ -59,6 +118,17 @@ class Inbox:
             return item
         self._clock.wait(self._arrived, timeout_seconds)
         return self.get_nowait()
+
+
+def _chars_of(item: Any) -> int:
+    """What an item holds in lines: its text (one line) or texts (several); 0 otherwise."""
+    text = getattr(item, "text", None)
+    if isinstance(text, str):
+        return len(text)
+    texts = getattr(item, "texts", None)
+    if isinstance(texts, list):
+        return sum(len(t) for t in texts if isinstance(t, str))
+    return 0
 
 
 @dataclass(frozen=True, slots=True)
