@@ -12,6 +12,10 @@ Each case runs ``bringup ...`` as a child process and reads its peak resident me
 4. ``verify`` on a safetensors file whose header claims 10**15 bytes, and on a GGUF whose
    header claims 10**15 tensors and a 10**15-byte string. Goal: under 200 MB, at once.
 5. ``diagnose -`` on 2 GiB of binary piped in. Goal: under 200 MB.
+6. ``bench --dataset`` on a 2 GiB ShareGPT array and a 2 GiB JSONL file whose only usable
+   prompt is the last entry (so the whole file is read), and on the array cut short (exit 2).
+   No server listens (exit 3 after the dataset is read): the figure is the reading. Goal:
+   under 200 MB.
 
 The files are written to a temporary folder (page cache warm) and deleted afterwards.
 """
@@ -65,6 +69,72 @@ def fill(path: Path, size: int, block: bytes) -> None:
         while left > 0:
             f.write(block[:left])
             left -= len(block)
+
+
+def bench_datasets(t: Path, size: int) -> list[tuple[str, int, float, float, float | None]]:
+    """``bench --dataset`` on ~``size`` bytes of ShareGPT (JSON array) and JSONL."""
+    import json
+
+    one_turn = json.dumps({"conversations": [{"from": "human", "value": "y " * 500}]})
+    usable = json.dumps(
+        {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "."}]}
+    )
+    url = "http://127.0.0.1:9/"  # nothing listens: bench stops after reading the dataset
+    rows: list[tuple[str, int, float, float, float | None]] = []
+    array = t / "sharegpt.json"
+    block = (",\n".join([one_turn] * 1000) + ",\n").encode()
+    with array.open("wb") as f:
+        f.write(b"[")
+        written = 1
+        while written + len(block) < size:
+            f.write(block)
+            written += len(block)
+        f.write(usable.encode() + b"]")
+    total = array.stat().st_size
+    code, wall, rss, _ = run(["bench", url, "--dataset", str(array), "--requests", "1"])
+    rows.append(
+        (
+            f"bench --dataset, {total / 2**30:.2f} GiB ShareGPT array (the one prompt at the end)",
+            code,
+            wall,
+            rss,
+            total / wall / 1e6,
+        )
+    )
+    os.truncate(array, total - 40)
+    code, wall, rss, _ = run(["bench", url, "--dataset", str(array), "--requests", "1"])
+    rows.append(
+        (
+            "bench --dataset, the same array cut short at the end",
+            code,
+            wall,
+            rss,
+            total / wall / 1e6,
+        )
+    )
+    array.unlink()
+    lines = t / "prompts.jsonl"
+    row = json.dumps({"text": "y " * 500}) + "\n"
+    with lines.open("wb") as f:
+        chunk = (row * 1000).encode()
+        written = 0
+        while written + len(chunk) < size:
+            f.write(chunk)
+            written += len(chunk)
+        f.write(json.dumps({"prompt": "hi"}).encode() + b"\n")
+    total = lines.stat().st_size
+    code, wall, rss, _ = run(["bench", url, "--dataset", str(lines), "--requests", "1"])
+    rows.append(
+        (
+            f"bench --dataset, {total / 2**30:.2f} GiB JSONL (the one prompt at the end)",
+            code,
+            wall,
+            rss,
+            total / wall / 1e6,
+        )
+    )
+    lines.unlink()
+    return rows
 
 
 def main() -> int:
@@ -156,6 +226,8 @@ def main() -> int:
         )
         code, wall, rss, _ = run(["verify", "--json", str(gguf)])
         rows.append(("verify, GGUF metadata key claiming 10^15 bytes", code, wall, rss, None))
+
+        rows += bench_datasets(t, size)
 
     load_end = os.getloadavg()[0]
     lines = [

@@ -167,7 +167,8 @@ def _decode_one(reader: _Text, path: str, number: int, max_entry: int) -> Any:
             cut = exc.pos >= near_end or exc.msg.startswith("Unterminated string")
             if cut and _grow(reader, path, number, max_entry):
                 continue
-            raise _bad(reader, path, f"entry {number}: {exc.msg}", at=exc.pos) from None
+            msg = exc.msg.removesuffix(" starting at")  # "Unterminated string starting at"
+            raise _bad(reader, path, f"entry {number}: {msg}", at=exc.pos) from None
         except RecursionError:
             raise _bad(reader, path, f"entry {number} is nested too deeply") from None
         if end >= near_end and _grow(reader, path, number, max_entry):
