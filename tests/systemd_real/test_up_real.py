@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from systemd_real.conftest import bringup, free_port, install_twin, readings, twin_command, unique
+from systemd_real.retry_story import assert_retry_verified, install_oom_twin
 
 from builders.systemd_ns import SystemdNamespace
 
@@ -39,14 +40,7 @@ def test_up_catches_the_warmup_oom_while_systemd_says_activating(
     the remedy while `systemctl is-active` still says activating (Restart= will try again)."""
     name = unique("i13-oom")
     gpus = readings(workdir)
-    install_twin(
-        systemd,
-        name,
-        twin_command(free_port(), gpus, "oom_warmup", *FAST),
-        gpus,
-        "--restart-sec",
-        "30s",
-    )
+    install_oom_twin(systemd, name, gpus)
     result = bringup(systemd, "up", name, "--deadline", "120s", "--gpus-from", str(gpus))
     active = systemd.systemctl("is-active", f"{name}.service", check=False).stdout.strip()
     assert result.code == 1, result.out + result.err
@@ -67,34 +61,13 @@ def test_up_retry_verifies_the_change_in_systemd_then_ends_ready(
     the new ExecStart= in `systemctl show`, the restarted run's own argument line with
     --max-num-seqs 256, and only then "attempt 2"; the second run becomes ready (exit 0)."""
     name = unique("i13-retry")
-    unit = f"{name}.service"
     gpus = readings(workdir)
-    install_twin(
-        systemd,
-        name,
-        twin_command(free_port(), gpus, "oom_warmup", *FAST),
-        gpus,
-        "--restart-sec",
-        "30s",
-    )
+    unit = install_oom_twin(systemd, name, gpus)
     result = bringup(
         systemd, "up", name, "--retry", "1", "--deadline", "120s", "--gpus-from", str(gpus)
     )
     assert result.code == 0, result.out[-3000:] + result.err
-    dropin = f"/etc/systemd/system/{unit}.d/bringup-retry.conf"
-    assert (systemd.etc / f"{unit}.d/bringup-retry.conf").is_file()
-    out = result.out
-    checked = out.index(f"wrote {dropin}, ran systemctl daemon-reload; systemd now runs it")
-    announced = out.index("retry 1/1: attempt 2 with --max-num-seqs 256")
-    assert checked < announced
-    assert "FAILED: cuda_oom during warmup" in out[:checked]
-    assert "READY: " in out[announced:]
-    state = systemd.show(unit, "ActiveState", "DropInPaths", "ExecStart", "MainPID")
-    assert state["ActiveState"] == "active"
-    assert dropin in state["DropInPaths"].split()
-    assert "--max-num-seqs 256" in state["ExecStart"]
-    cmdline = (Path(f"/proc/{systemd.pid}/root/proc") / state["MainPID"] / "cmdline").read_bytes()
-    assert b"--max-num-seqs\x00256" in cmdline
+    assert_retry_verified(systemd, unit, result.out)
     systemd.systemctl("stop", unit)
 
 
@@ -104,16 +77,8 @@ def test_up_retry_refuses_a_dropin_systemd_does_not_read(
     """The drop-in written under --root (where this systemd does not look): `up` says the
     change was not made, exit 2, and never announces an attempt 2 with it."""
     name = unique("i13-noread")
-    unit = f"{name}.service"
     gpus = readings(workdir)
-    install_twin(
-        systemd,
-        name,
-        twin_command(free_port(), gpus, "oom_warmup", *FAST),
-        gpus,
-        "--restart-sec",
-        "30s",
-    )
+    unit = install_oom_twin(systemd, name, gpus)
     root = workdir / "elsewhere"
     result = bringup(
         systemd, "up", name, "--retry", "1", "--root", str(root), "--gpus-from", str(gpus)

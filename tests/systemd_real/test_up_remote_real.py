@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from systemd_real.conftest import free_port, install_twin, readings, twin_command, unique
+from systemd_real.conftest import readings, unique
+from systemd_real.retry_story import assert_retry_verified, install_oom_twin
 
 from builders.sshd import SshServer, cli, running_sshd, ssh_env, write_ssh_config
 from builders.systemd_ns import SystemdNamespace
@@ -40,10 +41,8 @@ def test_up_retry_over_ssh_writes_and_verifies_the_dropin_on_the_host(
     systemd reads it, the change is checked there before "attempt 2", the second run is ready."""
     server, config = host
     name = unique("i13-rretry")
-    unit = f"{name}.service"
     gpus = readings(workdir)
-    command = twin_command(free_port(), gpus, "oom_warmup", "--time-scale", "0.01")
-    install_twin(systemd, name, command, gpus, "--restart-sec", "30s")
+    unit = install_oom_twin(systemd, name, gpus)
     target = f"{server.user}@127.0.0.1:{server.port}"
     code, out, err = cli(
         ["up", name, "--retry", "1", "--host", target, "--deadline", "120s",
@@ -51,20 +50,8 @@ def test_up_retry_over_ssh_writes_and_verifies_the_dropin_on_the_host(
         ssh_env(config),
     )  # fmt: skip
     assert code == 0, out[-3000:] + err
-    dropin = f"/etc/systemd/system/{unit}.d/bringup-retry.conf"
-    assert (systemd.etc / f"{unit}.d/bringup-retry.conf").is_file()  # on the "host", not here
-    assert not Path(dropin).exists()
-    checked = out.index(f"wrote {dropin}, ran systemctl daemon-reload; systemd now runs it")
-    announced = out.index("retry 1/1: attempt 2 with --max-num-seqs 256")
-    assert checked < announced
-    assert "FAILED: cuda_oom during warmup" in out[:checked]
-    assert "READY: " in out[announced:]
-    state = systemd.show(unit, "ActiveState", "DropInPaths", "ExecStart", "MainPID")
-    assert state["ActiveState"] == "active"
-    assert dropin in state["DropInPaths"].split()
-    assert "--max-num-seqs 256" in state["ExecStart"]
-    cmdline = (Path(f"/proc/{systemd.pid}/root/proc") / state["MainPID"] / "cmdline").read_bytes()
-    assert b"--max-num-seqs\x00256" in cmdline
+    assert_retry_verified(systemd, unit, out)  # on the "host", not here:
+    assert not Path(f"/etc/systemd/system/{unit}.d/bringup-retry.conf").exists()
     systemd.systemctl("stop", unit)
 
 
