@@ -28,7 +28,7 @@ from bringup.adapters import files
 from bringup.errors import InputError
 
 BLOCK_BYTES = 1024 * 1024
-MAX_ENTRY_BYTES = 16 * 1024 * 1024  # characters of one conversation or line; real ones are kilobytes
+MAX_ENTRY_BYTES = 16 * 1024 * 1024  # characters of one entry (or line); real ones: kB
 HINT = (
     'give a ShareGPT JSON (a list of {"conversations": [...]}) or a JSONL file with a '
     '"prompt" per line'
