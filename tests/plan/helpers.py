@@ -53,6 +53,7 @@ def planner_for(
         treats_as_a100=model.vllm_treats_as_a100,
         max_position_embeddings=arch.max_position_embeddings,
         default_quantization=None,
+        dense=arch.dense,
     )
     if tensors is None:
         tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))

@@ -6,7 +6,7 @@ import pytest
 
 from bringup.core.plan import parse_architecture
 from bringup.core.plan.kv import kv_spec, request_bytes, tokens_in
-from bringup.core.plan.peaks import sampler_warmup_bytes
+from bringup.core.plan.peaks import activation_peak_bytes, sampler_warmup_bytes
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.synth import synthesize
 from bringup.core.plan.weights import Parallel, weights_per_stage
@@ -158,13 +158,27 @@ VERDICTS = [
         "RTX PRO 6000",
         4,
         {"tensor_parallel_size": 4, "gpu_memory_utilization": 0.95},
+        (True, None, None),
+    ),
+    (
+        "MiniMax-M2.5",
+        "RTX PRO 6000",
+        4,
+        {"tensor_parallel_size": 4, "gpu_memory_utilization": 0.97},
         (False, "cuda_oom", "warmup"),
     ),
     (
         "MiniMax-M2.5",
         "RTX PRO 6000",
         4,
-        {"tensor_parallel_size": 4, "engine_version": "0.20", "gpu_memory_utilization": 0.92},
+        {"tensor_parallel_size": 4, "engine_version": "0.20", "gpu_memory_utilization": 0.95},
+        (True, None, None),
+    ),
+    (
+        "MiniMax-M2.5",
+        "RTX PRO 6000",
+        4,
+        {"tensor_parallel_size": 4, "engine_version": "0.20", "gpu_memory_utilization": 0.97},
         (False, "cuda_oom", "warmup"),
     ),
 ]
@@ -205,8 +219,37 @@ def test_tokens_follow_the_pool() -> None:
     assert tokens_in(o.rank.spec, o.rank.kv) == o.rank.kv // (131_072 * 16) * 16
 
 
-def test_sampler_warmup_transient_is_28_bytes_per_logit() -> None:
-    """min(max_num_seqs, max_num_batched_tokens) x padded vocab x 28 bytes."""
+def test_sampler_warmup_beyond_the_profile_follows_the_model_runner() -> None:
+    """V1 runner and V0: the warmup repeats the profile's sampler pass (0 beyond it); V2:
+    min(max_num_seqs, max_num_batched_tokens) x padded vocab x 12 bytes beyond it."""
     arch = parse_architecture(bundled_config("MiniMax-M2.5"))
-    assert sampler_warmup_bytes(arch, 1024, 8192) == 1024 * 200_064 * 28
-    assert sampler_warmup_bytes(arch, 1024, 512) == 512 * 200_064 * 28
+    assert sampler_warmup_bytes(arch, 1024, 8192, "v1") == 0
+    assert sampler_warmup_bytes(arch, 1024, 8192, "v0") == 0
+    assert sampler_warmup_bytes(arch, 1024, 8192, "v2") == 1024 * 200_064 * 12
+    assert sampler_warmup_bytes(arch, 1024, 512, "v2") == 512 * 200_064 * 12
+
+
+def test_profile_peak_holds_the_v1_sampler_pass_and_only_v2_logits() -> None:
+    """The V1 runner's profile peak holds its 28-byte sampler pass; V2's holds the logits."""
+    arch = parse_architecture(bundled_config("MiniMax-M2.5"))
+    v1 = activation_peak_bytes(arch, 4, 1024, 8192, runner="v1")
+    v2 = activation_peak_bytes(arch, 4, 1024, 8192, runner="v2")
+    assert v1 >= 1024 * 200_064 * 28
+    assert 1024 * 200_064 * 2 <= v2 < 1024 * 200_064 * 28
+
+
+def test_graphs_outside_the_budget_starve_the_v1_sampler_warmup() -> None:
+    """Before 0.21 the graph pool is captured outside the budget, into the room the profile
+    kept for the sampler pass: the warmup is what fails, by the graphs' excess."""
+    p = plan(
+        "MiniMax-M2.5",
+        "RTX PRO 6000",
+        4,
+        tensor_parallel_size=4,
+        engine_version="0.20",
+        gpu_memory_utilization=0.97,
+    )
+    assert p.settings.model_runner == "v1"
+    assert p.per_gpu.sampler_warmup_bytes == 0
+    assert p.per_gpu.headroom_bytes < 0
+    assert "CUDA graphs" in p.verdict.reason

@@ -40,7 +40,7 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "-tp",
         "4",
         "--gpu-memory-utilization",
-        "0.95",
+        "0.97",
     )
     data = json.loads(out)
     assert code == 1
@@ -93,7 +93,7 @@ def test_human_output_is_plain_without_a_terminal() -> None:
         "-tp",
         "4",
         "--gpu-memory-utilization",
-        "0.95",
+        "0.97",
     )
     assert code == 1
     assert "\x1b[" not in out

@@ -83,3 +83,14 @@ def test_reported_tokens_by_version_for_a_hybrid_model() -> None:
     assert reported_tokens(spec, pool, version=(0, 12), **args) == blocks // 7 * 16
     need = 65536 // 16 + 6 * (-(-(1024 - 1 + 2048) // 16) + 1)
     assert reported_tokens(spec, pool, version=(0, 22), **args) == int(blocks / need * 65536)
+
+
+def test_model_runner_by_version_and_model() -> None:
+    """vLLM's V2 model runner: dense models from 0.22, every model from 0.28; V0 before 0.8."""
+    from bringup.core.plan.settings import model_runner
+
+    assert model_runner((0, 7), v0_engine=True, dense=True) == "v0"
+    assert model_runner((0, 21), v0_engine=False, dense=True) == "v1"
+    assert model_runner((0, 22), v0_engine=False, dense=True) == "v2"
+    assert model_runner((0, 27), v0_engine=False, dense=False) == "v1"
+    assert model_runner((0, 28), v0_engine=False, dense=False) == "v2"

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bringup.core.plan.decode import DecodeSpeed
-from bringup.core.plan.peaks import SAMPLER_BYTES_PER_ELEMENT
+from bringup.core.plan.peaks import warmup_extra_bytes_per_element
 from bringup.core.plan.result import Plan
 from bringup.units import format_bytes
 
@@ -20,7 +20,7 @@ _ROWS = (
     ("non-torch", "non_torch_bytes", "CUDA context, NCCL, cuBLAS"),
     ("CUDA graphs", "cuda_graph_bytes", "graph pool"),
     ("KV cache", "kv_cache_bytes", "what is left of the budget"),
-    ("sampler warmup", "sampler_warmup_bytes", "transient after the KV pool"),
+    ("sampler warmup", "sampler_warmup_bytes", "warmup beyond the profile run"),
     ("headroom", "headroom_bytes", "free at the worst moment"),
 )
 
@@ -103,7 +103,7 @@ def _decode(plan: Plan) -> list[Text]:
 def _warmup(plan: Plan) -> list[Text]:
     """The sampler-warmup arithmetic: what is outside vLLM's budget and what the warmup needs."""
     s, g = plan.settings, plan.per_gpu
-    if s.device == "cpu" or g.sampler_warmup_bytes <= 0 or g.kv_cache_bytes <= 0:
+    if s.device == "cpu" or s.model_runner == "v0" or g.kv_cache_bytes <= 0:
         return []
     fb = format_bytes
     requested = math.ceil(g.total_bytes * s.gpu_memory_utilization)
@@ -111,8 +111,19 @@ def _warmup(plan: Plan) -> list[Text]:
     graphs = 0 if s.cuda_graphs_in_budget else g.cuda_graph_bytes
     context = outside - graphs - g.sampler_warmup_bytes - g.headroom_bytes
     n = min(s.max_num_seqs, s.max_num_batched_tokens)
-    vocab = g.sampler_warmup_bytes // (n * SAMPLER_BYTES_PER_ELEMENT)
+    per = warmup_extra_bytes_per_element(s.model_runner)
     where = "inside the budget (0.21+)" if s.cuda_graphs_in_budget else "outside the budget"
+    if per:
+        vocab = g.sampler_warmup_bytes // (n * per)
+        need = (
+            f"the warmup (V2 model runner) needs beyond its profile run {n} requests x "
+            f"{vocab:,} vocab x {per} B = {fb(g.sampler_warmup_bytes)}"
+        )
+    else:
+        need = (
+            "the warmup (V1 model runner) repeats the profile run's sampler pass, "
+            "already inside the budget"
+        )
     return [
         Text(
             f"sampler warmup (vLLM {s.engine_version} rules, utilization "
@@ -120,9 +131,7 @@ def _warmup(plan: Plan) -> list[Text]:
             f"{fb(requested)} = {fb(outside)}; there already: CUDA context and NCCL "
             f"{fb(context)}"
             + (f", CUDA graphs {fb(graphs)}" if graphs else f"; CUDA graphs {where}")
-            + f"; the warmup needs {n} requests x {vocab:,} vocab x "
-            f"{SAMPLER_BYTES_PER_ELEMENT} B = {fb(g.sampler_warmup_bytes)}; "
-            f"left {fb(g.headroom_bytes)}"
+            + f"; {need}; left {fb(g.headroom_bytes)}"
         )
     ]
 

@@ -29,8 +29,8 @@ DEFAULT_TIME_SCALE = 0.05
 DEFAULT_UTILIZATION = 0.92
 # kv_insufficient replays a start where the operator asked for less of the GPU.
 KV_INSUFFICIENT_UTILIZATION = 0.72
-# oom_warmup replays a start at 0.95, where the sampler warmup no longer fits (memory.py, rule 4).
-OOM_WARMUP_UTILIZATION = 0.95
+# oom_warmup replays a start at 0.97, where the sampler warmup no longer fits (memory.py, rule 4).
+OOM_WARMUP_UTILIZATION = 0.97
 
 
 @dataclass(frozen=True)

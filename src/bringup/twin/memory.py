@@ -14,15 +14,16 @@ split over ``tp`` ranks (57.5 GB = 53.55 GiB at TP4), 62 layers, 8 KV heads of d
 3. 0.33 estimates the CUDA graph pool during profiling and charges it to the budget:
    ``kv_bytes = requested - weights - non_torch - activation - graph pool``; after the KV pool
    and the graphs the process holds ``context + requested``.
-4. **The sampler warmup rule** (``oom_warmup``): after the graphs, the warmup runs
-   ``min(max_num_seqs, max_num_batched_tokens)`` dummy requests over the vocabulary and holds
-   28 bytes per element at its peak (engines.md 1.7: model-dtype logits 2, their fp32 copy 4,
-   sort values 4 + int64 indices 8, softmax probabilities 4, the exponential noise 4, the
-   top-p mask and cumulative sum 2). Nothing in the budget is reserved for it, so it must fit
-   in ``total - utilization x total - context``. At the default utilization (0.92) 1024
-   requests fit (5.34 GiB against 6.60 GiB); at 0.95 they do not (against 3.75 GiB), while
-   704 (3.67 GiB) or 512 (2.67 GiB) do. The ``oom_warmup`` scenario therefore starts at 0.95,
-   as many deployments do to get more KV cache.
+4. **The sampler warmup rule** (``oom_warmup``): vLLM 0.33 runs the V2 model runner, whose
+   profile run samples without top-k/top-p/logprobs, so its peak holds only the logits; the
+   warmup after the KV pool samples with all of them and needs ``min(max_num_seqs,
+   max_num_batched_tokens)`` x vocabulary x 12 bytes more (three fp32 tensors: the logits'
+   fp32 copy, the top-k/top-p output, the logprobs' log-softmax; ``bringup.core.plan.peaks``
+   names the vLLM files). Nothing in the budget is reserved for that extra, so it must fit in
+   ``total - utilization x total - context``. At 0.92 and 0.95 1024 requests fit (2.29 GiB
+   against 6.60 and 3.75 GiB); at 0.97 they do not (against 1.85 GiB), while 768 (1.72 GiB)
+   do. The ``oom_warmup`` scenario therefore starts at 0.97, as deployments pushing for KV
+   cache do.
 5. **The KV rule** (``kv_insufficient``): one request of ``max_model_len`` tokens needs
    ``ceil(len / 16) x 16 x bytes_per_token``; when that exceeds ``kv_bytes`` the start
    fails, naming the estimated maximum model length ``floor(kv / (16 x bpt)) x 16``.
@@ -45,8 +46,8 @@ HEAD_DIM = 128
 KV_DTYPE_BYTES = 2
 VOCAB_SIZE = 200064
 BLOCK_SIZE = 16
-SAMPLER_BYTES_PER_ELEMENT = 28  # see rule 4 in the module docstring
-SORT_BYTES_PER_ELEMENT = 12  # the single largest allocation: fp32 sort values + int64 indices
+SAMPLER_BYTES_PER_ELEMENT = 12  # beyond the profile run: see rule 4 in the module docstring
+SORT_BYTES_PER_ELEMENT = 12  # what the OOM message says was tried (the whole extra at once)
 NON_TORCH_BYTES = int(0.30 * GiB)
 ACTIVATION_BYTES_PER_TOKEN = 256 * 1024
 CONTEXT_BYTES = int(0.50 * GiB)

@@ -215,6 +215,7 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
         treats_as_a100=gpus.treats_as_a100,
         max_position_embeddings=arch.max_position_embeddings,
         default_quantization=None,
+        dense=arch.dense,
     )
     log = _calibration_log(args.calibrate, ctx) if args.calibrate else None
     version_before = settings.engine_version
@@ -226,6 +227,7 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
             treats_as_a100=gpus.treats_as_a100,
             max_position_embeddings=arch.max_position_embeddings,
             default_quantization=None,
+            dense=arch.dense,
         )
     if tensors is None:
         tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))
@@ -564,6 +566,7 @@ def _run_cpu(
         treats_as_a100=False,
         max_position_embeddings=arch.max_position_embeddings,
         default_quantization=None,
+        dense=arch.dense,
     )
     if tensors is None:
         tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))

@@ -62,6 +62,11 @@ class Architecture:
     linear_state_bytes: int  # per request per linear/mamba layer (recurrent state), 0 if none
     quantization: Mapping[str, Any] | None  # config's quantization_config
 
+    @property
+    def dense(self) -> bool:
+        """Neither experts nor linear-attention/mamba layers (vLLM's runner choice looks at it)."""
+        return self.moe is None and "linear" not in self.layer_kinds
+
 
 def parse_architecture(config: Mapping[str, Any]) -> Architecture:
     """Read an Architecture from a parsed config.json; InputError (one line naming the key)

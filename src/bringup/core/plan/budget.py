@@ -11,11 +11,15 @@ Per rank, with ``T`` the GPU's total memory and ``u`` the utilization (engines.m
 4. ``KV = requested - W - A - N`` (``- G`` from 0.21, when the graph pool ``G`` is estimated
    and charged to the budget); the minimum over ranks is used. ``KV ≤ 0`` or less than one
    ``max_model_len`` request is ``kv_cache_insufficient`` at ``kv_cache_alloc``.
-5. After the pool: graphs are captured (before 0.21 into the memory outside the budget:
-   ``cuda_oom`` at ``cuda_graph_capture`` when ``T - requested - C < G``), then the sampler
-   warmup needs its transient ``S``. Nothing in the budget is reserved for it, so
-   ``headroom = T - requested - C - G_outside - S`` must stay ≥ 0, else ``cuda_oom`` at
-   ``warmup`` — the MiniMax-M2.5 failure.
+5. After the pool: graphs are captured (before 0.21 outside the budget) into the room the
+   profile peak ``A`` left in the budget and the memory outside it (``cuda_oom`` at
+   ``cuda_graph_capture`` when ``G > T - requested - C + A``), then the sampler warmup runs.
+   The profile run already measured a sampler pass inside ``A``; what the warmup needs beyond
+   it, ``S`` (``peaks``: 0 for the V1 runner, the V2 runner's extra fp32 tensors), and the
+   graphs outside the budget come out of ``headroom = T - requested - C - G_outside - S``,
+   which must stay ≥ 0, else ``cuda_oom`` at ``warmup``. With the V1 runner this happens when
+   graphs outside the budget fill the room kept for the sampler (vllm#15105, llm-d#787 at
+   0.95, both before 0.21); the rule is conservative by ``A`` minus the sampler's own peak.
 
 Per version (from vLLM's code; the setting that carries each rule is in ``settings``):
 
@@ -33,11 +37,14 @@ Per version (from vLLM's code; the setting that carries each rule is in ``settin
 - **0.21 and later** (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to True in
   ``vllm/envs.py``): the CUDA-graph estimate is subtracted from the KV budget.
 
-The sampler warmup (``gpu_worker.py::compile_or_warm_up_model`` → ``_dummy_sampler_run`` with
-``min(max_num_seqs, max_num_batched_tokens)`` requests) comes after the pool and the graphs.
-The profile run ends with the same sampler pass, so its peak is in ``A``; bringup still
-charges the warmup transient to the memory outside the budget (conservative: real warmup
-OOMs at 0.95, vllm#27508, vllm#14452, llm-d#787, are not explained otherwise).
+The sampler warmup per model runner (``settings.model_runner``; the bytes in ``peaks``):
+
+- **V1 runner** (``vllm/v1/worker/gpu_worker.py::compile_or_warm_up_model``, after
+  ``capture_model``, ``_dummy_sampler_run`` on ``min(max_num_seqs, max_num_batched_tokens)``
+  rows): the same pass as the end of ``gpu_model_runner.py::profile_run``, so ``S = 0``;
+- **V2 runner** (``vllm/v1/worker/gpu/warmup.py::_warmup_kernels``, after the KV pool, before
+  graph capture): the profile skipped top-k/top-p/logprobs, so ``S`` is their fp32 tensors;
+- **V0 engine**: no warmup after the pool (``S = 0``).
 
 The parts of :class:`~bringup.core.plan.result.PerGpu` add up to ``T``.
 """
@@ -165,6 +172,7 @@ def _rank(
         s.max_num_batched_tokens,
         last_stage=last,
         expert_parallel=s.enable_expert_parallel,
+        runner=s.model_runner,
     )
     activation = max(0, activation + c.overhead_delta_bytes)
     graphs = peaks.cuda_graph_bytes(
@@ -184,7 +192,9 @@ def _rank(
         context = 0
     kv = requested - weights - activation - non_torch - (graphs if in_budget else 0)
     sampler = (
-        peaks.sampler_warmup_bytes(arch, s.max_num_seqs, s.max_num_batched_tokens) if last else 0
+        peaks.sampler_warmup_bytes(arch, s.max_num_seqs, s.max_num_batched_tokens, s.model_runner)
+        if last
+        else 0
     )
     return RankBudget(
         st.stage,
@@ -301,19 +311,27 @@ def _failure(r: RankBudget, s: Settings, gpus: GpuSet | None) -> Found | None:
             f"one request of max_model_len {s.max_model_len} needs {fb(need)} of KV cache, "
             f"{fb(r.kv)} is available; the longest that fits is {longest}",
         )
-    outside = r.total - r.requested - r.context
-    if not r.graphs_in_budget and r.graphs > outside:
+    # the graphs are captured into the room the profile peak left and the memory outside
+    room = r.total - r.requested - r.context + r.activation
+    if not r.graphs_in_budget and r.graphs > room:
         return Found(
             FailureClass.CUDA_OOM,
             Phase.CUDA_GRAPH_CAPTURE,
-            f"CUDA graphs need {fb(r.graphs)} outside the budget, {fb(outside)} is left",
+            f"CUDA graphs need {fb(r.graphs)} outside the budget, {fb(room)} is left",
         )
     if r.headroom < 0:
         n = peaks.sampler_requests(s.max_num_seqs, s.max_num_batched_tokens)
-        return Found(
-            FailureClass.CUDA_OOM,
-            Phase.WARMUP,
-            f"the sampler warmup with {n} dummy requests needs {fb(r.sampler)} after the KV pool "
-            f"and graphs; only {fb(r.sampler + r.headroom)} is free",
-        )
+        if r.sampler:
+            why = (
+                f"the sampler warmup with {n} dummy requests needs {fb(r.sampler)} beyond what "
+                f"the profile run measured (vLLM's V2 model runner); only "
+                f"{fb(r.sampler + r.headroom)} is free outside the budget"
+            )
+        else:
+            why = (
+                f"CUDA graphs ({fb(r.graphs)}, outside the budget before 0.21) take the room the "
+                f"profile run kept for the sampler pass; the sampler warmup with {n} dummy "
+                f"requests comes {fb(-r.headroom)} short"
+            )
+        return Found(FailureClass.CUDA_OOM, Phase.WARMUP, why)
     return None

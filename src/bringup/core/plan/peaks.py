@@ -2,28 +2,49 @@
 
 All are estimates (vLLM measures them at startup); each function says what it counts.
 
-**Sampler warmup transient** (engines.md 1.7): after the KV pool is allocated and the CUDA
-graphs are captured, vLLM runs the sampler on ``N = min(max_num_seqs,
-max_num_batched_tokens)`` dummy requests over the padded vocabulary ``V``. At its peak
-(the scatter at the end of the PyTorch top-k/top-p path) these ``[N, V]`` tensors are alive
-together, in bytes per element:
+**The sampler: in the profile run, and in the warmup after the KV pool.** Every V1 startup
+runs the sampler on ``N = min(max_num_seqs, max_num_batched_tokens)`` dummy rows over the
+padded vocabulary ``V`` twice: once at the end of the profile run (inside the measured
+peak, so inside the budget) and once more after the KV pool exists (the warmup that prints
+"CUDA out of memory occurred when warming up sampler with N dummy requests"). What the warmup
+needs *beyond* what the profile measured depends on the model runner
+(:func:`~bringup.core.plan.settings.model_runner`):
 
-====  ==========================================================================
- 2    logits in the model dtype (held by ``_dummy_sampler_run``)
- 4    the fp32 copy the sampler works on (``logits.to(torch.float32)``)
- 4    sorted values (``logits.sort``)
- 8    int64 sort indices — with the values, the 12·N·V "Tried to allocate" of vllm#15105
- 4    softmax of the sorted logits (top-p)
- 2    the top-k and top-p boolean masks
- 4    the scattered result
-====  ==========================================================================
+- **V1 runner** (``vllm/v1/worker/gpu_model_runner.py``, 0.8 on): ``profile_run`` ends with
+  ``_dummy_sampler_run(last_hidden_states)`` on the same ``N`` rows and with the same dummy
+  metadata (top-k ``V - 1``, top-p 0.9) as the warmup in ``gpu_worker.py::
+  compile_or_warm_up_model``, whose forward (``N`` tokens) is smaller than the profile's. The
+  warmup needs nothing beyond the profile's peak ``A``: it runs in the room ``A`` left in the
+  budget, after the CUDA graphs (captured into that same room and, before 0.21, into the
+  memory outside the budget). Its ``[N, V]`` tensors at the peak of the PyTorch top-k/top-p
+  path, in bytes per element:
 
-28 bytes per element: :data:`SAMPLER_BYTES_PER_ELEMENT`. For MiniMax-M2.5 (V = 200,064)
-at N = 1,024 that is 5.34 GiB. The profile run ends with the same sampler pass, so the
-activation peak is the larger of the forward (with its logits) and this transient: the
-measured non-KV memory of gpt-oss-120b on one H100 (about 7.5 GiB at N = 1,024, vllm#23278,
-vllm#27508) is only explained with the sampler counted. The warmup pass after the KV pool
-is charged again, to the memory outside the budget (see ``budget``).
+  ====  ==========================================================================
+   2    logits in the model dtype (held by ``_dummy_sampler_run``)
+   4    the fp32 copy the sampler works on (``logits.to(torch.float32)``)
+   4    sorted values (``logits.sort``)
+   8    int64 sort indices — with the values, the 12·N·V "Tried to allocate" of vllm#15105
+   4    softmax of the sorted logits (top-p)
+   2    the top-k and top-p boolean masks
+   4    the scattered result
+  ====  ==========================================================================
+
+  28 bytes per element (:data:`SAMPLER_BYTES_PER_ELEMENT`), counted in ``A``.
+- **V2 runner** (``vllm/v1/worker/gpu/model_runner.py``): the profile's dummy batch has no
+  sampling parameters (the NOTE(woosuk) in its ``_dummy_sampler_run``: "the sampler may skip
+  top_k, top_p, and logprobs"), so the profile holds only the logits (2 bytes per element,
+  :data:`MRV2_PROFILE_SAMPLER_BYTES_PER_ELEMENT`). The warmup (``gpu/warmup.py::
+  _warmup_kernels``, after the KV pool and before graph capture) samples with
+  ``SamplingParams.for_sampler_warmup()`` (top-k 50, top-p, min-p, penalties, 5 logprobs),
+  which adds the fp32 copy of the logits (``apply_sampling_params``), the top-k/top-p and
+  min-p output over it and the logprobs' log-softmax: 3 x 4 bytes per element beyond the
+  profile (:data:`MRV2_WARMUP_EXTRA_BYTES_PER_ELEMENT`; vllm PR #48601 and #57926 fix this
+  gap in later code). That extra comes out of the memory outside the budget.
+- **V0 engine** (``vllm/worker/model_runner.py::profile_run``): the sampler runs inside the
+  profile with top-k ``V - 1``; there is no warmup after the KV pool.
+
+For MiniMax-M2.5 (V = 200,064) at N = 1,024: 5.34 GiB in the profile of the V1 runner; 2.29
+GiB beyond the profile for the V2 runner's warmup.
 """
 
 from __future__ import annotations
@@ -31,7 +52,9 @@ from __future__ import annotations
 from bringup.core.plan.arch import Architecture
 from bringup.units import MiB
 
-SAMPLER_BYTES_PER_ELEMENT = 28
+SAMPLER_BYTES_PER_ELEMENT = 28  # the V1 runner's sampler pass (profile and warmup alike)
+MRV2_PROFILE_SAMPLER_BYTES_PER_ELEMENT = 2  # the V2 runner's profile: the logits only
+MRV2_WARMUP_EXTRA_BYTES_PER_ELEMENT = 12  # the V2 warmup beyond its profile: 3 fp32 [N, V]
 PROFILE_LOGITS_BYTES_PER_ELEMENT = 6  # model-dtype logits + their fp32 copy
 KERNEL_WORKSPACE_BYTES = 256 * MiB  # attention / GEMM / MoE workspaces seen by torch
 GRAPH_BYTES_PER_LAYER_PER_SIZE_DENSE = round(0.40 * MiB)  # fitted: Llama-3-8B on H100, 0.67 GiB
@@ -55,10 +78,23 @@ def sampler_requests(max_num_seqs: int, max_num_batched_tokens: int) -> int:
     return min(max_num_seqs, max_num_batched_tokens)
 
 
-def sampler_warmup_bytes(arch: Architecture, max_num_seqs: int, max_num_batched_tokens: int) -> int:
-    """The sampler warmup transient on one rank (see the module docstring)."""
+def warmup_extra_bytes_per_element(runner: str) -> int:
+    """Bytes per ``[N, V]`` element the warmup needs beyond the profile's peak."""
+    return MRV2_WARMUP_EXTRA_BYTES_PER_ELEMENT if runner == "v2" else 0
+
+
+def profile_sampler_bytes_per_element(runner: str) -> int:
+    """Bytes per ``[N, V]`` element of the profile run's sampler pass (inside ``A``)."""
+    return MRV2_PROFILE_SAMPLER_BYTES_PER_ELEMENT if runner == "v2" else SAMPLER_BYTES_PER_ELEMENT
+
+
+def sampler_warmup_bytes(
+    arch: Architecture, max_num_seqs: int, max_num_batched_tokens: int, runner: str = "v1"
+) -> int:
+    """What the sampler warmup needs on one rank beyond the profile run's peak (module
+    docstring): 0 for the V1 runner and the V0 engine, 12 bytes per element for V2."""
     n = sampler_requests(max_num_seqs, max_num_batched_tokens)
-    return n * padded_vocab(arch) * SAMPLER_BYTES_PER_ELEMENT
+    return n * padded_vocab(arch) * warmup_extra_bytes_per_element(runner)
 
 
 def activation_peak_bytes(
@@ -69,12 +105,15 @@ def activation_peak_bytes(
     *,
     last_stage: bool = True,
     expert_parallel: bool = False,
+    runner: str = "v1",
 ) -> int:
     """Peak torch memory of the profile run above the weights, one rank.
 
     The dummy forward of ``max_num_batched_tokens`` tokens: residual and normed hidden
     states, the QKV and MLP (or fused-MoE) intermediates of one layer, and on the last stage
-    the logits of ``min(max_num_seqs, max_num_batched_tokens)`` rows, plus kernel workspaces.
+    the logits of ``min(max_num_seqs, max_num_batched_tokens)`` rows and the sampler pass
+    over them (28 bytes per element for the V1 runner, the logits alone for V2: module
+    docstring), plus kernel workspaces.
     """
     t, h, d = max_num_batched_tokens, arch.hidden_size, arch.dtype_bytes
     hidden = 6 * t * h * d
@@ -89,9 +128,12 @@ def activation_peak_bytes(
     if last_stage:
         rows = sampler_requests(max_num_seqs, t) * padded_vocab(arch)
         # the forward's activations are freed before the sampler runs: the peak is the larger
-        forward = max(
-            forward + rows * PROFILE_LOGITS_BYTES_PER_ELEMENT, rows * SAMPLER_BYTES_PER_ELEMENT
-        )
+        if runner == "v2":
+            forward += rows * MRV2_PROFILE_SAMPLER_BYTES_PER_ELEMENT
+        else:
+            forward = max(
+                forward + rows * PROFILE_LOGITS_BYTES_PER_ELEMENT, rows * SAMPLER_BYTES_PER_ELEMENT
+            )
     return forward + KERNEL_WORKSPACE_BYTES
 
 

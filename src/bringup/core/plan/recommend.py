@@ -84,8 +84,14 @@ def _max_num_seqs(planner: Planner, s: Settings) -> Recommendation | None:
             return Recommendation(
                 "--max-num-seqs",
                 str(n),
-                f"largest value whose sampler warmup ({format_bytes(r.sampler)} for {n} dummy requests x "
-                f"{peaks.padded_vocab(planner.arch)} vocabulary) fits, leaving {format_bytes(r.headroom)} free",
+                (
+                    f"largest value whose sampler warmup ({format_bytes(r.sampler)} beyond the "
+                    f"profile run for {n} dummy requests x {peaks.padded_vocab(planner.arch)} "
+                    f"vocabulary) fits, leaving {format_bytes(r.headroom)} free"
+                    if r.sampler
+                    else f"largest value whose CUDA graphs and sampler warmup ({n} dummy "
+                    f"requests) fit, leaving {format_bytes(r.headroom)} free"
+                ),
             )
     return None
 

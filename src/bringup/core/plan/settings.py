@@ -64,6 +64,7 @@ class Settings:
     device: str = "cuda"  # "cuda" or "cpu"
     v0_engine: bool = False  # vLLM's V0 engine (before 0.8, or VLLM_USE_V1=0 up to 0.10)
     context_in_budget: bool = False  # before 0.9: everything not torch's is inside the budget
+    model_runner: str = "v1"  # "v0" (V0 engine), "v1" or "v2" (vLLM's GPU model runner)
 
     @property
     def world_size(self) -> int:
@@ -105,6 +106,28 @@ def v0_batch_defaults(max_model_len: int, max_position_embeddings: int) -> tuple
     ``max_num_seqs`` 256."""
     del max_position_embeddings
     return 256, 512 if max_model_len > 32768 else max(max_model_len, 2048)
+
+
+def model_runner(version: tuple[int, int], *, v0_engine: bool, dense: bool) -> str:
+    """Which of vLLM's GPU model runners a startup uses, by version and model.
+
+    - ``"v0"``: the V0 engine (``vllm/worker/model_runner.py``): no sampler warmup after
+      the KV pool;
+    - ``"v1"``: ``vllm/v1/worker/gpu_model_runner.py`` (0.8 on);
+    - ``"v2"``: ``vllm/v1/worker/gpu/model_runner.py``, the default for dense models from
+      0.22 and for every model from 0.28 (``vllm/config/vllm.py::use_v2_model_runner``
+      in 0.32: on unless a feature it lacks is asked for). Measured: the 0.22.1 and 0.23
+      startups of dense Qwen3-8B and Llama-3.2-1B log "Using V2 Model Runner"; the 0.22.1
+      and 0.26.1 startups of the Qwen3-30B-A3B MoE and the 0.27.1 one of the hybrid
+      Qwen3.6 log ``gpu_model_runner.py`` (V1); vLLM PRs #44443 (dense models by default)
+      and #53183 (every non-pooling model), and IBM/vLLM-Hook#33 pinning the V1 runner
+      for "vLLM 0.28+".
+    """
+    if v0_engine:
+        return "v0"
+    if version >= (0, 28) or (dense and version >= (0, 22)):
+        return "v2"
+    return "v1"
 
 
 def cpu_batch_defaults(world_size: int) -> tuple[int, int]:
@@ -172,10 +195,12 @@ def resolve(
     treats_as_a100: bool,
     max_position_embeddings: int,
     default_quantization: str | None,
+    dense: bool = True,
 ) -> Settings:
     """Fill in vLLM's defaults for what the user did not set; UsageError (exit 2) for values
     out of range, naming the allowed ones. An unknown version plans with the nearest known
-    (:func:`nearest_known_version` gives the warning)."""
+    (:func:`nearest_known_version` gives the warning). ``dense``: the model has neither
+    experts nor linear-attention/mamba layers (it decides the model runner)."""
     asked = req.engine_version or (
         DEFAULT_CPU_ENGINE_VERSION if req.device == "cpu" else DEFAULT_ENGINE_VERSION
     )
@@ -227,4 +252,5 @@ def resolve(
         device=req.device,
         v0_engine=v0,
         context_in_budget=req.device != "cpu" and version < (0, 9),
+        model_runner=model_runner(version, v0_engine=v0, dense=dense),
     )
