@@ -362,6 +362,21 @@ def main() -> None:
             f"{_pct(Row.err(r.weights))} | {_pct(Row.err(r.bytes_per_token))} | {tokens} | "
             f"{_pct(Row.err(r.kv_tokens))} | {verdict}{mark} | {'; '.join(r.notes)[:160]} |"  # type: ignore[arg-type]
         )
+    unchecked = sorted(f.stem for f in CONFIGS.glob("*.json"))
+    lines += [
+        "",
+        (
+            "Sampler warmup: the plan follows vLLM's model runner (core/plan/peaks.py): the V1 "
+            "runner's profile run holds the same sampler pass as its warmup, the V2 runner "
+            "(dense models from 0.22, all from 0.28) profiles the logits only and its warmup "
+            "needs 12 B per logit element more."
+        ),
+        "",
+        (
+            "Configs in bench/configs/ written from memory of the public config.json and not "
+            f"yet checked against a public copy ({len(unchecked)}): " + ", ".join(unchecked)
+        ),
+    ]
     lines += ["", "Unusable points:", ""]
     lines += [f"- {r.file} `{r.model}`: {r.unusable}" for r in rows if r.unusable]
     text = "\n".join(lines) + "\n"
