@@ -778,7 +778,8 @@ class ClusterMachine:
         """A node that meets the others at another address than the head's fails at once:
         it would retry until the timeout while node 0 waits (real-parts §4, wrong --master-addr)."""
         head = self._head()
-        sure = self.runs[0].meets_at is not None or _is_ip(self.plan.master_addr)
+        if self.runs[0].meets_at is None and not _is_ip(self.plan.master_addr):
+            return []  # a host name: node 0's own line will say how the engine spells it
         for run in self.runs[1:]:
             if run.joined_at is not None or not run.alive:
                 continue
@@ -788,7 +789,7 @@ class ClusterMachine:
                 m = self.spec.cannot_reach.search(run.unreachable_line)
                 tried = tcp_address(m["addr"]) if m else None
                 line = run.unreachable_line
-            if tried is None and run.meets_at is not None and sure:
+            if tried is None and run.meets_at is not None:
                 tried, line = run.meets_at, run.rendezvous_line
             if tried is None or line is None or _same_address(tried, head):
                 continue
