@@ -46,7 +46,7 @@ from builders.netns import Cluster, cluster, unavailable_reason  # noqa: E402
 from builders.vllm_env import tiny_model, vllm_problem  # noqa: E402
 
 OUT = HERE / "results" / "nodes.md"
-ROUNDS = 2  # interleaved bare / bringup starts to ready
+ROUNDS = 3  # interleaved bare / bringup starts to ready
 OBSERVE_SECONDS = 45.0  # vLLM alone: how long node 0 is watched waiting past its rendezvous
 SERVE = ["-tp", "2", "--host", "0.0.0.0", "--port", "8000", "--dtype", "float32"]
 SERVE += ["--max-model-len", "512", "--enforce-eager"]
@@ -316,6 +316,16 @@ def main() -> int:
             (
                 "start of the servers to ready (bringup's time_to_ready, median)",
                 f"{statistics.median(ours_ttr):.1f} s",
+                "-",
+            )
+        )
+        before = [a - t for a, t in zip(ours_ready, ours_ttr, strict=True)]
+        rows.append(
+            (
+                "bringup's own time before the servers start (plan, pre-flight over ssh; median)",
+                f"{statistics.median(before):.1f} s ("
+                + ", ".join(f"{x:.1f}" for x in before)
+                + ")",
                 "-",
             )
         )

@@ -208,8 +208,21 @@ def test_a_join_limit_of_none_never_fails_for_joining() -> None:
     assert c.m.state is State.STARTING
 
 
+def test_a_node_that_printed_nothing_is_named_sooner_than_the_join_limit() -> None:
+    c = Cluster(join_seconds=60.0)
+    assert c.m.tick(100.0) == []  # node 0 not waiting yet: slow imports are not a join problem
+    c.line(0, BEFORE.replace("rank=1", "rank=0"), now=100.0)
+    assert c.m.tick(129.0) == []
+    c.m.tick(130.0)  # 30 s: node 0 did its whole start meanwhile, node 1 not even a line
+    assert c.m.failed_rank == 1
+    assert c.m.failure is not None
+    assert "printed nothing 30 s after node 0 reached the rendezvous" in c.m.failure.summary
+    assert "its server never started" in c.m.failure.summary
+
+
 def test_silence_without_a_retry_line_names_the_node_that_did_not_join() -> None:
     c = Cluster(join_seconds=30.0)
+    c.line(1, "INFO vllm is importing", now=50.0)  # it printed: not silent, only slow
     assert c.m.tick(100.0) == []  # node 0 not waiting yet: slow imports are not a join problem
     c.line(0, BEFORE.replace("rank=1", "rank=0"), now=100.0)  # node 0's store waits from here
     assert c.m.tick(129.0) == []
@@ -409,7 +422,7 @@ def test_follower_names_a_silent_node_after_the_join_limit_on_its_clock() -> Non
     assert r.result.exit_code == 1
     ((rank, t),) = r.failures()
     assert rank == 1
-    assert 80.0 <= t < 80.5  # node 0 waited from 20 s; 60 s later
+    assert 50.0 <= t < 50.5  # node 0 waited from 20 s; a node silent 30 s after that
     assert r.result.summary["nodes"][0]["exit_code"] == -9  # stopped: SIGKILL after the grace
 
 

@@ -680,7 +680,9 @@ class ClusterMachine:
     stall limit covers a node that shows nothing). Sooner, where the log already tells:
     a node whose rendezvous (or retry) line names another address than the head's fails at
     once, and a node at the rendezvous together with node 0 that has not joined
-    ``meet_seconds`` later fails then (healthy nodes meet within seconds of both being there).
+    ``meet_seconds`` later fails then (healthy nodes meet within seconds of both being there),
+    as does a node that has printed nothing ``meet_seconds`` after node 0 reached it (node 0
+    imported, spawned its engine and waits: the same work, done, on the other node).
     Every node's pending failure (an unknown exception) settles after the grace, not only at
     its exit.
     """
@@ -876,6 +878,13 @@ class ClusterMachine:
             ]
             if met:  # both at the rendezvous, and still apart
                 return out + self._never_joined(met[0], now, meet)
+            silent = [
+                run
+                for run in waiting
+                if run.node.rank > 0 and run.machine.line_count == 0 and now - head >= meet
+            ]
+            if silent:  # node 0 imported, spawned and waits; this one never said a word
+                return out + self._never_joined(silent[0], now, meet)
         if now - head < self.join_seconds:
             return out
         # a node that says it cannot reach the head is the cause; the others wait for it
@@ -911,6 +920,16 @@ class ClusterMachine:
                 f"The nodes also connect to each other, not only to port {plan.master_port}: "
                 "open the ports between them, and make *_SOCKET_IFNAME name the interface "
                 f"that reaches the other nodes on node {run.node.rank}."
+            )
+        elif run.machine.line_count == 0:
+            summary = (
+                f"{run.node.label} printed nothing {waited} after node 0 reached the rendezvous "
+                f"at {head}: its server never started"
+            )
+            line = ""
+            remedy = Remedy(
+                f"Check that the command runs on node {run.node.rank} by hand (the same "
+                "executable and environment as in the nodes file); its log is in the run folder."
             )
         else:
             summary = f"{run.node.label} did not join the group within {waited} of node 0 waiting at {head}"
