@@ -94,13 +94,19 @@ def test_stop_kills_a_server_that_ignores_sigterm_and_its_children(
 
 
 MAPS_SHM = """
-import mmap, os, sys, time
-fd = os.open("/dev/shm/" + sys.argv[1], os.O_CREAT | os.O_RDWR, 0o600)
-os.ftruncate(fd, 4096)
-buf = mmap.mmap(fd, 4096)
-os.close(fd)  # held by the mapping only, as vLLM's shared buffers are
+import mmap, os, signal, sys, time
+maps = []
+def make(name):
+    fd = os.open("/dev/shm/" + name, os.O_CREAT | os.O_RDWR, 0o600)
+    os.ftruncate(fd, 4096)
+    maps.append(mmap.mmap(fd, 4096))
+    os.close(fd)  # held by the mapping only, as vLLM's shared buffers are
+make(sys.argv[1])
+# a teardown that makes one more while it dies (deaf to SIGTERM: killed after the grace)
+signal.signal(signal.SIGTERM, lambda *_: make(sys.argv[1] + "-late"))
 print("ready", flush=True)
-time.sleep(300)
+while True:
+    time.sleep(1)
 """
 
 
@@ -127,13 +133,15 @@ def test_stop_removes_the_shm_objects_its_server_held_and_no_one_else_s(
             time.sleep(0.05)
         assert "ready" in seen.lines
         Path("/dev/shm", theirs).write_bytes(b"x")  # another run's object, made meanwhile
-        server.stop()  # SIGTERM kills python: its mapping goes, the object stays behind
+        server.stop()  # SIGKILL after the grace: its mappings go, the objects stay behind
         assert seen.exit is not None
         assert not Path("/dev/shm", ours).exists()  # the wrapper removed what its server held
+        assert not Path("/dev/shm", f"{ours}-late").exists()  # made during the grace: too
         assert Path("/dev/shm", theirs).exists()  # never another run's
-        assert (Path(folder) / "shm-removed").read_text().split("\n")[0] == ours
+        removed = (Path(folder) / "shm-removed").read_text().split()
+        assert sorted(removed) == sorted([ours, f"{ours}-late"])
     finally:
-        for name in (ours, theirs):
+        for name in (ours, f"{ours}-late", theirs):
             Path("/dev/shm", name).unlink(missing_ok=True)
 
 

@@ -8,7 +8,7 @@ the wrapper sends SIGTERM to the server's process group, SIGKILL after the grace
 may ignore SIGTERM while it waits for the other nodes), then SIGKILL to anything left in
 the session. The server's exit is said as soon as its output has all come through
 (``@@bringup-node exited N``); then the wrapper removes the /dev/shm objects that the server's own processes mapped or held open
-(sampled every 2 s while it runs, and once more before the stop) and that no process holds
+(sampled every 2 s while it runs, before the SIGTERM and again before the SIGKILL) and that no process holds
 any more: a killed vLLM leaks ``psm_*``, ``sem.mp-*`` and its CPU build's
 ``*-cpushm_*`` buffers. Objects of other runs are never touched: only what a process of
 this server's session was seen holding is a candidate (the names go to ``shm``, those
@@ -55,6 +55,7 @@ stop() {
   seen
   kill -TERM -$p 2>/dev/null; n=0
   while kill -0 -$p 2>/dev/null && [ $n -lt $g ]; do sleep 0.1; n=$((n+1)); done
+  seen
   kill -KILL -$p 2>/dev/null
   for q in $(ps -o pid= -s $p 2>/dev/null); do kill -KILL $q 2>/dev/null; done
 }
