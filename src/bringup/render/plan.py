@@ -61,9 +61,16 @@ def format_plan(plan: Plan) -> Group:
             label, format_bytes(value), f"{100 * value / g.total_bytes:.1f}%", what, style=style
         )
     kv = plan.kv_cache
+    across = (
+        f" (tokens and concurrency counted across the DCP group of {kv.dcp_group_size} GPUs,"
+        " bytes per token on one)"
+        if kv.dcp_group_size > 1
+        else ""
+    )
     kv_line = Text(
         f"KV cache: {kv.bytes_per_token:,} bytes per token, {kv.tokens:,} tokens, "
         f"max concurrency {kv.max_concurrency:.2f} at {s.max_model_len:,} tokens per request"
+        f"{across}"
     )
     return Group(
         head,

@@ -32,6 +32,7 @@ from bringup.core.plan import (
 from bringup.core.plan.arch import architecture_warning
 from bringup.core.plan.calibrate import calibrate, model_mismatches
 from bringup.core.plan.calibrate import report as calibration_report
+from bringup.core.plan.checks import check_dcp
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.result import Plan
 from bringup.core.plan.settings import nearest_known_version, parse_version
@@ -205,6 +206,11 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
     arch = parse_architecture(config)
     warnings = tuple(_warnings(req, arch))
     if req.device == "cpu":
+        if (req.decode_context_parallel_size or 1) != 1:
+            raise UsageError(
+                "--decode-context-parallel-size is planned for GPUs only",
+                hint="drop -dcp with --device cpu",
+            )
         cpu_plan = _run_cpu(args, ctx, req, arch, tensors, command.flags if command else ())
         return dataclasses.replace(cpu_plan, warnings=warnings)
     world = (req.tensor_parallel_size or 1) * (req.pipeline_parallel_size or 1)
@@ -229,6 +235,7 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
             default_quantization=None,
             dense=arch.dense,
         )
+    check_dcp(arch, settings.tensor_parallel_size, settings.decode_context_parallel_size)
     if tensors is None:
         tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))
     planner = Planner(arch, tensors, gpus)
@@ -360,11 +367,17 @@ def predict_decode(
 
 def decode_setup(args: argparse.Namespace, flags: Sequence[str]) -> decode.DecodeSetup:
     """The decode flags (``-dcp`` also read from the server command)."""
-    dcp = args.decode_context_parallel_size
+    dcp = _dcp(args, flags)
+    return decode.DecodeSetup(args.interconnect, 1 if dcp is None else dcp, args.context_tokens)
+
+
+def _dcp(args: argparse.Namespace, flags: Sequence[str]) -> int | None:
+    """``-dcp`` from the flags, else from the server command; None when neither sets it."""
+    dcp = getattr(args, "decode_context_parallel_size", None)
     if dcp is None:
         text = engine_args.get_flag(flags, "--decode-context-parallel-size", "-dcp")
-        dcp = _convert("--decode-context-parallel-size", text, int) if text else 1
-    return decode.DecodeSetup(args.interconnect, dcp, args.context_tokens)
+        dcp = _convert("--decode-context-parallel-size", text, int) if text else None
+    return dcp
 
 
 def _requested(
@@ -390,6 +403,7 @@ def _requested(
         engine_version=args.engine_version,
         use_v1=_use_v1((environ or {}).get("VLLM_USE_V1")),
         device=args.device or "cuda",
+        decode_context_parallel_size=_dcp(args, flags),
     )
 
 

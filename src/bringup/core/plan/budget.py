@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bringup.core.checkpoint import TensorInfo
 from bringup.core.plan import kv as kvmod
@@ -153,16 +153,14 @@ def _rank(
     arch: Architecture, gpus: GpuSet, s: Settings, c: Calibration, st: StageWeights, *, last: bool
 ) -> RankBudget:
     tp = s.tensor_parallel_size
-    spec = kvmod.kv_spec(arch, st.layers, tp, s.kv_cache_dtype)
+    spec = kvmod.kv_spec(arch, st.layers, tp, s.kv_cache_dtype, s.decode_context_parallel_size)
     if c.kv_bytes_per_token_scale != 1.0:
-        spec = kvmod.KvSpec(
-            round(spec.full_bytes_per_token * c.kv_bytes_per_token_scale),
-            round(spec.sliding_bytes_per_token * c.kv_bytes_per_token_scale),
-            spec.sliding_window,
-            spec.state_bytes_per_request,
-            spec.block_size,
-            spec.full_layers,
-            spec.sliding_layers,
+        spec = replace(
+            spec,
+            full_bytes_per_token=round(spec.full_bytes_per_token * c.kv_bytes_per_token_scale),
+            sliding_bytes_per_token=round(
+                spec.sliding_bytes_per_token * c.kv_bytes_per_token_scale
+            ),
         )
     weights = round(st.total_bytes * c.weights_scale)
     activation = peaks.activation_peak_bytes(

@@ -12,6 +12,19 @@ A sliding-window layer needs at most ``window - 1 + max_num_batched_tokens`` tok
 block) per request, so it bounds per-request memory but not the token count vLLM reports:
 "GPU KV cache size" is ``pool // bytes_per_token`` (all attention layers counted), and the
 concurrency at ``max_model_len`` accounts for the windows.
+
+Decode context parallelism (``-dcp N``, vLLM 0.32 ``v1/core/kv_cache_utils.py::
+resolve_dcp_kv_block_size`` and ``v1/kv_cache_interface.py``): attention layers are
+``dcp_sharded``, so each rank of a DCP group stores every N-th token. A rank's pages and its
+bytes per token are unchanged, the pool holds the same number of blocks, but one block spans
+``block_size x N`` tokens of the scheduler's view: a request of ``max_model_len`` needs
+``cdiv(cdiv(max_model_len, N), block_size)`` blocks per rank
+(``FullAttentionSpec.max_memory_usage_bytes``), so the tokens vLLM reports and the max
+concurrency are N times those of one rank, counted across the DCP group (0.9-0.20
+``_report_kv_cache_config`` multiplied the token count by ``dcp_world_size`` and said so in
+"Multiplying the GPU KV cache size by the dcp_world_size N"). Linear-attention/mamba state is
+not sharded; sliding-window layers refuse DCP (``SlidingWindowSpec``: "DCP not support
+sliding window", see :func:`~bringup.core.plan.checks.dcp_problem`).
 """
 
 from __future__ import annotations
@@ -34,6 +47,7 @@ class KvSpec:
     block_size: int
     full_layers: int = 0  # attention layers of each kind on this rank (for vLLM's groups)
     sliding_layers: int = 0
+    dcp: int = 1  # decode context parallel size: attention tokens are sharded over this many ranks
 
     @property
     def bytes_per_token(self) -> int:
@@ -53,8 +67,10 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
     return model_dtype_bytes if d == "auto" else 2
 
 
-def kv_spec(arch: Architecture, layers: tuple[int, int], tp: int, kv_cache_dtype: str) -> KvSpec:
-    """The KV spec of the layers ``[first, last)`` on one rank."""
+def kv_spec(
+    arch: Architecture, layers: tuple[int, int], tp: int, kv_cache_dtype: str, dcp: int = 1
+) -> KvSpec:
+    """The KV spec of the layers ``[first, last)`` on one rank (``dcp``: its DCP group)."""
     dtype = kv_dtype_bytes(kv_cache_dtype, arch.dtype_bytes)
     if arch.mla is not None:
         per_layer = (
@@ -75,6 +91,7 @@ def kv_spec(arch: Architecture, layers: tuple[int, int], tp: int, kv_cache_dtype
         block_size=block,
         full_layers=kinds.count("full"),
         sliding_layers=kinds.count("sliding"),
+        dcp=max(1, dcp),
     )
 
 
@@ -83,8 +100,10 @@ def _round_up(tokens: int, block: int) -> int:
 
 
 def request_bytes(spec: KvSpec, max_model_len: int, max_num_batched_tokens: int) -> int:
-    """KV bytes one request of ``max_model_len`` tokens needs on this rank."""
-    full = _round_up(max_model_len, spec.block_size) * spec.full_bytes_per_token
+    """KV bytes one request of ``max_model_len`` tokens needs on this rank (under DCP the rank
+    holds ``cdiv(max_model_len, dcp)`` of its tokens)."""
+    local = -(-max_model_len // spec.dcp)
+    full = _round_up(local, spec.block_size) * spec.full_bytes_per_token
     sliding = 0
     if spec.sliding_bytes_per_token:
         window = spec.sliding_window or max_model_len
@@ -96,11 +115,12 @@ def request_bytes(spec: KvSpec, max_model_len: int, max_num_batched_tokens: int)
 
 
 def tokens_in(spec: KvSpec, kv_bytes: int) -> int:
-    """Tokens a pool of ``kv_bytes`` holds, whole blocks only (vLLM's "GPU KV cache size")."""
+    """Tokens a pool of ``kv_bytes`` holds, whole blocks only (vLLM's "GPU KV cache size"),
+    across the DCP group."""
     if kv_bytes <= 0 or spec.bytes_per_token <= 0:
         return 0
     blocks = kv_bytes // (spec.bytes_per_token * spec.block_size)
-    return int(blocks * spec.block_size)
+    return int(blocks * spec.block_size * spec.dcp)
 
 
 def max_concurrency(
@@ -158,6 +178,9 @@ def reported_tokens(
     - 0.21 and later (``get_kv_cache_capacity``): ``int(max_concurrency x max_model_len)``,
       ``max_concurrency = num_blocks / Σ_groups cdiv(request bytes, page)`` (a sliding group
       needs ``cdiv(min(window - 1 + pp x max_num_batched_tokens, len), block) + 1`` blocks).
+
+    Under DCP every count is across the group: x ``dcp`` before 0.21, and a full-attention
+    request needs ``cdiv(cdiv(len, dcp), block)`` blocks from 0.21 (see the module docstring).
     """
     if kv_bytes <= 0 or spec.bytes_per_token <= 0:
         return 0
@@ -170,8 +193,9 @@ def reported_tokens(
     size, full_groups, sliding_groups = group_layout(full, sliding)
     blocks = kv_bytes // (size * page)
     if version < (0, 21):
-        return int(blocks // (full_groups + sliding_groups) * spec.block_size)
-    need = full_groups * -(-max_model_len // spec.block_size)
+        return int(blocks // (full_groups + sliding_groups) * spec.block_size * spec.dcp)
+    local = -(-max_model_len // spec.dcp)  # the tokens of one request on one rank of the group
+    need = full_groups * -(-local // spec.block_size)
     if sliding_groups:
         window = spec.sliding_window or max_model_len
         tokens = min(window - 1 + pipeline_parallel * max_num_batched_tokens, max_model_len)

@@ -102,7 +102,9 @@ def kv_cache(r: RankBudget, s: Settings) -> KvCache:
         max_num_batched_tokens=s.max_num_batched_tokens,
         pipeline_parallel=s.pipeline_parallel_size,
     )
-    return KvCache(r.spec.bytes_per_token, tokens, round(concurrency, 2))
+    return KvCache(
+        r.spec.bytes_per_token, tokens, round(concurrency, 2), s.decode_context_parallel_size
+    )
 
 
 def verdict(o: Outcome) -> Verdict:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from bringup.core.plan import kv as kvmod
 from bringup.core.plan import peaks
-from bringup.core.plan.checks import parallel_problem
+from bringup.core.plan.checks import dcp_problem, parallel_problem
 from bringup.core.plan.result import Recommendation
 from bringup.core.plan.settings import Settings
 from bringup.core.vocab import FailureClass, Phase
@@ -187,6 +187,7 @@ def _tensor_parallel(planner: Planner, s: Settings) -> Iterator[Recommendation]:
             planner.arch, tp, s.pipeline_parallel_size, expert_parallel=s.enable_expert_parallel
         )
         is None
+        and dcp_problem(planner.arch, tp, s.decode_context_parallel_size) is None
         and _fits(planner, s.with_(tensor_parallel_size=tp))
     ]
     if fitting:

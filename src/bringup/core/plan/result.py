@@ -40,11 +40,14 @@ class PerGpu:
 
 @dataclass(frozen=True, slots=True)
 class KvCache:
-    """KV capacity."""
+    """KV capacity. Under decode context parallelism ``tokens`` and ``max_concurrency`` are
+    counted across the DCP group of ``dcp_group_size`` ranks (each holds 1/N of every
+    request's tokens), as vLLM reports them; ``bytes_per_token`` stays one rank's."""
 
     bytes_per_token: int  # one token, every attention layer, one rank
     tokens: int
     max_concurrency: float  # requests of max_model_len tokens at once
+    dcp_group_size: int = 1  # the ranks ``tokens`` is counted across (-dcp; 1 without it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ class Requested:
     engine_version: str | None = None
     device: str = "cuda"  # "cuda" (GPUs) or "cpu" (vLLM's CPU build)
     use_v1: bool | None = None  # VLLM_USE_V1 (0.8-0.10 could still run the V0 engine)
+    decode_context_parallel_size: int | None = None  # -dcp (None: 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,7 @@ class Settings:
     v0_engine: bool = False  # vLLM's V0 engine (before 0.8, or VLLM_USE_V1=0 up to 0.10)
     context_in_budget: bool = False  # before 0.9: everything not torch's is inside the budget
     model_runner: str = "v1"  # "v0" (V0 engine), "v1" or "v2" (vLLM's GPU model runner)
+    decode_context_parallel_size: int = 1  # -dcp: the KV cache's tokens sharded over N TP ranks
 
     @property
     def world_size(self) -> int:
@@ -253,4 +255,7 @@ def resolve(
         v0_engine=v0,
         context_in_budget=req.device != "cpu" and version < (0, 9),
         model_runner=model_runner(version, v0_engine=v0, dense=dense),
+        decode_context_parallel_size=_positive(
+            "--decode-context-parallel-size", req.decode_context_parallel_size, 1
+        ),
     )
