@@ -67,7 +67,13 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "sampler_warmup_bytes",
         "headroom_bytes",
     }
-    assert set(data["kv_cache"]) == {"bytes_per_token", "tokens", "max_concurrency"}
+    # the issue's three, and the DCP group the tokens are counted across (issue 15, -dcp)
+    assert set(data["kv_cache"]) == {
+        "bytes_per_token",
+        "tokens",
+        "max_concurrency",
+        "dcp_group_size",
+    }
     assert set(data["verdict"]) == {"fits", "failure_class", "phase", "reason"}
     assert data["verdict"]["failure_class"] == "cuda_oom"
     assert data["verdict"]["phase"] == "warmup"
