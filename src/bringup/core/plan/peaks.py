@@ -45,6 +45,17 @@ needs *beyond* what the profile measured depends on the model runner
 
 For MiniMax-M2.5 (V = 200,064) at N = 1,024: 5.34 GiB in the profile of the V1 runner; 2.29
 GiB beyond the profile for the V2 runner's warmup.
+
+**Where the constants come from.** The byte counts per logit element follow vLLM's code
+(above). The others are fixed numbers, not fitted by any code: set once (commit 26939af) from
+the public figures in ``shared/reference/memory.md`` and unchanged since: the graph pool per
+layer and captured size from two startups (Llama-3-8B on an H100, 0.67 GiB; Qwen3-235B TP8 EP
+on L40S, 3.45 GiB), non-torch memory from the 0.2-0.5 GiB per GPU seen on 3090/A100/L40S at
+TP 2-8, the CUDA context, NCCL and kernel workspaces as round figures in that range. The
+per-version rules were written while reading the 50 startups of the bench, so its KV-token
+median is in-sample; ``bench/bench_plan_memory.py`` refits the one scale the corpus can
+refit (the graph pool's, from its "Graph capturing finished ... took X GiB" lines) and
+reports the leave-one-out figure beside it.
 """
 
 from __future__ import annotations
