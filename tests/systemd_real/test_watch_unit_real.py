@@ -93,7 +93,10 @@ def test_watch_reports_the_exit_of_its_run_not_the_next_runs_state(
     script = workdir / "server.sh"
     script.write_text("#!/bin/sh\necho 'INFO loading the model'\nsleep 3\nexit 3\n")
     script.chmod(0o755)
-    install_twin(systemd, name, [str(script), "--port", str(free_port())], gpus)
+    # a long RestartSec=: the watch (polling each second) sees the auto-restart wait itself
+    install_twin(
+        systemd, name, [str(script), "--port", str(free_port())], gpus, "--restart-sec", "30s"
+    )
     systemd.start_unit(unit, block=False)
     _until("the run logs", lambda: "loading the model" in systemd.journal(unit))
     watch = _watch(systemd, unit, gpus)
