@@ -369,10 +369,11 @@ class LogAnalyzer:
     ) -> None:
         if self._phase is Phase.READY and new.failure_class is not FailureClass.PORT_IN_USE:
             cur = self._runtime
-            if (
-                cur is None
-                or (new.is_final and not cur.is_final)
-                or (self._runtime_weak and not weak and new.is_final)  # a signature says more
+            # a signature says more than an exception no signature knows, even a signature
+            # that only points at a death (vLLM's "engine core exited unexpectedly" before its
+            # EngineDeadError): an unknown exception never replaces a known line
+            if cur is None or (
+                not weak and (self._runtime_weak or (new.is_final and not cur.is_final))
             ):
                 self._runtime, self._runtime_weak = new, weak  # the server's, not the startup's
                 if not weak:
