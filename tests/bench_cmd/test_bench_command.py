@@ -425,7 +425,8 @@ def test_checkpoint_takes_what_plan_takes(sse_server: FakeServer, tmp_path: Path
     [
         (["-tp", "4", "--enable-expert-parallel"], ["-tp", "4", "--enable-expert-parallel"]),
         (["-tp", "2", "-pp", "2"], ["-tp", "2", "-pp", "2"]),
-        (["--gpus", "4", "-pp", "2", "-dcp", "2"], ["-tp", "2", "-pp", "2", "-dcp", "2"]),
+        # DCP on this GQA model (4 KV heads) needs -tp above 4 and -dcp at most -tp / 4
+        (["--gpus", "8", "-dcp", "2"], ["-tp", "8", "-dcp", "2"]),
     ],
 )
 def test_the_servers_layout_gives_the_plans_prediction(
