@@ -266,15 +266,7 @@ class _Follower:
 
     def _loop(self) -> None:
         while True:
-            item = self.inbox.get(TICK_SECONDS)
-            now = self.clock.monotonic()
-            handled = 0
-            while item is not None and handled < 1000:  # a burst, decided on once
-                self._handle(item, now)
-                handled += 1
-                item = self.inbox.get_nowait()
-            if item is not None:
-                self._handle(item, now)
+            now = self.inbox.take_burst(TICK_SECONDS, self._handle)
             stopped = self._stopped_members() if self.machine.stall_due(now) else ()
             self._report(self.machine.tick(now, stopped))
             self._send_probe(now)

@@ -210,15 +210,7 @@ class _Follower:
     def _loop(self) -> None:
         m = self.machine
         while True:
-            item = self.inbox.get(TICK_SECONDS)
-            now = self.clock.monotonic()
-            handled = 0
-            while item is not None and handled < 1000:  # a burst, decided on once
-                self._handle(item, now)
-                handled += 1
-                item = self.inbox.get_nowait()
-            if item is not None:
-                self._handle(item, now)
+            now = self.inbox.take_burst(TICK_SECONDS, self._handle)
             self._report(m.tick(now))
             self._send_probe(now)
             self._keep_systemd_informed(now)

@@ -24,6 +24,7 @@ from bringup.core.probes import ProbeKind, ProbeObservation
 from bringup.errors import BringupError
 from bringup.follow.types import Prober
 
+BURST_ITEMS = 1000  # items the follower handles with one reading of the clock before it ticks
 MAX_ITEMS = 10_000  # items waiting in the inbox before a producer is paced
 MAX_CHARS = 32 * 1024 * 1024  # characters of waiting lines (a line is up to 1 MiB)
 IDLE_SECONDS = 0.25  # a consumer that took nothing for this long is busy elsewhere
@@ -118,6 +119,21 @@ class Inbox:
             return item
         self._clock.wait(self._arrived, timeout_seconds)
         return self.get_nowait()
+
+    def take_burst(self, timeout_seconds: float, handle: Callable[[Any, float], None]) -> float:
+        """Wait for an item as :meth:`get` does, then hand it and what else is waiting to
+        ``handle(item, now)``, all with the one ``now`` read when the wait ended (a burst is
+        decided on once), at most :data:`BURST_ITEMS` + 1 of them; return that ``now``."""
+        item = self.get(timeout_seconds)
+        now = self._clock.monotonic()
+        handled = 0
+        while item is not None and handled < BURST_ITEMS:
+            handle(item, now)
+            handled += 1
+            item = self.get_nowait()
+        if item is not None:
+            handle(item, now)
+        return now
 
 
 def _chars_of(item: Any) -> int:
