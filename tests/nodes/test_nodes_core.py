@@ -283,3 +283,133 @@ def _problems(one: NodeFacts):  # type: ignore[no-untyped-def]
     plan = _plan(["vllm", "serve", "/m", "-tp", "2"])
     node1 = dataclasses.replace(one, interfaces={"eth0": ("10.0.0.2",)})
     return preflight(plan, [_good(), node1], SPEC)
+
+
+# -- the Ray backend -------------------------------------------------------------------------
+
+RAY = ("--distributed-executor-backend", "ray")
+
+
+def test_ray_plan_starts_a_ray_cluster_then_the_command_on_node_0_only() -> None:
+    assert SPEC is not None
+    plan = plan_cluster(
+        ["vllm", "serve", "/m", "-tp", "2", *RAY],
+        parse_nodes(NODES_TEXT),
+        SPEC,
+        ray_port=6400,
+        ray_args=["--num-cpus", "8"],
+        ray_tag="ab12",
+    )
+    assert plan.is_ray
+    assert plan.problems == ()
+    head, worker = plan.commands
+    assert head[:2] == ("ray", "start")
+    assert engine_args.has_flag(head, "--head")
+    assert engine_args.get_flag(head, "--port") == "6400"
+    assert engine_args.get_flag(head, "--node-ip-address") == "10.0.0.1"
+    assert engine_args.get_flag(worker, "--address") == "10.0.0.1:6400"
+    assert engine_args.get_flag(worker, "--node-ip-address") == "10.0.0.2"
+    assert not engine_args.has_flag(worker, "--head")
+    for rank, cmd in enumerate(plan.commands):
+        assert engine_args.has_flag(cmd, "--block")
+        assert engine_args.get_flag(cmd, "--temp-dir") == f"/tmp/bringup-ray-ab12-{rank}"
+        assert cmd[-2:] == ("--num-cpus", "8")
+    # the command itself, unchanged: no --nnodes/--node-rank/--headless, no timeout added
+    assert plan.serve_command == ("vllm", "serve", "/m", "-tp", "2", *RAY)
+    assert plan.serve_env == (("RAY_ADDRESS", "10.0.0.1:6400"),)
+    assert plan.engine_program == "vllm"
+    assert (plan.master_addr, plan.master_port) == ("10.0.0.1", 6400)  # the reachability test
+    assert plan.devices_needed == 2
+    assert "2 GPU bundles" in plan.notes[0]
+    assert "30 minutes" in plan.notes[0]
+
+
+def test_ray_plan_refuses_the_multiprocessing_flags() -> None:
+    plan = _plan(["vllm", "serve", "/m", "-tp", "2", "--nnodes", "2", *RAY])
+    (problem,) = plan.problems
+    assert "--nnodes is set on the command" in problem.message
+    assert "places its workers on the Ray cluster" in problem.message
+
+
+def _ray_good(**changes: object) -> NodeFacts:
+    ray: dict[str, object] = {
+        "ray_path": "/venv/bin/ray",
+        "ray_python_version": "3.11.7",
+        "ray_packages": {"ray": "2.60.0", "vllm": "0.32.0", "torch": "2.13.0"},
+        "asked_ray": True,
+    }
+    return _good(**{**ray, **changes})
+
+
+def _ray_check(
+    one: NodeFacts, zero: NodeFacts | None = None, argv: tuple[str, ...] = (), **kw: object
+) -> list[str]:
+    assert SPEC is not None
+    plan = plan_cluster(
+        ["vllm", "serve", "/m", *argv, *RAY], parse_nodes(str(kw.pop("text", NODES_TEXT))), SPEC
+    )
+    node1 = dataclasses.replace(one, interfaces={"lo": ("127.0.0.1",), "eth0": ("10.0.0.2",)})
+    facts = [zero or _ray_good(), node1]
+    return [p.line() for p in preflight(plan, facts, SPEC, **kw)]  # type: ignore[arg-type]
+
+
+def test_ray_nodes_that_fit_pass() -> None:
+    assert _ray_check(_ray_good(), argv=("-tp", "4")) == []  # 2 + 2 GPUs for 4 bundles
+
+
+def test_ray_placement_group_larger_than_the_cluster_is_refused() -> None:
+    (line,) = _ray_check(_ray_good(gpu_count=1), argv=("-tp", "2", "-pp", "2"))
+    assert line.startswith("the cluster: the engine asks Ray for 4 bundles of 1 GPU")
+    assert "the nodes have 3 (node 0 2, node 1 1)" in line
+    assert "wait 30 minutes ('Waiting for creating a placement group ...')" in line
+
+
+def test_ray_num_gpus_given_to_ray_start_is_what_counts() -> None:
+    lines = _ray_check(_ray_good(), argv=("-tp", "4"), ray_args=["--num-gpus=1"])
+    assert any("the nodes have 2 (node 0 1, node 1 1)" in x for x in lines)
+
+
+def test_ray_node_without_gpus_is_a_warning_when_the_rest_fits() -> None:
+    assert SPEC is not None
+    plan = plan_cluster(["vllm", "serve", "/m", "-tp", "2", *RAY], parse_nodes(NODES_TEXT), SPEC)
+    one = dataclasses.replace(
+        _ray_good(gpu_count=0), interfaces={"lo": ("127.0.0.1",), "eth0": ("10.0.0.2",)}
+    )
+    (problem,) = preflight(plan, [_ray_good(), one], SPEC)
+    assert (problem.rank, problem.check, problem.severity) == (1, "placement", "warning")
+
+
+def test_ray_older_executor_needs_a_gpu_on_node_0() -> None:
+    text = NODES_TEXT.replace(
+        "VLLM_HOST_IP=10.0.0.1", "VLLM_HOST_IP=10.0.0.1 VLLM_USE_RAY_V2_EXECUTOR_BACKEND=0"
+    )
+    lines = _ray_check(_ray_good(gpu_count=4), _ray_good(gpu_count=0), argv=("-tp", "2"), text=text)
+    assert any("node 0 (ops@gpu1:2222): VLLM_USE_RAY_V2_EXECUTOR_BACKEND=0" in x for x in lines)
+
+
+def test_ray_cpu_build_is_refused() -> None:
+    versions = {"vllm": "0.32.0+cpu", "torch": "2.13.0+cpu"}
+    cpu = {"packages": versions, "ray_packages": {**versions, "ray": "2.60.0"}, "gpu_count": None}
+    (line,) = _ray_check(_ray_good(**cpu), _ray_good(**cpu), argv=("-tp", "2"))
+    assert "CPU build cannot run its workers on Ray" in line
+
+
+def test_ray_missing_other_version_and_engine_outside_rays_python() -> None:
+    (line,) = _ray_check(_ray_good(ray_path=None), argv=("-tp", "2"))
+    assert "node 1 (gpu2): `ray` is not found on the node" in line
+    assert "pip install ray==2.60.0" in line
+    lines = _ray_check(
+        _ray_good(ray_packages={"ray": "2.58.0", "vllm": "0.32.0"}, ray_python_version="3.12.1"),
+        argv=("-tp", "2"),
+    )
+    assert any("Ray 2.58.0 here, 2.60.0 on node 0" in x for x in lines)
+    assert any("Ray's Python 3.12.1 here, 3.11.7 on node 0" in x for x in lines)
+    (line,) = _ray_check(_ray_good(ray_packages={"ray": "2.60.0"}), argv=("-tp", "2"))
+    assert "Ray's Python (/venv/bin/ray) has no vllm" in line
+
+
+def test_ray_head_port_not_reachable() -> None:
+    (line,) = _ray_check(_ray_good(connect_ok=False, connect_error="refused"), argv=("-tp", "2"))
+    assert "cannot reach the Ray head 10.0.0.1:6379 (refused)" in line
+    lines = _ray_check(_ray_good(), argv=("-tp", "2"), listen=ListenResult(False, "port in use"))
+    assert any("pick a free --ray-port" in x for x in lines)

@@ -243,6 +243,8 @@ def main() -> None:
     }
     out["offline"] = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
     out["engine"] = engine_facts(args["program"], args["packages"])
+    if args.get("ray"):  # the Ray CLI, and what its Python (the Ray workers' Python) sees
+        out["ray"] = engine_facts("ray", args["packages"])
     out["model"] = model_facts(args["model"]) if args.get("model") else {"files": None}
     out["gpus"] = gpu_facts()
     try:

@@ -4,7 +4,8 @@ Each node runs the probe script (``node_probe_script.py``, sent on stdin to the 
 ``python3``) with the node's environment from the nodes file. The master port test first
 has node 0 listen on the master address and port, then every node connects to it; so a
 wrong ``--master-addr``, a firewall or a port already taken shows in seconds, before any
-engine starts. The decisions are pure (``bringup.core.nodes.preflight``).
+engine starts (with the Ray backend: the Ray head's port, where every node's ``ray start``
+connects). The decisions are pure (``bringup.core.nodes.preflight``).
 """
 
 from __future__ import annotations
@@ -104,11 +105,12 @@ def gather(
     program: str | None = None,
 ) -> tuple[list[NodeFacts], ListenResult | None]:
     """The facts of every node (in rank order) and whether node 0 could listen on the master port."""
-    program = program or plan.commands[0][0]
+    program = program or plan.engine_program
     args: dict[str, object] = {
         "program": program,
         "packages": [*packages, "torch", "ray"],
         "model": plan.model,
+        "ray": plan.is_ray,
     }
     targets = [target_for(node) for node in plan.nodes]
     listener = _Listener(targets[0], plan.nodes[0], plan.master_addr, plan.master_port)

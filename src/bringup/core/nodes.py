@@ -28,7 +28,7 @@ from typing import Any
 from bringup.core import engine_args
 from bringup.core.diagnosis import Event, Failure, Remedy
 from bringup.core.live import ClusterEvent, FailureFound, Joined, NodeEvent
-from bringup.core.packs.types import MultiNodeSpec
+from bringup.core.packs.types import MultiNodeSpec, RayBackendSpec
 from bringup.core.probes import ProbeObservation
 from bringup.core.startup import StartupMachine, StartupPolicy
 from bringup.core.verdict import State
@@ -42,6 +42,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SOCKET_IFNAME_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 SHM_MINIMUM_BYTES = 64 * 2**20  # below this, the engine's shared-memory queues fail outright
 SHM_ADVISED_BYTES = 1 * 2**30  # NCCL and vLLM's broadcast buffers want room
+DEFAULT_RAY_PORT = 6379  # Ray's own default GCS port
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,24 @@ class ClusterPlan:
     timeout_added: bool  # bringup passed it because the command had none
     notes: tuple[str, ...] = ()
     problems: tuple[NodeProblem, ...] = ()
+    # "mp": the engine's own multi-node runtime on every node; "ray": a Ray cluster (``commands``
+    # are each node's ``ray start``), then ``serve_command`` on node 0 only, with ``serve_env``
+    runtime: str = "mp"
+    serve_command: tuple[str, ...] = ()
+    serve_env: tuple[tuple[str, str], ...] = ()
+    devices_needed: int = 0  # Ray: the placement group's bundles (one device each)
+    ray_temp_dirs: tuple[str, ...] = ()  # Ray: each node's --temp-dir, by rank (this run's only)
+
+    @property
+    def is_ray(self) -> bool:
+        """The engine's workers run on a Ray cluster that bringup starts on the nodes."""
+        return self.runtime == "ray"
+
+    @property
+    def engine_program(self) -> str:
+        """The engine's executable, as the command names it (what the pre-flight looks for)."""
+        command = self.serve_command if self.is_ray else self.commands[0]
+        return command[0] if command else "vllm"
 
     @property
     def rank0_url(self) -> str:
@@ -164,15 +183,33 @@ def _command_problem(check: str, message: str, fix: str) -> NodeProblem:
     return NodeProblem(None, "the command", check, message, fix)
 
 
+def uses_ray(argv: Sequence[str], spec: MultiNodeSpec) -> bool:
+    """The command asks for the engine's Ray executor backend."""
+    ray = spec.ray
+    return (
+        ray is not None and engine_args.get_flag(list(argv), ray.backend_flag) == ray.backend_value
+    )
+
+
 def plan_cluster(
     argv: Sequence[str],
     nodes: Sequence[Node],
     spec: MultiNodeSpec,
     *,
     default_http_port: int = 8000,
+    ray_port: int = DEFAULT_RAY_PORT,
+    ray_args: Sequence[str] = (),
+    ray_tag: str = "run",
 ) -> ClusterPlan:
-    """Each node's command from the one given; the problems of the command itself."""
+    """Each node's command from the one given; the problems of the command itself.
+
+    With the engine's Ray backend (``--distributed-executor-backend ray``): a Ray cluster first
+    (``ray start --head`` on node 0, ``ray start --address`` on the others, each with
+    ``ray_args`` and a ``--temp-dir`` of this run, ``ray_tag``), then the command unchanged on
+    node 0 only, told the cluster's address."""
     words = list(argv)
+    if uses_ray(words, spec):
+        return _plan_ray(words, nodes, spec, default_http_port, ray_port, ray_args, ray_tag)
     parsed = engine_args.parse_server_command(words)
     problems: list[NodeProblem] = []
     notes: list[str] = []
@@ -278,6 +315,89 @@ def plan_cluster(
     )
 
 
+def _node_ip(node: Node) -> str | None:
+    """The address Ray should use for the node (``--node-ip-address``): its VLLM_HOST_IP, else
+    its host when that is an address (a host name is left to Ray to resolve)."""
+    ip = node.env_value("VLLM_HOST_IP") or node.host
+    return ip if _is_ip(ip) else None
+
+
+def _plan_ray(
+    words: list[str],
+    nodes: Sequence[Node],
+    spec: MultiNodeSpec,
+    default_http_port: int,
+    ray_port: int,
+    ray_args: Sequence[str],
+    ray_tag: str,
+) -> ClusterPlan:
+    ray = spec.ray
+    assert ray is not None
+    parsed = engine_args.parse_server_command(words)
+    problems = [
+        _command_problem(
+            "command",
+            f"{flag} is set on the command, but with the Ray backend the engine places its workers on the Ray cluster",
+            f"leave {flag} out (or drop {ray.backend_flag} {ray.backend_value} to use the engine's own multi-node runtime)",
+        )
+        for flag in (spec.nnodes_flag, spec.node_rank_flag, spec.headless_flag)
+        if engine_args.has_flag(words, flag)
+    ]
+    devices = 1
+    for flag, default in ray.parallel_flags:
+        value = engine_args.get_flag(words, flag)
+        try:
+            devices *= max(int(value) if value is not None else default, 1)
+        except ValueError:
+            problems.append(
+                _command_problem(
+                    "command", f"{flag} {value!r} is not a number", f"give {flag} an integer"
+                )
+            )
+    head_ip = _node_ip(nodes[0]) or nodes[0].host
+    head = f"[{head_ip}]:{ray_port}" if ":" in head_ip else f"{head_ip}:{ray_port}"
+    temp_dirs = tuple(f"/tmp/bringup-ray-{ray_tag}-{node.rank}" for node in nodes)
+    commands = []
+    for node in nodes:
+        ip = _node_ip(node)
+        cmd = ["ray", "start"]
+        cmd += ["--head", "--port", str(ray_port)] if node.rank == 0 else ["--address", head]
+        cmd += ["--block", "--disable-usage-stats", "--temp-dir", temp_dirs[node.rank]]
+        if ip is not None:
+            cmd += ["--node-ip-address", ip]
+        commands.append((*cmd, *ray_args))
+    http_text = engine_args.get_flag(words, "--port")
+    try:
+        http_port = int(http_text) if http_text else default_http_port
+    except ValueError:
+        http_port = default_http_port
+    note = (
+        f"Ray cluster: head on node 0 at {head}; then `{' '.join(words[:2])}` on node 0 only "
+        f"({ray.address_variable}={head}); the engine asks Ray for {devices} "
+        f"{ray.gpu_device_key or 'device'} bundle{'s' if devices != 1 else ''} and would wait "
+        f"{ray.placement_wait_seconds // 60} minutes for them"
+    )
+    return ClusterPlan(
+        nodes=tuple(nodes),
+        commands=tuple(commands),
+        master_addr=head_ip,
+        master_port=ray_port,
+        world_size=devices,
+        per_node=max(devices // len(nodes), 1),
+        model=parsed.model,
+        http_port=http_port,
+        timeout_seconds=ray.placement_wait_seconds,
+        timeout_added=False,
+        notes=(note,),
+        problems=tuple(problems),
+        runtime="ray",
+        serve_command=tuple(words),
+        serve_env=((ray.address_variable, head),),
+        devices_needed=devices,
+        ray_temp_dirs=temp_dirs,
+    )
+
+
 # -- pre-flight ------------------------------------------------------------------------------
 
 
@@ -314,6 +434,13 @@ class NodeFacts:
     connect_ok: bool | None = None  # None: not tried
     connect_error: str | None = None
     offline: bool = False  # HF_HUB_OFFLINE set: a repo id is not downloaded
+    # the `ray` command (None: not on the node's PATH), and the versions its Python sees: the
+    # Ray workers run in that Python, so it must import the same engine as node 0's
+    ray_path: str | None = None
+    ray_python_version: str | None = None
+    ray_packages: Mapping[str, str | None] = field(default_factory=dict)
+    ray_error: str | None = None
+    asked_ray: bool = False  # the probe looked for Ray
 
 
 def facts_from_json(data: Mapping[str, Any]) -> NodeFacts:
@@ -324,6 +451,8 @@ def facts_from_json(data: Mapping[str, Any]) -> NodeFacts:
     shm = data.get("shm") or {}
     connect = data.get("connect") or {}
     gpus = data.get("gpus") or {}
+    ray = data.get("ray")
+    ray_facts = ray or {}
     return NodeFacts(
         reached=True,
         error=data.get("error") or engine.get("error"),
@@ -348,6 +477,11 @@ def facts_from_json(data: Mapping[str, Any]) -> NodeFacts:
         connect_ok=connect.get("ok"),
         connect_error=connect.get("error"),
         offline=bool(data.get("offline")),
+        ray_path=ray_facts.get("path"),
+        ray_python_version=ray_facts.get("python_version"),
+        ray_packages=dict(ray_facts.get("packages") or {}),
+        ray_error=ray_facts.get("error"),
+        asked_ray=ray is not None,
     )
 
 
@@ -380,28 +514,141 @@ def preflight(
     spec: MultiNodeSpec,
     *,
     listen: ListenResult | None = None,
+    ray_args: Sequence[str] = (),
 ) -> list[NodeProblem]:
-    """Every problem the facts show, node by node; node 0 is the reference for versions and model."""
+    """Every problem the facts show, node by node; node 0 is the reference for versions and model.
+    With the Ray backend also: ``ray`` on every node, Ray's version (and the engine its Python
+    sees) the same as node 0's, and the engine's placement group satisfiable (``ray_args``: the
+    ``ray start`` flags, whose ``--num-gpus`` overrides what Ray would detect)."""
     problems: list[NodeProblem] = []
     reference = facts[0]
     for node, f in zip(plan.nodes, facts, strict=True):
         problems.extend(_node_problems(plan, node, f, reference, spec))
+    if plan.is_ray and spec.ray is not None:
+        problems.extend(_placement_problems(plan, facts, spec.ray, ray_args))
     if listen is not None and not listen.ok:
         node0 = plan.nodes[0]
+        what = "the Ray head's address" if plan.is_ray else "the master address"
+        port_fix = (
+            "pick a free --ray-port" if plan.is_ray else f"pick a free {spec.master_port_flag}"
+        )
+        addr_fix = (
+            "give node 0 its own address as VLLM_HOST_IP in the nodes file"
+            if plan.is_ray
+            else f"{spec.master_addr_flag} must be an address of node 0"
+        )
         problems.append(
             NodeProblem(
                 0,
                 node0.label,
                 "master",
-                f"cannot listen on the master address {plan.master_addr}:{plan.master_port} ({listen.error})",
+                f"cannot listen on {what} {plan.master_addr}:{plan.master_port} ({listen.error})",
                 (
-                    f"pick a free {spec.master_port_flag}"
+                    port_fix
                     if listen.error and "in use" in listen.error
-                    else f"{spec.master_addr_flag} must be an address of node 0 (one of {_addresses(facts[0])})"
+                    else f"{addr_fix} (one of {_addresses(facts[0])})"
                 ),
             )
         )
     return problems
+
+
+def _ray_gpus(f: NodeFacts, ray_args: Sequence[str]) -> int | None:
+    """The GPUs a node's Ray registers: ``--num-gpus`` when given, else those it can see."""
+    given = engine_args.get_flag(list(ray_args), "--num-gpus")
+    if given is not None:
+        try:
+            return int(float(given))
+        except ValueError:
+            return None
+    return f.gpu_count
+
+
+def _is_cpu_build(f: NodeFacts, spec_packages: Sequence[str]) -> bool:
+    return "+cpu" in (f.packages.get("torch") or "") or any(
+        "cpu" in p for p in spec_packages if f.packages.get(p)
+    )
+
+
+def _placement_problems(
+    plan: ClusterPlan, facts: Sequence[NodeFacts], ray: RayBackendSpec, ray_args: Sequence[str]
+) -> list[NodeProblem]:
+    """Whether the engine's placement group fits the cluster: ``devices_needed`` bundles of one
+    device each, packed by Ray over the nodes (vLLM 0.32 ``initialize_ray_cluster``); what does
+    not fit, the engine waits for (``ray.placement_wait_seconds``) instead of failing."""
+    node0, f0 = plan.nodes[0], facts[0]
+    if not f0.reached or f0.engine_path is None:
+        return []
+    if _is_cpu_build(f0, ()) or "cpu" in " ".join(k for k, v in f0.packages.items() if v):
+        key = ray.cpu_device_key
+        if not key:
+            return [
+                NodeProblem(
+                    0,
+                    node0.label,
+                    "placement",
+                    "the engine's CPU build cannot run its workers on Ray: its CPU platform has no Ray "
+                    "device to ask for, so it stops with 'current platform cpu does not support ray.' "
+                    "once it has joined the cluster",
+                    f"drop {ray.backend_flag} {ray.backend_value}: bringup then starts the engine's own "
+                    "multi-node runtime on the same nodes",
+                )
+            ]
+    key = ray.gpu_device_key
+    needed = plan.devices_needed
+    counts = [_ray_gpus(f, ray_args) if f.reached else None for f in facts]
+    if any(c is None for c in counts):
+        unknown = [n.label for n, c in zip(plan.nodes, counts, strict=True) if c is None]
+        return [
+            NodeProblem(
+                None,
+                "the cluster",
+                "placement",
+                f"cannot count the {key}s of {', '.join(unknown)}: whether the engine's placement group of {needed} {key} bundles fits is not known",
+                "install the NVIDIA driver tools (nvidia-smi) there, or give Ray --num-gpus (--ray-arg)",
+                "warning",
+            )
+        ]
+    known = [c or 0 for c in counts]
+    total = sum(known)
+    by_node = ", ".join(f"node {n.rank} {c}" for n, c in zip(plan.nodes, known, strict=True))
+    out: list[NodeProblem] = []
+    if total < needed:
+        out.append(
+            NodeProblem(
+                None,
+                "the cluster",
+                "placement",
+                f"the engine asks Ray for {needed} bundles of 1 {key} (tensor × pipeline parallel) but the "
+                f"nodes have {total} ({by_node}); it would wait {ray.placement_wait_seconds // 60} minutes "
+                "('Waiting for creating a placement group ...') before failing",
+                f"lower -tp/-pp to fit {total} {key}s, make more {key}s visible (CUDA_VISIBLE_DEVICES on a node's line), or add nodes",
+            )
+        )
+    v1_executor = (node0.env_value(ray.driver_device_variable) or "1") == "0"
+    if v1_executor and known[0] < 1:
+        out.append(
+            NodeProblem(
+                0,
+                node0.label,
+                "placement",
+                f"{ray.driver_device_variable}=0 selects the executor whose driver (node 0) must hold a {key} itself, and node 0 has none",
+                f"give node 0 a {key}, or leave {ray.driver_device_variable} unset",
+            )
+        )
+    out.extend(
+        NodeProblem(
+            n.rank,
+            n.label,
+            "placement",
+            f"no {key} for Ray here: this node adds nothing to the engine's placement group",
+            f"make its {key}s visible, or leave it out of the nodes file",
+            "warning",
+        )
+        for n, c in zip(plan.nodes, known, strict=True)
+        if c == 0 and total >= needed
+    )
+    return out
 
 
 def _addresses(f: NodeFacts) -> str:
@@ -446,10 +693,10 @@ def _node_problems(
     elif node.rank > 0 and ref.engine_path is not None:
         out.extend(_version_problems(node, f, ref, spec))
     out.extend(_model_problems(plan, node, f, ref))
-    cpu_build = "+cpu" in (f.packages.get("torch") or "") or any(
-        "cpu" in p for p in spec.packages if f.packages.get(p)
-    )
-    if not cpu_build and f.engine_path is not None:
+    cpu_build = _is_cpu_build(f, spec.packages)
+    if plan.is_ray:
+        out.extend(_ray_problems(node, f, ref, spec))
+    elif not cpu_build and f.engine_path is not None:
         if f.gpu_count is None:
             out.append(
                 problem(
@@ -471,8 +718,12 @@ def _node_problems(
         out.append(
             problem(
                 "master",
-                f"cannot reach the master {plan.master_addr}:{plan.master_port} ({f.connect_error})",
-                f"{spec.master_addr_flag} must be node 0's address as this node sees it, and port {plan.master_port} must be open between the nodes",
+                f"cannot reach the {'Ray head' if plan.is_ray else 'master'} {plan.master_addr}:{plan.master_port} ({f.connect_error})",
+                (
+                    f"node 0's VLLM_HOST_IP must be its address as this node sees it, and port {plan.master_port} (--ray-port) must be open between the nodes"
+                    if plan.is_ray
+                    else f"{spec.master_addr_flag} must be node 0's address as this node sees it, and port {plan.master_port} must be open between the nodes"
+                ),
             )
         )
     ifname_set = {v: node.env_value(v) or f.inherited_env.get(v) for v in SOCKET_IFNAME_VARIABLES}
@@ -545,6 +796,74 @@ def _node_problems(
                     "warning",
                 )
             )
+    return out
+
+
+def _ray_problems(
+    node: Node, f: NodeFacts, ref: NodeFacts, spec: MultiNodeSpec
+) -> list[NodeProblem]:
+    """``ray`` on the node, the same Ray and Python as node 0's, and the engine in Ray's Python
+    (Ray starts the engine's workers with the Python of ``ray start``)."""
+    where = node.label
+    if not f.asked_ray:
+        return []
+    if f.ray_path is None:
+        return [
+            NodeProblem(
+                node.rank,
+                where,
+                "ray",
+                "`ray` is not found on the node",
+                "install Ray next to the engine (pip install ray"
+                + (f"=={ref.ray_packages.get('ray')}" if ref.ray_packages.get("ray") else "")
+                + "), or put its bin folder first in PATH on the node's line of the nodes file",
+            )
+        ]
+    out = []
+    if f.ray_error:
+        out.append(NodeProblem(node.rank, where, "ray", f.ray_error, "check the node's `ray` runs"))
+        return out
+    ray_here = f.ray_packages.get("ray")
+    engine_here = _first(f.ray_packages, spec.packages)
+    engine_name = next((p for p in spec.packages if f.ray_packages.get(p)), spec.packages[0])
+    if engine_here is None:
+        out.append(
+            NodeProblem(
+                node.rank,
+                where,
+                "ray",
+                f"Ray's Python ({f.python if f.ray_path is None else f.ray_path}) has no {engine_name}: Ray would start the engine's workers where they cannot import it",
+                "install Ray into the engine's environment (the same venv as `vllm`)",
+            )
+        )
+    elif (mine := _first(f.packages, spec.packages)) is not None and mine != engine_here:
+        out.append(
+            NodeProblem(
+                node.rank,
+                where,
+                "ray",
+                f"Ray's Python sees {engine_name} {engine_here}, the node's `vllm` is {mine}",
+                "install Ray into the engine's environment (the same venv as `vllm`)",
+            )
+        )
+    if node.rank == 0 or ref.ray_path is None:
+        return out
+    pairs = [
+        ("Ray", ray_here, ref.ray_packages.get("ray")),
+        ("Ray's Python", f.ray_python_version, ref.ray_python_version),
+    ]
+    out.extend(
+        NodeProblem(
+            node.rank,
+            where,
+            "versions",
+            f"{name} {here or 'not installed'} here, {there or 'not installed'} on node 0; "
+            "Ray refuses a node whose Ray or Python differs from the head's",
+            f"install the same {name.removesuffix(chr(39) + 's Python')} on every node ({name} {there} as on node 0)",
+        )
+        for name, here, there in pairs
+        if here != there
+    )
     return out
 
 

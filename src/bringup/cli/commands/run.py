@@ -68,6 +68,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="60s",
         help="with --nodes: a node that has not joined the group this long after node 0 waits for the others fails (default 60s; one at the rendezvous with node 0 fails after 30s at most; 0 = never)",
     )
+    parser.add_argument(
+        "--ray-port",
+        type=int,
+        default=6379,
+        help="with --nodes and --distributed-executor-backend ray: the Ray head's port on node 0 (default 6379)",
+    )
+    parser.add_argument(
+        "--ray-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="with --nodes and the Ray backend: one more word for every node's `ray start` (repeat it: --ray-arg=--num-cpus=8); --num-gpus is what the pre-flight counts",
+    )
     parser.epilog = "the server command goes after `--`, e.g. bringup run -- vllm serve Qwen/Qwen3-8B --port 8000"
 
 

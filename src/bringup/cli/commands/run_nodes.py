@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import threading
 import time
 from typing import TextIO
@@ -30,7 +31,15 @@ from bringup.adapters.ssh import SshTarget, target_from
 from bringup.cli.follow_options import bench_at_ready
 from bringup.cli.main import Context
 from bringup.core import engine_args, packs
-from bringup.core.nodes import Node, NodeFacts, parse_nodes, plan_cluster, preflight
+from bringup.core.nodes import (
+    DEFAULT_RAY_PORT,
+    Node,
+    NodeFacts,
+    parse_nodes,
+    plan_cluster,
+    preflight,
+    uses_ray,
+)
 from bringup.core.vocab import Engine
 from bringup.errors import UsageError
 from bringup.follow.nodes import NodesConfig, follow_nodes
@@ -83,7 +92,24 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
             f"bringup cannot spread {engine.value} over several nodes",
             hint="--nodes knows vLLM's multi-node runtime (--nnodes/--node-rank)",
         )
-    plan = plan_cluster(argv, nodes, spec, default_http_port=pack.http.default_port)
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    ray_args = [word for arg in args.ray_arg for word in shlex.split(arg)]
+    if (args.ray_arg or args.ray_port != DEFAULT_RAY_PORT) and not uses_ray(argv, spec):
+        raise UsageError(
+            "--ray-port and --ray-arg are for the Ray backend",
+            hint=f"add {spec.ray.backend_flag if spec.ray else '--distributed-executor-backend'} ray to the command, or leave them out",
+        )
+    if not 0 < args.ray_port < 65536:
+        raise UsageError(f"--ray-port {args.ray_port} is not a port", hint="1-65535")
+    plan = plan_cluster(
+        argv,
+        nodes,
+        spec,
+        default_http_port=pack.http.default_port,
+        ray_port=args.ray_port,
+        ray_args=ray_args,
+        ray_tag=f"{os.getpid():x}{int(time.time()) % 0x10000:04x}",
+    )
     human: TextIO = ctx.stderr if args.json else ctx.stdout
 
     def say(line: str) -> None:
@@ -111,7 +137,7 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
 
     started = time.monotonic()
     facts, listen = node_adapter.gather(plan, target_for, packages=spec.packages)
-    problems = preflight(plan, facts, spec, listen=listen)
+    problems = preflight(plan, facts, spec, listen=listen, ray_args=ray_args)
     seconds = time.monotonic() - started
     for node, f in zip(plan.nodes, facts, strict=True):
         say(f"{node.label}: {_facts_line(f)}")
@@ -136,6 +162,9 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
     say(f"pre-flight passed on {len(nodes)} nodes in {seconds:.1f}s")
     if args.preflight:
         return 0
+    if plan.is_ray:
+        say("starting a Ray cluster is not built yet: only its pre-flight (--preflight) runs")
+        return EXIT_PREFLIGHT
     stall = parse_duration(args.stall)
     deadline = parse_duration(args.deadline)
     join = parse_duration(args.join_timeout)
@@ -149,7 +178,6 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
         deadline_seconds=deadline or None,
         exit_when_ready=args.exit_when_ready,
     )
-    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     root = ctx.environ.get(RUN_ROOT_VARIABLE) or RUN_ROOT
     grace = config.grace_seconds
 
@@ -191,7 +219,14 @@ def _facts_line(f: NodeFacts) -> str:
         gpus = f"{f.gpu_count} GPU{'s' if f.gpu_count != 1 else ''}"
     else:
         gpus = "CPU build" if "+cpu" in (f.packages.get("torch") or "") else "GPUs unknown"
-    return f"Python {f.python_version or '?'}, {versions or 'no engine'}; {model}; {gpus}; master port {'reachable' if f.connect_ok else 'not reachable' if f.connect_ok is False else 'not tried'}"
+    ray = ""
+    if f.asked_ray:
+        ray = (
+            f"; ray {f.ray_packages.get('ray') or '?'} (Python {f.ray_python_version or '?'})"
+            if f.ray_path
+            else "; no ray"
+        )
+    return f"Python {f.python_version or '?'}, {versions or 'no engine'}{ray}; {model}; {gpus}; {'Ray head' if f.asked_ray else 'master'} port {'reachable' if f.connect_ok else 'not reachable' if f.connect_ok is False else 'not tried'}"
 
 
 def _json(args: argparse.Namespace, ctx: Context, obj: dict[str, object]) -> None:
