@@ -47,6 +47,7 @@ from bringup.core.plan import (
 )
 from bringup.core.plan.arch import architecture_warning
 from bringup.core.plan.quant import format_from_config
+from bringup.core.plan.remedy import with_plan
 from bringup.core.plan.result import Plan
 from bringup.core.plan.synth import synthesize
 from bringup.core.probes import ProbeKind
@@ -246,7 +247,8 @@ def tell(
         readings = Path(tmp) / "gpus.json"
         write_readings(readings)
         say(f"1/4  bringup {' '.join(plan_argv(readings)[:-1])}")
-        story.plan = to_jsonable(make_plan(readings, environ))
+        plan = make_plan(readings, environ)
+        story.plan = to_jsonable(plan)
         story.recommended_max_num_seqs = next(
             (r["value"] for r in story.plan["recommendations"] if r["flag"] == "--max-num-seqs"),
             None,
@@ -266,4 +268,7 @@ def tell(
                 + f"   ({label}, engine twin)"
             )
             follow(attempt, readings, observer_for(n), environ, on_event)
+            failure = attempt.result.failure if attempt.result is not None else None
+            if failure is not None:
+                attempt.remedies = with_plan(failure, plan)
     return story

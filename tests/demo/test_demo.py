@@ -46,6 +46,13 @@ def test_demo_tells_the_story() -> None:
     assert first["server_pids_alive_at_failure"], (
         "the failure must be caught while the server still runs"
     )
+    # the remedy shown for run 1 is the plan's value, in the plan's numbers for its runner
+    remedy = first["remedy"][0]
+    assert (remedy["flag"], remedy["value"]) == (
+        "--max-num-seqs",
+        story["recommended_max_num_seqs"],
+    )
+    assert "V2 model runner" in remedy["text"]
     assert second["summary"]["outcome"] == "ready"
     assert f"--max-num-seqs {story['recommended_max_num_seqs']}" in " ".join(second["argv"])
     assert second["answer"]

@@ -54,6 +54,7 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "decode",
         "warnings",
         "calibration",
+        "sampler_warmup",
     }
     assert set(data["decode"]) == DECODE_KEYS
     assert set(data["model"]) == {"architecture", "parameters", "weights_bytes_total"}

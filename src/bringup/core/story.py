@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bringup.core.diagnosis import Remedy
 from bringup.core.live import StartupResult
 from bringup.core.vocab import Outcome
 
@@ -19,6 +20,8 @@ class Attempt:
     server_alive_at_failure: list[int] = field(default_factory=list)
     answer: str | None = None
     wall_seconds: float = 0.0
+    # the failure's remedies with the plan's numbers in place of the log's guess (None: as found)
+    remedies: tuple[Remedy, ...] | None = None
 
 
 @dataclass

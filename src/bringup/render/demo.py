@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from bringup.core.story import Story
@@ -50,7 +51,8 @@ def format_attempt(story: Story, n: int) -> list[str]:
             ),
             f"     root cause (line {f.line_number}): {f.line.strip()[:160]}",
         ]
-        lines += [f"     remedy: {rem.text}" for rem in f.remedy]
+        remedies = a.remedies if a.remedies is not None else f.remedy
+        lines += [f"     remedy: {rem.text}" for rem in remedies]
         return lines
     if r.time_to_ready_seconds is not None:
         answer = (a.answer or "").strip().replace("\n", " ")[:60]
@@ -111,6 +113,7 @@ def story_json(story: Story) -> dict[str, Any]:
                 "failure_seconds": a.failure_t,
                 "server_pids_alive_at_failure": a.server_alive_at_failure,
                 "answer": a.answer,
+                "remedy": [dataclasses.asdict(rem) for rem in a.remedies or ()],
                 "wall_seconds": round(a.wall_seconds, 3),
             }
         )

@@ -10,7 +10,6 @@ from rich.table import Table
 from rich.text import Text
 
 from bringup.core.plan.decode import DecodeSpeed
-from bringup.core.plan.peaks import warmup_extra_bytes_per_element
 from bringup.core.plan.result import Plan
 from bringup.units import format_bytes
 
@@ -109,26 +108,25 @@ def _decode(plan: Plan) -> list[Text]:
 
 def _warmup(plan: Plan) -> list[Text]:
     """The sampler-warmup arithmetic: what is outside vLLM's budget and what the warmup needs."""
-    s, g = plan.settings, plan.per_gpu
-    if s.device == "cpu" or s.model_runner == "v0" or g.kv_cache_bytes <= 0:
+    s, g, w = plan.settings, plan.per_gpu, plan.sampler_warmup
+    if s.device == "cpu" or w is None or g.kv_cache_bytes <= 0:
         return []
     fb = format_bytes
     requested = math.ceil(g.total_bytes * s.gpu_memory_utilization)
     outside = g.total_bytes - requested
     graphs = 0 if s.cuda_graphs_in_budget else g.cuda_graph_bytes
     context = outside - graphs - g.sampler_warmup_bytes - g.headroom_bytes
-    n = min(s.max_num_seqs, s.max_num_batched_tokens)
-    per = warmup_extra_bytes_per_element(s.model_runner)
     where = "inside the budget (0.21+)" if s.cuda_graphs_in_budget else "outside the budget"
-    if per:
-        vocab = g.sampler_warmup_bytes // (n * per)
+    shape = f"{w.requests} requests x {w.vocab_size:,} vocab"
+    if w.extra_bytes_per_element:
         need = (
-            f"the warmup (V2 model runner) needs beyond its profile run {n} requests x "
-            f"{vocab:,} vocab x {per} B = {fb(g.sampler_warmup_bytes)}"
+            f"the warmup (V2 model runner) needs beyond its profile run {shape} x "
+            f"{w.extra_bytes_per_element} B = {fb(w.extra_bytes)}"
         )
     else:
         need = (
             "the warmup (V1 model runner) repeats the profile run's sampler pass, "
+            f"{shape} x {w.profile_bytes_per_element} B = {fb(w.profile_bytes)}, "
             "already inside the budget"
         )
     return [

@@ -6,7 +6,7 @@ settings) and the planner do not import each other.
 
 from __future__ import annotations
 
-from bringup.core.plan.planner import Planner, kv_cache, per_gpu, verdict
+from bringup.core.plan.planner import Planner, kv_cache, per_gpu, sampler_warmup, verdict
 from bringup.core.plan.recommend import recommend
 from bringup.core.plan.result import Plan
 from bringup.core.plan.settings import Settings
@@ -22,4 +22,5 @@ def make_plan(planner: Planner, s: Settings) -> Plan:
         kv_cache=kv_cache(outcome.rank, s),
         verdict=verdict(outcome),
         recommendations=tuple(recommend(planner, outcome)),
+        sampler_warmup=sampler_warmup(outcome),
     )

@@ -106,6 +106,7 @@ class RankBudget:
     kv: int
     sampler: int
     spec: kvmod.KvSpec
+    vocab: int = 0  # the padded vocabulary the sampler runs over (last stage; else 0)
 
     @property
     def headroom(self) -> int:
@@ -207,6 +208,7 @@ def _rank(
         kv,
         sampler,
         spec,
+        peaks.padded_vocab(arch) if last else 0,
     )
 
 
@@ -318,18 +320,47 @@ def _failure(r: RankBudget, s: Settings, gpus: GpuSet | None) -> Found | None:
             f"CUDA graphs need {fb(r.graphs)} outside the budget, {fb(room)} is left",
         )
     if r.headroom < 0:
-        n = peaks.sampler_requests(s.max_num_seqs, s.max_num_batched_tokens)
-        if r.sampler:
-            why = (
-                f"the sampler warmup with {n} dummy requests needs {fb(r.sampler)} beyond what "
-                f"the profile run measured (vLLM's V2 model runner); only "
-                f"{fb(r.sampler + r.headroom)} is free outside the budget"
-            )
-        else:
-            why = (
-                f"CUDA graphs ({fb(r.graphs)}, outside the budget before 0.21) take the room the "
-                f"profile run kept for the sampler pass; the sampler warmup with {n} dummy "
-                f"requests comes {fb(-r.headroom)} short"
-            )
-        return Found(FailureClass.CUDA_OOM, Phase.WARMUP, why)
+        return Found(FailureClass.CUDA_OOM, Phase.WARMUP, warmup_shortfall(r, s))
     return None
+
+
+RUNNER_NAMES = {"v0": "V0 engine", "v1": "V1 model runner", "v2": "V2 model runner"}
+
+
+def sampler_shape(r: RankBudget, s: Settings, n: int | None = None) -> str:
+    """``1024 dummy requests x 200,064 vocabulary x 12 B = 2.29 GiB``: the warmup's tensors
+    beyond the profile (V2), else the profile run's sampler pass that the warmup repeats."""
+    rows = peaks.sampler_requests(s.max_num_seqs, s.max_num_batched_tokens) if n is None else n
+    per = peaks.warmup_extra_bytes_per_element(s.model_runner) or (
+        peaks.profile_sampler_bytes_per_element(s.model_runner)
+    )
+    return (
+        f"{rows} dummy requests x {r.vocab:,} vocabulary x {per} B = "
+        f"{format_bytes(rows * r.vocab * per)}"
+    )
+
+
+def warmup_shortfall(r: RankBudget, s: Settings) -> str:
+    """Why the sampler warmup does not fit, for this model runner (module docstring)."""
+    fb = format_bytes
+    runner = f"vLLM {s.engine_version}'s {RUNNER_NAMES.get(s.model_runner, s.model_runner)}"
+    if r.sampler:
+        return (
+            f"the sampler warmup of {runner} needs {sampler_shape(r, s)} beyond what its "
+            f"profile run measured (which skipped top-k, top-p and logprobs); only "
+            f"{fb(r.sampler + r.headroom)} is free outside the budget"
+        )
+    pass_ = (
+        f"the sampler pass {runner} repeats in the warmup ({sampler_shape(r, s)}, inside the budget)"
+        if r.vocab
+        else f"what {runner} allocates in the warmup on stage {r.stage} (no sampler there)"
+    )
+    if not r.graphs_in_budget and r.graphs:
+        return (
+            f"CUDA graphs ({fb(r.graphs)}, captured outside the budget before 0.21) take the "
+            f"room the profile run kept for {pass_}; the warmup comes {fb(-r.headroom)} short"
+        )
+    return (
+        f"the memory outside the budget ({fb(r.total - r.requested)}) is less than the CUDA "
+        f"context and NCCL ({fb(r.context)}) before {pass_}; {fb(-r.headroom)} short"
+    )

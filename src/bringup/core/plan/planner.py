@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from bringup.core.checkpoint import TensorInfo
 from bringup.core.plan import kv as kvmod
+from bringup.core.plan import peaks
 from bringup.core.plan.arch import Architecture
 from bringup.core.plan.budget import (
     Calibration,
@@ -23,7 +24,7 @@ from bringup.core.plan.budget import (
     stages_for,
     tightest,
 )
-from bringup.core.plan.result import KvCache, ModelInfo, PerGpu, Verdict
+from bringup.core.plan.result import KvCache, ModelInfo, PerGpu, SamplerWarmup, Verdict
 from bringup.core.plan.settings import Settings, parse_version
 from bringup.core.plan.weights import StageWeights, layer_of, parameter_count
 from bringup.units import format_bytes
@@ -87,6 +88,28 @@ def per_gpu(r: RankBudget) -> PerGpu:
         kv_cache_bytes=max(0, r.kv),
         sampler_warmup_bytes=r.sampler,
         headroom_bytes=r.headroom,
+    )
+
+
+def sampler_warmup(o: Outcome) -> SamplerWarmup | None:
+    """The sampler warmup of the last pipeline stage (where the sampler runs), as computed for
+    the settings' model runner; None with the V0 engine (no warmup after the KV pool)."""
+    s = o.settings
+    if s.model_runner == "v0":
+        return None
+    r = o.ranks[-1]
+    n = peaks.sampler_requests(s.max_num_seqs, s.max_num_batched_tokens)
+    profile = peaks.profile_sampler_bytes_per_element(s.model_runner)
+    extra = peaks.warmup_extra_bytes_per_element(s.model_runner)
+    return SamplerWarmup(
+        model_runner=s.model_runner,
+        requests=n,
+        vocab_size=r.vocab,
+        profile_bytes_per_element=profile,
+        profile_bytes=n * r.vocab * profile,
+        extra_bytes_per_element=extra,
+        extra_bytes=r.sampler,
+        free_bytes=r.headroom + r.sampler,
     )
 
 

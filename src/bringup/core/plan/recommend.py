@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from bringup.core.plan import kv as kvmod
-from bringup.core.plan import peaks
+from bringup.core.plan.budget import RankBudget, sampler_shape
 from bringup.core.plan.checks import dcp_problem, parallel_problem
 from bringup.core.plan.result import Recommendation
 from bringup.core.plan.settings import Settings
@@ -81,19 +81,26 @@ def _max_num_seqs(planner: Planner, s: Settings) -> Recommendation | None:
         candidate = s.with_(max_num_seqs=n)
         if _fits(planner, candidate):
             r = planner.evaluate(candidate).rank
-            return Recommendation(
-                "--max-num-seqs",
-                str(n),
-                (
-                    f"largest value whose sampler warmup ({format_bytes(r.sampler)} beyond the "
-                    f"profile run for {n} dummy requests x {peaks.padded_vocab(planner.arch)} "
-                    f"vocabulary) fits, leaving {format_bytes(r.headroom)} free"
-                    if r.sampler
-                    else f"largest value whose CUDA graphs and sampler warmup ({n} dummy "
-                    f"requests) fit, leaving {format_bytes(r.headroom)} free"
-                ),
-            )
+            return Recommendation("--max-num-seqs", str(n), _seqs_why(r, candidate))
     return None
+
+
+def _seqs_why(r: RankBudget, s: Settings) -> str:
+    """What fits at the recommended max_num_seqs, in the terms of the model runner."""
+    left = f"leaving {format_bytes(r.headroom)} free"
+    if r.sampler:
+        return (
+            f"largest value whose sampler warmup ({sampler_shape(r, s)} beyond the profile "
+            f"run) fits, {left}"
+        )
+    if r.vocab == 0:  # an earlier pipeline stage decides: no sampler there
+        return f"largest value whose CUDA graphs fit, {left}"
+    where = "inside" if r.graphs_in_budget else "outside"
+    return (
+        f"largest value whose CUDA graphs ({format_bytes(r.graphs)}, {where} the budget) and "
+        f"the sampler pass the warmup repeats ({sampler_shape(r, s)}, inside the budget) "
+        f"fit, {left}"
+    )
 
 
 def _lower_utilization(planner: Planner, s: Settings) -> Recommendation | None:

@@ -2,7 +2,7 @@
 
 ``{"model": {...}, "settings": {...}, "per_gpu": {...}, "kv_cache": {...},
 "verdict": {"fits", "failure_class", "phase", "reason"}, "recommendations": [{"flag", "value", "why"}],
-"decode": {...} or null}`` (``decode``: :class:`~bringup.core.plan.decode.DecodeSpeed`)
+"decode": {...} or null, "sampler_warmup": {...} or null}`` (``decode``: :class:`~bringup.core.plan.decode.DecodeSpeed`)
 (the verdict's ``failure_class`` keeps that name in JSON, as the issue spells it).
 """
 
@@ -48,6 +48,23 @@ class KvCache:
     tokens: int
     max_concurrency: float  # requests of max_model_len tokens at once
     dcp_group_size: int = 1  # the ranks ``tokens`` is counted across (-dcp; 1 without it)
+
+
+@dataclass(frozen=True, slots=True)
+class SamplerWarmup:
+    """The sampler warmup after the KV pool, as the plan computed it for the model runner
+    (``settings.model_runner``; the rule in :mod:`~bringup.core.plan.peaks`), on the last
+    pipeline stage of the tightest rank. ``[requests, vocab_size]`` is the shape of every
+    tensor it holds; ``extra_bytes`` is ``per_gpu.sampler_warmup_bytes``."""
+
+    model_runner: str  # "v1" or "v2"
+    requests: int  # min(max_num_seqs, max_num_batched_tokens) dummy requests
+    vocab_size: int  # the vocabulary padded to a multiple of 64, as vLLM pads it
+    profile_bytes_per_element: int  # the profile run's sampler pass, inside the budget
+    profile_bytes: int
+    extra_bytes_per_element: int  # what the warmup needs beyond the profile: 0 (V1), 12 (V2)
+    extra_bytes: int
+    free_bytes: int  # outside the budget when the warmup runs (CUDA graphs there are out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,3 +119,4 @@ class Plan:
     decode: DecodeSpeed | None = None  # batch-1 decode speed; None when the bandwidth is unknown
     warnings: tuple[str, ...] = ()  # what the plan assumed (nearest version, generic architecture)
     calibration: CalibrationReport | None = None  # what --calibrate LOG changed, and from where
+    sampler_warmup: SamplerWarmup | None = None  # None on a CPU, with the V0 engine, on no KV
