@@ -10,9 +10,10 @@ from bringup.core import retry_policy
 from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Failure, Remedy
 from bringup.core.packs import vllm as vllm_pack
-from bringup.core.plan.result import Recommendation
+from bringup.core.plan.result import Recommendation, Verdict
 from bringup.core.retry_policy import Change, decide
 from bringup.core.vocab import FailureClass, Phase
+from plan.helpers import plan
 
 P = "(EngineCore_DP0 pid=41) ERROR 11-30 10:00:01 [core.py:700] "
 SAMPLER_OOM = [
@@ -72,14 +73,33 @@ def test_sampler_oom_lowers_max_num_seqs_to_the_pack_value():
 
 
 def test_sampler_oom_prefers_the_plan_value():
-    """With a plan, --max-num-seqs goes to what the plan says fits."""
-    plan = type(
-        "FakePlan", (), {"recommendations": (Recommendation("--max-num-seqs", "384", "fits"),)}
+    """With a plan, --max-num-seqs goes to what the plan says fits, and the reason is the
+    plan's arithmetic for its model runner (not the log's guess)."""
+    p = plan("MiniMax-M2.5", "RTX PRO 6000", 4, tensor_parallel_size=4, gpu_memory_utilization=0.97)
+    value = next(r.value for r in p.recommendations if r.flag == "--max-num-seqs")
+    d = decide(failure_of(SAMPLER_OOM), VLLM, plan=p, pack=VLLM_PACK)
+    assert d.change is not None
+    assert d.change.value == value
+    assert f"from 1024 to {value}" in d.reason
+    assert "V2 model runner" in d.reason
+    assert "1024 dummy requests x 200,064 vocabulary x 12 B" in d.reason
+    assert "\n" not in d.reason
+
+
+def test_sampler_oom_takes_a_plan_value_with_no_warmup_reason():
+    """A plan recommending --max-num-seqs for another failure still gives its value."""
+    fake = type(
+        "FakePlan",
+        (),
+        {
+            "recommendations": (Recommendation("--max-num-seqs", "384", "fits"),),
+            "verdict": Verdict(False, FailureClass.CUDA_OOM, Phase.CUDA_GRAPH_CAPTURE, "graphs"),
+        },
     )()
-    d = decide(failure_of(SAMPLER_OOM), VLLM, plan=plan, pack=VLLM_PACK)  # type: ignore[arg-type]
+    d = decide(failure_of(SAMPLER_OOM), VLLM, plan=fake, pack=VLLM_PACK)  # type: ignore[arg-type]
     assert d.change is not None
     assert d.change.value == "384"
-    assert "plan" in d.reason
+    assert "the plan says this fits" in d.reason
 
 
 def test_sampler_oom_again_halves_instead_of_repeating():

@@ -8,8 +8,8 @@ rules (issue 6), in the order ``decide`` applies them:
 - ``config_error``, ``missing_or_corrupt_weights``, ``unsupported_hardware``: never
   retried, they fail the same way every time (``FailureClass.is_retryable``);
 - a CUDA OOM in the sampler warmup lowers the max sequences (``--max-num-seqs``): to the
-  plan's value when a plan is given, else to the pack's remedy value, else to half the
-  current value;
+  plan's value when a plan is given (the reason in the plan's numbers for its model runner),
+  else to the pack's remedy value, else to half the current value;
 - a CUDA OOM while capturing CUDA graphs lowers the memory share (``--gpu-memory-utilization``,
   SGLang's ``--mem-fraction-static``; 0.05 a step, at most ``UTILIZATION_STEPS`` times, never
   under ``UTILIZATION_FLOOR``), then the graph batch where the engine has one (SGLang's
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from bringup.core import engine_args
 from bringup.core.diagnosis import Failure
 from bringup.core.packs.types import EngineFlags, Pack
+from bringup.core.plan.remedy import warmup_why
 from bringup.core.plan.result import Plan
 from bringup.core.vocab import FailureClass, Phase
 
@@ -186,8 +187,10 @@ def _sampler_oom(ctx: _Ctx) -> list[Change | None]:
     now = ctx.current(flag)
     half = str(max(1, int(now) // 2)) if now is not None and now > 1 else None
     plan = ctx.plan_value(flag)
+    planned = warmup_why(ctx.plan) if ctx.plan is not None else None
+    plan_why = planned[1] if planned and planned[0] == plan else why + " (the plan says this fits)"
     return [
-        _lower(ctx, flag, plan, why + " (the plan says this fits)"),
+        _lower(ctx, flag, plan, plan_why),
         _lower(ctx, flag, ctx.remedy_value(flag), why),
         _lower(ctx, flag, half, why),
     ]
