@@ -386,6 +386,27 @@ class Verdict(StrEnum):
         return {"ready": 0, "failed": 1}.get(self.value, 3)
 
 
+def error_report(subject: Mapping[str, str | None], asked: str, error: str) -> dict[str, Any]:
+    """``status --json`` when ``asked`` (the service manager, docker) could not be asked:
+    ``subject`` (``{"unit": ...}`` or ``{"container": ..., "unit": None}``), then every field
+    of a look, empty, with the reason in ``error``. One shape for units and containers."""
+    return {
+        **subject,
+        "verdict": Verdict.UNKNOWN.value,
+        "why": f"could not ask {asked}: {error}",
+        "state": None,
+        "phase": None,
+        "failure": None,
+        "ready_since": None,
+        "engine": None,
+        "url": None,
+        "probe": None,
+        "gpus": [],
+        "gpu_note": None,
+        "error": error,
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class Look:
     """The facts of one look, gathered by the adapters."""

@@ -18,6 +18,7 @@ import concurrent.futures
 import datetime as dt
 import os
 import tomllib
+from collections.abc import Callable
 from typing import Any
 
 from bringup.adapters import gpus as gpu_adapter
@@ -95,21 +96,11 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
     if not args.name:
         raise UsageError("give a unit NAME (or --container NAME, or --hosts FILE for the fleet)")
     unit = unit_name(args.name) + ".service"
-    try:
-        runner = runner or remote.ssh_runner(args, ctx.environ) or system_runner(ctx.environ)
-        report = look(unit, runner, args, ctx)
-    except BringupError as exc:
-        if not args.json:
-            raise
-        # --json always prints JSON: what could not be asked goes into `error`
-        print_json(error_report(unit, str(exc)), ctx.stdout)
-        ctx.stderr.write(f"bringup: error: {exc}\n")
-        return exc.exit_code
-    if args.json:
-        print_json(report, ctx.stdout)
-    else:
-        print_status(report, ctx.stdout)
-    return service.Verdict(report["verdict"]).exit_code
+
+    def look_unit() -> dict[str, Any]:
+        return look(unit, _runner(args, ctx, runner), args, ctx)
+
+    return _answer(args, ctx, look_unit, {"unit": unit}, "the service manager")
 
 
 def container_status(args: argparse.Namespace, ctx: Context, runner: Runner | None) -> int:
@@ -118,14 +109,36 @@ def container_status(args: argparse.Namespace, ctx: Context, runner: Runner | No
 
     if args.name or args.user:
         raise UsageError("--container NAME takes no unit NAME and no --user")
-    try:
-        runner = runner or remote.ssh_runner(args, ctx.environ) or system_runner(ctx.environ)
+
+    def look_container() -> dict[str, Any]:
         looks = status_container.UnitLooks(_url, _probe, _gpus)
-        report = status_container.look_container(args.container, runner, args, ctx, looks)
+        return status_container.look_container(
+            args.container, _runner(args, ctx, runner), args, ctx, looks
+        )
+
+    subject = {"container": args.container, "unit": None}
+    return _answer(args, ctx, look_container, subject, "docker")
+
+
+def _runner(args: argparse.Namespace, ctx: Context, runner: Runner | None) -> Runner:
+    return runner or remote.ssh_runner(args, ctx.environ) or system_runner(ctx.environ)
+
+
+def _answer(
+    args: argparse.Namespace,
+    ctx: Context,
+    look_once: Callable[[], dict[str, Any]],
+    subject: dict[str, str | None],
+    asked: str,
+) -> int:
+    """Print one look (JSON or text) and exit with its verdict's code. With ``--json`` an
+    error is JSON too: the look's fields, empty, with the reason in ``error``."""
+    try:
+        report = look_once()
     except BringupError as exc:
         if not args.json:
             raise
-        print_json(status_container.error_report(args.container, str(exc)), ctx.stdout)
+        print_json(service.error_report(subject, asked, str(exc)), ctx.stdout)
         ctx.stderr.write(f"bringup: error: {exc}\n")
         return exc.exit_code
     if args.json:
@@ -133,26 +146,6 @@ def container_status(args: argparse.Namespace, ctx: Context, runner: Runner | No
     else:
         print_status(report, ctx.stdout)
     return service.Verdict(report["verdict"]).exit_code
-
-
-def error_report(unit: str, error: str) -> dict[str, Any]:
-    """The ``--json`` object when the service manager could not be asked: every field of a
-    look, empty, with the reason in ``error``."""
-    return {
-        "unit": unit,
-        "verdict": service.Verdict.UNKNOWN.value,
-        "why": f"could not ask the service manager: {error}",
-        "state": None,
-        "phase": None,
-        "failure": None,
-        "ready_since": None,
-        "engine": None,
-        "url": None,
-        "probe": None,
-        "gpus": [],
-        "gpu_note": None,
-        "error": error,
-    }
 
 
 def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> dict[str, Any]:

@@ -160,23 +160,3 @@ def _log(
             ready_at = ts
     running = state.running and not state.restarting
     return (analyzer.diagnosis() if running else analyzer.finish(state.exit_code)), ready_at
-
-
-def error_report(name: str, error: str) -> dict[str, Any]:
-    """The ``--json`` object when docker could not be asked: every fact empty, ``error`` why."""
-    return {
-        "container": name,
-        "unit": None,
-        "verdict": "unknown",
-        "why": f"could not ask docker: {error}",
-        "state": None,
-        "phase": None,
-        "failure": None,
-        "ready_since": None,
-        "engine": None,
-        "url": None,
-        "probe": None,
-        "gpus": [],
-        "gpu_note": None,
-        "error": error,
-    }
