@@ -169,3 +169,63 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except OSError:
         return None
+
+
+# attempt 1 fails by itself (the sampler-warmup OOM, then exit 1); --retry starts attempt 2
+# with --max-num-seqs, which serves until it is stopped. Each attempt writes its pid.
+RETRIED = """
+import os, sys, time
+folder = sys.argv[1]
+attempt = len(os.listdir(folder)) + 1
+if "--max-num-seqs" not in sys.argv:
+    print("(EngineCore pid=1) ERROR 11-30 09:47:02 [core.py:700] torch.OutOfMemoryError: "
+          "CUDA out of memory occurred when warming up sampler with 1024 dummy requests. "
+          "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing "
+          "the engine.", flush=True)
+with open(os.path.join(folder, f"attempt{attempt}"), "w") as f:
+    f.write(str(os.getpid()))
+if "--max-num-seqs" not in sys.argv:
+    sys.exit(1)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's /proc and prctl")
+def test_the_sentinel_of_a_server_that_ended_by_itself_goes_while_bringup_keeps_going(
+    tmp_path: Path,
+) -> None:
+    """--retry: attempt 1's server exits on its own; while bringup runs attempt 2, attempt 1's
+    group has no sentinel left (before: one idle sentinel per ended attempt until bringup
+    exited) and attempt 2's group has its one."""
+    folder = tmp_path / "attempts"
+    folder.mkdir()
+    script = tmp_path / "server.py"
+    script.write_text(RETRIED)
+    run = subprocess.Popen(
+        [BRINGUP, "run", "--engine", "vllm", "--retry", "2", "--stall", "0",
+         "--url", "http://127.0.0.1:9", "--gpus-from", str(tmp_path / "none.json"), "--",
+         sys.executable, str(script), str(folder)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        second = folder / "attempt2"
+        deadline = time.monotonic() + 60
+        while not second.exists() or not second.read_text():
+            assert run.poll() is None, "bringup ended before attempt 2"
+            assert time.monotonic() < deadline, "attempt 2 never started"
+            time.sleep(0.1)
+        first, now = int((folder / "attempt1").read_text()), int(second.read_text())
+        assert run.poll() is None  # bringup keeps going: attempt 2 is being followed
+        mine = [p for p in _sentinels() if _pgid(p.pid) == now]
+        deadline = time.monotonic() + 30
+        while not mine:  # attempt 2's sentinel is forked as its server starts
+            assert time.monotonic() < deadline, "attempt 2's group has no sentinel"
+            time.sleep(0.1)
+            mine = [p for p in _sentinels() if _pgid(p.pid) == now]
+        assert [p for p in _sentinels() if _pgid(p.pid) == first] == []
+        assert len(mine) == 1
+    finally:
+        run.terminate()  # bringup stops attempt 2's server and exits
+        run.wait(timeout=60)

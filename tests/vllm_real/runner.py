@@ -241,3 +241,23 @@ def wait_for_children(root_pid: int, title: str, timeout: float = 300.0) -> list
             return found
         time.sleep(0.2)
     return []
+
+
+def cpushm_mapped(root_pid: int) -> set[str]:
+    """The ``*-cpushm_*`` objects under /dev/shm that ``root_pid``'s descendants map now (the
+    -tp workers of vLLM's CPU build): this run's names, read by the test itself."""
+    names = set()
+    try:
+        kids = psutil.Process(root_pid).children(recursive=True)
+    except psutil.Error:
+        return names
+    for p in kids:
+        try:
+            with open(f"/proc/{p.pid}/maps") as f:
+                for line in f:
+                    path = line.split(maxsplit=5)[-1].strip()
+                    if path.startswith("/dev/shm/") and "-cpushm_" in path:
+                        names.add(path.removeprefix("/dev/shm/"))
+        except OSError:
+            continue
+    return names

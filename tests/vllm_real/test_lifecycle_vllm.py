@@ -25,6 +25,7 @@ from vllm_real.runner import (
     bringup_argv,
     bringup_run,
     bringup_run_live,
+    cpushm_mapped,
     diagnose_recording,
     events_of,
     read_until,
@@ -155,8 +156,13 @@ def test_tp2_with_thread_binding_ready_then_worker_killed(
         assert events[-1]["event"] == "ready", log.read_text()[-3000:]
         workers = wait_for_children(proc.pid, "Worker_TP1")
         assert workers, [c.cmdline() for c in psutil.Process(proc.pid).children(recursive=True)]
+        ours = cpushm_mapped(proc.pid)
         workers[0].send_signal(signal.SIGKILL)
         run = _finish(proc, log, events)
+    # a killed worker cleans up nothing: bringup removed this run's cpushm buffers
+    assert ours, "the -tp 2 workers map no *-cpushm_* object"
+    assert [name for name in ours if Path("/dev/shm", name).exists()] == []
+    assert ours <= set(run.summary["shm_removed"])
     record(
         "tp2_bound_worker_killed_after_ready",
         run,

@@ -4,6 +4,11 @@ Only processes bringup started are ever signalled: the child (a session and proc
 leader, ``start_new_session``) and the members of its group or its descendants that were
 created after it. Command line equivalent of ``terminate``: ``kill -TERM -PGID``, wait the
 grace period, then ``kill -KILL -PGID``.
+
+When the server's processes are all gone (stopped by bringup or ended by themselves),
+``release`` disarms the group's sentinel and removes the /dev/shm objects they were seen
+holding (sampled every ``SHM_SAMPLE_SECONDS`` while they run, and before each stop signal)
+that no process holds any more (``bringup.adapters.shm``). ``detach`` (``--keep``) leaves both.
 """
 
 from __future__ import annotations
@@ -21,11 +26,14 @@ from typing import IO
 
 import psutil
 
+from bringup.adapters.shm import ShmLedger
 from bringup.errors import UsageError
 
 LineSink = Callable[[str, str], None]  # (stream name "stdout" | "stderr", line without "\n")
 BatchSink = Callable[[str, list[str]], None]  # (stream name, lines that arrived together)
 EofSink = Callable[[str], None]  # (stream name)
+
+SHM_SAMPLE_SECONDS = 2.0  # how often the server's /dev/shm objects are looked at while it runs
 
 _DRAIN = (
     "import os,sys,threading\n"
@@ -108,6 +116,7 @@ class ChildProcess:
         on_lines: BatchSink,
         on_eof: EofSink | None,
         alive_fd: int | None = None,
+        shm: ShmLedger | None = None,
     ) -> None:
         self._popen = popen
         self._alive_fd = alive_fd  # closed by bringup's death: the sentinel then ends the group
@@ -115,6 +124,11 @@ class ChildProcess:
         self.pgid = popen.pid  # start_new_session: the child leads its own group
         self._created = _create_time(popen.pid)
         self.signals_sent: list[str] = []  # what terminate() sent, in order
+        self.shm = shm if shm is not None else ShmLedger()
+        self.shm_removed: list[str] = []  # what release() removed from /dev/shm
+        self._released = threading.Event()  # the server is done with: sampling ends
+        self._sampler = threading.Thread(target=self._sample_shm, daemon=True, name="shm-sampler")
+        self._sampler.start()
         self._readers = [
             threading.Thread(
                 target=read_batches, args=(s, n, on_lines, on_eof), daemon=True, name=f"read-{n}"
@@ -134,6 +148,7 @@ class ChildProcess:
         on_lines: BatchSink,
         on_eof: EofSink | None = None,
         cwd: str | None = None,
+        shm: ShmLedger | None = None,
     ) -> ChildProcess:
         """Start ``argv`` in a new session; UsageError (exit 2) if it cannot be executed."""
         if not argv:
@@ -150,7 +165,7 @@ class ChildProcess:
             raise
         finally:
             os.close(watch_end)
-        return cls(popen, on_lines, on_eof, alive_end)
+        return cls(popen, on_lines, on_eof, alive_end, shm)
 
     def disarm(self) -> None:
         """Tell the sentinel bringup is done with the server (stopped or left running on
@@ -160,6 +175,27 @@ class ChildProcess:
             with contextlib.suppress(OSError):
                 os.write(fd, DISARM)
             os.close(fd)
+
+    def release(self) -> list[str]:
+        """The server's processes are gone: disarm the sentinel, end the sampling, and remove
+        the /dev/shm objects they held that no process holds now (their names, also kept in
+        ``shm_removed``). Call it once ``members()`` is empty; idempotent."""
+        self.disarm()
+        if self._released.is_set():
+            return []
+        self._released.set()
+        self._sampler.join(5.0)
+        self.shm_removed = self.shm.remove_unheld()
+        return self.shm_removed
+
+    def _sample_shm(self) -> None:
+        """Every ``SHM_SAMPLE_SECONDS`` while our processes live: what they hold in /dev/shm."""
+        while not self._released.is_set():
+            members = self.members()
+            self.shm.sample(p.pid for p in members)
+            if not members and self._popen.returncode is not None:
+                return
+            self._released.wait(SHM_SAMPLE_SECONDS)
 
     def poll(self) -> int | None:
         """The exit status if the child has ended (negative: killed by that signal)."""
@@ -238,7 +274,8 @@ class ChildProcess:
         """SIGTERM to the group and our descendants, SIGKILL after ``grace_seconds``.
 
         ``signals_sent`` lists the signals this sent ("SIGTERM", "SIGKILL"), so the caller can
-        tell the server's own exit status from the effect of bringup's signals.
+        tell the server's own exit status from the effect of bringup's signals. Then
+        ``release``: the sentinel disarmed, this run's /dev/shm leftovers removed.
         """
         self._signal_all(signal.SIGTERM)
         deadline = time.monotonic() + grace_seconds
@@ -251,7 +288,7 @@ class ChildProcess:
             self._signal_all(signal.SIGKILL)
         code = self.wait(max(1.0, grace_seconds))
         self._reap_leftovers()
-        self.disarm()
+        self.release()
         return code
 
     def detach(self, log_path: str) -> None:
@@ -261,6 +298,7 @@ class ChildProcess:
         Lines our own reader threads have already taken are not in the file.
         """
         self.disarm()  # left running on purpose: bringup's exit is not a death now
+        self._released.set()  # and its /dev/shm objects are still its own
         fds = [s.fileno() for s in (self._popen.stdout, self._popen.stderr) if s is not None]
         with open(log_path, "ab"):
             pass  # exists (and is ours to append to) before the drainer starts
@@ -275,6 +313,7 @@ class ChildProcess:
 
     def _signal_all(self, sig: signal.Signals) -> None:
         members = self.members()
+        self.shm.sample(p.pid for p in members)  # just before: what they hold as they stop
         if (members or self._popen.returncode is None) and sig.name not in self.signals_sent:
             self.signals_sent.append(sig.name)
         if self._popen.returncode is None:

@@ -452,6 +452,7 @@ class _Follower:
         summary = summary_json(m, now)
         if server_exit is not None:
             summary.update(server_exit.json_fields())
+            summary["shm_removed"] = self._shm_removed()
         verdict = m.verdict(self.signum)
         result = StartupResult(
             outcome=verdict.outcome,
@@ -506,7 +507,21 @@ class _Follower:
             code = child.terminate(self.config.grace_seconds)
             if self.server_exit is None:
                 self.server_exit = code
+        else:
+            child.release()  # it ended by itself: its sentinel goes now, not at bringup's exit
+        if child.shm_removed:
+            names = child.shm_removed
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            self.observer.note(
+                f"removed {len(names)} /dev/shm object(s) the server left behind: {shown}"
+            )
         return None, None
+
+    def _shm_removed(self) -> list[str]:
+        """The /dev/shm objects the server left behind that were removed (run only)."""
+        if not isinstance(self.source, ChildSource) or self.source.child is None:
+            return []
+        return list(self.source.child.shm_removed)
 
     def _stopped_members(self) -> tuple[tuple[int, str], ...]:
         """The server's processes in the stopped state (asked only when a stall is due)."""
