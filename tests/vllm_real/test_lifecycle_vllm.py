@@ -159,10 +159,11 @@ def test_tp2_with_thread_binding_ready_then_worker_killed(
         ours = cpushm_mapped(proc.pid)
         workers[0].send_signal(signal.SIGKILL)
         run = _finish(proc, log, events)
-    # a killed worker cleans up nothing: bringup removed this run's cpushm buffers
+    # none of this run's cpushm buffers is left (seen here: after a killed worker they were
+    # already unlinked when bringup looked, shm_removed []; after a clean stop vLLM leaves
+    # them and bringup removes them: tests/vllm_real/test_shm_vllm.py)
     assert ours, "the -tp 2 workers map no *-cpushm_* object"
     assert [name for name in ours if Path("/dev/shm", name).exists()] == []
-    assert ours <= set(run.summary["shm_removed"])
     record(
         "tp2_bound_worker_killed_after_ready",
         run,
