@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+import psutil
 import pytest
 
 from bringup.core.analyzer import diagnose_bytes
@@ -46,14 +48,21 @@ def _shape(proc: str) -> str:
 
 
 def _twin(tmp_path: Path, scenario: str, **wait: Any) -> tuple[str, int | None, dict[str, Any]]:
-    """Run the twin; return its output, exit status and what its HTTP side answered."""
+    """Run the twin; return its output, exit status and what its HTTP side answered.
+
+    ``kill_engine=True``: once it serves, SIGKILL its EngineCore, as the real recording was
+    made; the twin answers 503 until the test has seen it (``--watchdog-file``), then shuts
+    down by itself. Every wait is on an event, never on a wall-clock window.
+    """
     sock = __import__("socket").socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
     log = tmp_path / f"twin-{scenario}.log"
+    seen = tmp_path / "seen-503"
     argv = [sys.executable, "-m", "bringup", "twin", "vllm", "--scenario", scenario]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--time-scale", "0.01"]
+    argv += ["--watchdog-file", str(seen)]
     http: dict[str, Any] = {}
     with log.open("w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
@@ -68,17 +77,24 @@ def _twin(tmp_path: Path, scenario: str, **wait: Any) -> tuple[str, int | None, 
                     http["models"] = httpx.get(f"{base}/v1/models", timeout=2).json()
             except httpx.HTTPError:
                 time.sleep(0.05)
-        if wait.get("until_dead"):
-            end = time.monotonic() + 60
-            while time.monotonic() < end and proc.poll() is None:
-                try:
-                    status = httpx.get(f"{base}/health", timeout=2).status_code
-                    if status != 200:
-                        http.setdefault("health_after_death", status)
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.05)
-        code = proc.wait(timeout=60) if wait.get("until_dead") else None
+        code = None
+        if wait.get("kill_engine"):
+            engines = [
+                p
+                for p in psutil.Process(proc.pid).children(recursive=True)
+                if "VLLM::EngineCore" in p.cmdline()
+            ]
+            assert len(engines) == 1, "the twin has no EngineCore process"
+            engines[0].send_signal(signal.SIGKILL)
+            end = time.monotonic() + 60  # a bound, not a window: 503 lasts until `seen`
+            while time.monotonic() < end and "health_after_death" not in http:
+                status = httpx.get(f"{base}/health", timeout=10).status_code
+                if status != 200:
+                    http["health_after_death"] = status
+                else:
+                    time.sleep(0.05)
+            seen.touch()
+            code = proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.terminate()
@@ -136,11 +152,12 @@ def test_ready_and_http_behaviour(tmp_path: Path) -> None:
 
 
 def test_engine_death_after_ready(tmp_path: Path) -> None:
-    """After the engine dies: /health turns 503, the same death lines, and exit status 0."""
+    """After the engine is SIGKILLed once ready (as real vLLM's recording was made): /health
+    turns 503, the same death lines, and exit status 0."""
     real_case = json.loads((REAL / "engine_core_killed_after_ready.json").read_text())
     real_http = json.loads((REAL / "http_ready.json").read_text())
     real_text = _real("engine_core_killed_after_ready")
-    twin_text, code, http = _twin(tmp_path, "die_after_ready", until_dead=True)
+    twin_text, code, http = _twin(tmp_path, "ready", kill_engine=True)
     assert code == real_case["server_exit_status"] == 0
     assert http.get("health_after_death") == real_http["health_after_death"]
     for needle in (

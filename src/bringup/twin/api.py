@@ -37,6 +37,8 @@ from bringup.twin.procs import (
 )
 from bringup.twin.readings import Ledger, visible
 
+WATCHDOG_FILE_LIMIT_SECONDS = 300.0  # the longest --watchdog-file holds the 503 window open
+
 _ARG_NAMES = {
     "host": "host",
     "port": "port",
@@ -227,9 +229,20 @@ class ApiServer:
         assert self.engine is not None
         self.engine.wait()
         self.ledger.release({self.engine.pid})
-        time.sleep(cfg.linger_seconds(timeline.WATCHDOG_SECONDS))
+        self._watchdog_wait()
         self._uvicorn_shutdown()
         return 0
+
+    def _watchdog_wait(self) -> None:
+        """The time between the engine's death and the shutdown: vLLM's watchdog period, or
+        until ``watchdog_file`` exists (bounded, so a forgotten file never leaves it running)."""
+        cfg = self.cfg
+        if cfg.watchdog_file is None:
+            time.sleep(cfg.linger_seconds(timeline.WATCHDOG_SECONDS))
+            return
+        end = time.monotonic() + WATCHDOG_FILE_LIMIT_SECONDS
+        while not os.path.exists(cfg.watchdog_file) and time.monotonic() < end:
+            time.sleep(0.02)
 
     def _watch_engine(self) -> None:
         assert self.channel is not None

@@ -51,6 +51,9 @@ class TwinConfig:
     token_rate: float = 50.0
     api_key: str | None = None
     cuda_visible_devices: str | None = None
+    # after an engine death once ready: answer 503 until this file exists, then shut down
+    # (instead of the watchdog period), so a test's watcher never races a wall-clock window
+    watchdog_file: str | None = None
     # flag name -> value, as the user gave them (for `non-default args: {...}`)
     given: dict[str, Any] = field(default_factory=dict)
 

@@ -94,6 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY",
         help="require `Authorization: Bearer KEY` on /v1 (or VLLM_API_KEY)",
     )
+    parser.add_argument(
+        "--watchdog-file",
+        metavar="FILE",
+        help="after the engine died once ready, answer /health 503 until FILE exists, then "
+        "shut down (exit 0), instead of after vLLM's 5 s watchdog period (for tests)",
+    )
 
 
 def config_from_args(args: argparse.Namespace, environ: dict[str, str]) -> TwinConfig:
@@ -128,6 +134,7 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str]) -> TwinC
         token_rate=values["token_rate"],
         api_key=args.api_key or environ.get("VLLM_API_KEY") or None,
         cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
+        watchdog_file=args.watchdog_file,
         given=given,
     )
 
