@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import shutil
 import socket
 import sys
@@ -22,9 +23,11 @@ import pytest
 
 from bringup.cli.main import Context, main
 
+from builders.sshd import SshServer, running_sshd, write_ssh_config
 from builders.systemd_ns import BootError, SystemdNamespace, why_not
 
 BRINGUP = str(Path(sys.executable).with_name("bringup"))
+NS_EXEC = Path(__file__).resolve().parents[1] / "builders" / "ns_exec.py"
 
 
 def _unavailable(reason: str) -> None:
@@ -48,6 +51,21 @@ def systemd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SystemdNamespa
         yield sd
     finally:
         sd.close()
+
+
+@pytest.fixture(scope="module")
+def host(
+    systemd: SystemdNamespace, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[SshServer, Path]]:
+    """A "remote host": an sshd whose ForceCommand runs every command of a session inside the
+    systemd's namespaces (the ns_exec.py prefix the local tests give bringup), so bringup,
+    run without BRINGUP_COMMAND_PREFIX, reaches that systemd (and its dockerd) through ssh
+    only. Yields the server and its ssh_config; one per module."""
+    base = tmp_path_factory.mktemp("remote")
+    inner = shlex.join([sys.executable, str(NS_EXEC), str(systemd.pid), "/bin/sh", "-c"])
+    force = f'ForceCommand exec {inner} "$SSH_ORIGINAL_COMMAND"\n'
+    with running_sshd(base / "sshd", extra_config=force) as server:
+        yield server, write_ssh_config(server, base / "config")
 
 
 @dataclass

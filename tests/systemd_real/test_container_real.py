@@ -19,6 +19,7 @@ import pytest
 
 from systemd_real.conftest import BRINGUP, bringup, free_port, readings
 
+from builders.sshd import SshServer, cli, ssh_env
 from builders.systemd_ns import SystemdNamespace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,3 +231,61 @@ def test_status_container_json_when_docker_fails(systemd: SystemdNamespace, dock
     assert report["container"] == "x"
     assert "Cannot connect to the Docker daemon" in report["error"], report
     assert result.err.startswith("bringup: error:")
+
+
+def _remote_status(
+    host: tuple[SshServer, Path], name: str, gpus: Path, *more: str
+) -> tuple[int, dict[str, Any], str]:
+    """`bringup status --container NAME --host H --json` with no command prefix: docker is
+    reached over ssh only (the sshd puts each session inside the namespaces of its dockerd)."""
+    server, config = host
+    code, out, err = cli(
+        ["status", "--container", name, "--host", server.target_text, "--json",
+         "--gpus-from", str(gpus), *more],
+        ssh_env(config),
+    )  # fmt: skip
+    return code, json.loads(out), err
+
+
+def test_status_container_over_ssh(
+    systemd: SystemdNamespace, docker: Path, host: tuple[SshServer, Path]
+) -> None:
+    """`status --container --host` against the remote dockerd: a ready container (its model
+    asked on the host), one that died in the sampler warmup (the root cause from the host's
+    `docker logs`), and no such container (exit 2, one JSON object with `error`)."""
+    name, port, gpus = _run_twin(systemd, docker, "ready")
+    assert bringup(systemd, "watch", "--container", name, "--deadline", "90s").code == 0
+    code, report, err = _remote_status(host, name, gpus)
+    assert (code, report["verdict"]) == (0, "ready"), (report, err)
+    assert report["container"] == name
+    assert report["state"]["status"] == "running"
+    assert report["url"].endswith(f":{port}") or report["url"].endswith(f":{port}/"), report
+    assert report["probe"]["ok"] is True, report["probe"]
+    assert report["phase"] == "ready"
+    assert report["ready_since"]
+    assert report["error"] is None
+    server, config = host
+    code, out, err = cli(  # as a user would: the GPUs asked on the host too
+        ["status", "--container", name, "--host", server.target_text], ssh_env(config)
+    )
+    assert code == 0, out + err
+    assert out.startswith(f"container {name}: READY: running, and the model answered"), out
+    assert f"{server.target_text} has no nvidia-smi" in out  # this "host" has no GPUs
+    systemd.run(["docker", "rm", "-f", name], check=False)
+
+    name, _, gpus = _run_twin(systemd, docker, "oom_warmup")
+    deadline = time.monotonic() + 90
+    while _inspect_state(systemd, name)["Status"] != "exited" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    code, report, err = _remote_status(host, name, gpus)
+    assert (code, report["verdict"]) == (1, "failed"), (report, err)
+    assert report["state"]["status"] == "exited"
+    assert (report["failure"]["class"], report["failure"]["phase"]) == ("cuda_oom", "warmup")
+    assert report["probe"] is None
+    systemd.run(["docker", "rm", "-f", name], check=False)
+
+    code, report, err = _remote_status(host, "i22-none", gpus)
+    assert code == 2, (report, err)
+    assert report["verdict"] == "unknown"
+    assert "no container i22-none" in report["error"], report
+    assert err.startswith("bringup: error:")

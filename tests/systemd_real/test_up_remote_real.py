@@ -6,32 +6,13 @@ written through the ssh layer, daemon-reload, restart, and the change checked th
 
 from __future__ import annotations
 
-import shlex
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from systemd_real.conftest import readings, unique
 from systemd_real.retry_story import assert_retry_verified, install_oom_twin
 
-from builders.sshd import SshServer, cli, running_sshd, ssh_env, write_ssh_config
+from builders.sshd import SshServer, cli, ssh_env
 from builders.systemd_ns import SystemdNamespace
-
-NS_EXEC = Path(__file__).resolve().parents[1] / "builders" / "ns_exec.py"
-
-
-@pytest.fixture(scope="module")
-def host(
-    systemd: SystemdNamespace, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[SshServer, Path]]:
-    """An sshd whose sessions run inside the systemd's namespaces; its ssh_config."""
-    base = tmp_path_factory.mktemp("remote")
-    inner = shlex.join([sys.executable, str(NS_EXEC), str(systemd.pid), "/bin/sh", "-c"])
-    force = f'ForceCommand exec {inner} "$SSH_ORIGINAL_COMMAND"\n'
-    with running_sshd(base / "sshd", extra_config=force) as server:
-        yield server, write_ssh_config(server, base / "config")
 
 
 def test_up_retry_over_ssh_writes_and_verifies_the_dropin_on_the_host(

@@ -43,6 +43,8 @@ def remote_gpus(runner: SshRunner) -> tuple[list[dict[str, object]], str | None]
         result = runner.run(GPU_QUERY)
     except RemoteError as exc:
         return [], f"not read: {exc}"
+    if result.returncode == 127:  # the shell's "command not found"
+        return [], f"not read: {runner.target} has no nvidia-smi (no NVIDIA driver there)"
     if result.returncode != 0:
         detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
         return (
