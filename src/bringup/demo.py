@@ -18,7 +18,6 @@ beyond its profile run), 1024 warmup requests fit at the default 0.92 and at 0.9
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import socket
 import sys
@@ -38,18 +37,14 @@ from bringup.core.gpu import select_visible
 from bringup.core.live import FailureFound, LiveEvent, ProbeSeen
 from bringup.core.plan import (
     GpuSet,
-    Planner,
     Requested,
     assemble,
     decode,
     parse_architecture,
-    resolve,
 )
-from bringup.core.plan.arch import architecture_warning
-from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.remedy import with_plan
 from bringup.core.plan.result import Plan
-from bringup.core.plan.synth import synthesize
+from bringup.core.plan.settings import use_v1_from_env
 from bringup.core.probes import ProbeKind
 from bringup.core.story import Attempt, Story
 from bringup.core.vocab import Engine
@@ -128,38 +123,20 @@ def twin_argv(readings: Path, port: int, time_scale: float, extra: list[str]) ->
 
 
 def make_plan(readings: Path, environ: Mapping[str, str]) -> Plan:
-    """The plan ``bringup plan`` makes for :func:`plan_argv`, from the library's parts: the
-    bundled model's config, the GPUs of the readings file, vLLM's settings for ``-tp 4
-    --gpu-memory-utilization 0.95``, and the decode speed on the catalog's GPU (a test checks
-    it equals ``bringup plan --json``)."""
+    """The plan ``bringup plan`` makes for :func:`plan_argv`, through the same library steps
+    (``core.plan.assemble``): the bundled model's config, the GPUs of the readings file,
+    vLLM's settings for ``-tp 4 --gpu-memory-utilization 0.97``, and the decode speed on the
+    catalog's GPU (a test checks it equals ``bringup plan --json``)."""
     config, tensors = _model(MODEL, environ)
     arch = parse_architecture(config)
     gpus = _gpus(readings, environ)
     req = Requested(
         tensor_parallel_size=GPU_COUNT,
         gpu_memory_utilization=float(UTILIZATION),
-        use_v1=_use_v1(environ.get("VLLM_USE_V1")),
+        use_v1=use_v1_from_env(environ.get("VLLM_USE_V1")),
     )
-    settings = resolve(
-        req,
-        memory_bytes=gpus.total_bytes,
-        treats_as_a100=gpus.treats_as_a100,
-        max_position_embeddings=arch.max_position_embeddings,
-        default_quantization=None,
-    )
-    if tensors is None:
-        tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))
-    planner = Planner(arch, tensors, gpus)
-    gpu = gpu_catalog.find(gpus.name)
-    speed = None
-    if gpu is not None:
-        workload = decode.workload_for(arch, planner.tensors, settings, decode.DecodeSetup())
-        speed = decode.predict(workload, decode.gpu_processor(gpu), decode.gpu_link(gpu, None))
-    warning = architecture_warning(arch)
-    return dataclasses.replace(
-        assemble.make_plan(planner, settings),
-        decode=speed,
-        warnings=(warning,) if warning else (),
+    return assemble.gpu_plan(
+        arch, tensors, gpus, req, setup=decode.DecodeSetup(), gpu=gpu_catalog.find(gpus.name)
     )
 
 
@@ -175,24 +152,7 @@ def _gpus(readings: Path, environ: Mapping[str, str]) -> GpuSet:
     )
     if not visible:
         raise InputError("no visible GPU in the demo's readings", hint="unset CUDA_VISIBLE_DEVICES")
-    used = visible[:GPU_COUNT]
-    model = gpu_catalog.find(used[0].name)
-    return GpuSet(
-        name=model.name if model else used[0].name,
-        count=len(visible),
-        total_bytes=min(g.memory_total_bytes for g in used),
-        free_bytes=min(g.memory_free_bytes for g in used),
-        treats_as_a100="a100" in used[0].name.lower(),
-        compute_capability=model.compute_capability if model else None,
-        interconnect=model.interconnect if model else None,
-    )
-
-
-def _use_v1(value: str | None) -> bool | None:
-    """``VLLM_USE_V1`` as vLLM reads it."""
-    if value is None or value.strip() == "":
-        return None
-    return value.strip() not in ("0", "false", "False")
+    return assemble.gpus_from_readings(visible, GPU_COUNT, None)
 
 
 def follow(

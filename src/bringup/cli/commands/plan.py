@@ -19,6 +19,7 @@ from bringup.core.checkpoint import Checkpoint, TensorInfo
 from bringup.core.gpu import select_visible
 from bringup.core.plan import (
     Architecture,
+    Calibration,
     GpuSet,
     Planner,
     Requested,
@@ -29,13 +30,11 @@ from bringup.core.plan import (
     parse_architecture,
     resolve,
 )
-from bringup.core.plan.arch import architecture_warning
 from bringup.core.plan.calibrate import calibrate, model_mismatches
 from bringup.core.plan.calibrate import report as calibration_report
-from bringup.core.plan.checks import check_dcp
 from bringup.core.plan.quant import format_from_config
-from bringup.core.plan.result import Plan
-from bringup.core.plan.settings import nearest_known_version, parse_version
+from bringup.core.plan.result import CalibrationReport, Plan
+from bringup.core.plan.settings import parse_version, use_v1_from_env
 from bringup.core.plan.synth import synthesize
 from bringup.core.printable import printable
 from bringup.errors import AdapterError, InputError, UsageError
@@ -204,7 +203,7 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
     revision = engine_args.get_flag(command.flags, "--revision") if command else None
     config, tensors, _origin = _load_model(model_arg, ctx.environ, revision)
     arch = parse_architecture(config)
-    warnings = tuple(_warnings(req, arch))
+    warnings = assemble.warnings_for(req, arch)
     if req.device == "cpu":
         if (req.decode_context_parallel_size or 1) != 1:
             raise UsageError(
@@ -215,32 +214,15 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
         return dataclasses.replace(cpu_plan, warnings=warnings)
     world = (req.tensor_parallel_size or 1) * (req.pipeline_parallel_size or 1)
     gpus = _gpus(args, ctx, world)
-    settings = resolve(
-        req,
-        memory_bytes=gpus.total_bytes,
-        treats_as_a100=gpus.treats_as_a100,
-        max_position_embeddings=arch.max_position_embeddings,
-        default_quantization=None,
-        dense=arch.dense,
-    )
+    version_before = assemble.settings_for(req, arch, gpus).engine_version  # checks req early
     log = _calibration_log(args.calibrate, ctx) if args.calibrate else None
-    version_before = settings.engine_version
+    planned = req
     if log is not None and log.version and not req.engine_version:
         # the log's vLLM version is the one whose rules apply
-        settings = resolve(
-            dataclasses.replace(req, engine_version=_short_version(log.version)),
-            memory_bytes=gpus.total_bytes,
-            treats_as_a100=gpus.treats_as_a100,
-            max_position_embeddings=arch.max_position_embeddings,
-            default_quantization=None,
-            dense=arch.dense,
-        )
-    check_dcp(arch, settings.tensor_parallel_size, settings.decode_context_parallel_size)
-    if tensors is None:
-        tensors = synthesize(arch, format_from_config(arch.quantization, settings.quantization))
-    planner = Planner(arch, tensors, gpus)
-    report = None
-    if log is not None:
+        planned = dataclasses.replace(req, engine_version=_short_version(log.version))
+
+    def calibrator(planner: Planner, settings: Settings) -> tuple[Calibration, CalibrationReport]:
+        assert log is not None
         mismatches = model_mismatches(planner, settings, log.facts, model_arg)
         if mismatches and not args.force_calibrate:
             raise InputError(
@@ -248,7 +230,7 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
                 hint="calibrate with a log of this model, or add --force-calibrate",
             )
         calibration = calibrate(planner, settings, log.facts)
-        report = calibration_report(
+        return calibration, calibration_report(
             args.calibrate,
             log.lines,
             planner,
@@ -258,13 +240,18 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
             version_before=version_before,
             mismatches=mismatches,
         )
-        planner.calibration = calibration
-    plan = assemble.make_plan(planner, settings)
-    return dataclasses.replace(
-        plan,
-        decode=_decode(args, command, arch, planner, settings, gpus),
+
+    bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
+    return assemble.gpu_plan(
+        arch,
+        tensors,
+        gpus,
+        planned,
+        setup=decode_setup(args, command.flags if command else ()),
+        gpu=gpu_catalog.find(args.gpu or gpus.name),
+        bandwidth=bandwidth,
         warnings=warnings,
-        calibration=report,
+        calibrate=calibrator if log is not None else None,
     )
 
 
@@ -272,50 +259,6 @@ def _short_version(text: str) -> str:
     """``"0.11.1rc3.dev29+g3fa2c1218"`` → ``"0.11"`` (the rules are per minor version)."""
     major, minor = parse_version(text)
     return f"{major}.{minor}"
-
-
-def _use_v1(value: str | None) -> bool | None:
-    """``VLLM_USE_V1`` as vLLM reads it (0.8-0.10: ``0`` runs the V0 engine)."""
-    if value is None or value.strip() == "":
-        return None
-    return value.strip() not in ("0", "false", "False")
-
-
-def _warnings(req: Requested, arch: Architecture) -> list[str]:
-    """What the plan assumes: the nearest known vLLM version, a generic architecture."""
-    out: list[str] = []
-    if req.engine_version:
-        _, version_warning = nearest_known_version(req.engine_version)
-        if version_warning:
-            out.append(version_warning)
-    arch_warning = architecture_warning(arch)
-    if arch_warning:
-        out.append(arch_warning)
-    return out
-
-
-def _decode(
-    args: argparse.Namespace,
-    command: engine_args.ServerCommand | None,
-    arch: Architecture,
-    planner: Planner,
-    s: Settings,
-    gpus: GpuSet,
-) -> decode.DecodeSpeed | None:
-    """Batch-1 decode speed of this setup; None when no bandwidth is known for the GPU."""
-    setup = decode_setup(args, command.flags if command else ())
-    decode.check_setup(setup, s.tensor_parallel_size)
-    model = gpu_catalog.find(args.gpu or gpus.name)
-    bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
-    if model is None and bandwidth is None:
-        return None
-    processor = (
-        decode.gpu_processor(model, bandwidth)
-        if model is not None
-        else decode.Processor(gpus.name, "gpu", float(bandwidth or 0), "given")
-    )
-    workload = decode.workload_for(arch, planner.tensors, s, setup)
-    return decode.predict(workload, processor, decode.gpu_link(model, setup.interconnect))
 
 
 def predict_decode(
@@ -401,7 +344,7 @@ def _requested(
         ),
         enforce_eager=bool(args.enforce_eager or engine_args.has_flag(flags, "--enforce-eager")),
         engine_version=args.engine_version,
-        use_v1=_use_v1((environ or {}).get("VLLM_USE_V1")),
+        use_v1=use_v1_from_env((environ or {}).get("VLLM_USE_V1")),
         device=args.device or "cuda",
         decode_context_parallel_size=_dcp(args, flags),
     )
@@ -494,17 +437,7 @@ def _detected(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
     visible = select_visible(readings, ctx.environ.get("CUDA_VISIBLE_DEVICES"))
     if not visible:
         raise UsageError("no visible GPU", hint="check CUDA_VISIBLE_DEVICES, or give --gpu NAME")
-    used = visible[: max(1, world)]
-    model = gpu_catalog.find(used[0].name)
-    return GpuSet(
-        name=model.name if model else used[0].name,
-        count=args.gpus or len(visible),
-        total_bytes=min(g.memory_total_bytes for g in used),
-        free_bytes=min(g.memory_free_bytes for g in used),
-        treats_as_a100="a100" in used[0].name.lower(),
-        compute_capability=model.compute_capability if model else None,
-        interconnect=model.interconnect if model else None,
-    )
+    return assemble.gpus_from_readings(visible, world, args.gpus)
 
 
 @dataclasses.dataclass(frozen=True)

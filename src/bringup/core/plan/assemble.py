@@ -1,4 +1,5 @@
-"""The plan for one set of settings: the planner's evaluation, then the recommendations.
+"""The plan for one set of settings: the planner's evaluation, then the recommendations; and
+the steps ``bringup plan`` and the demo both take to get there from a model's config and GPUs.
 
 Kept apart from ``planner`` so that ``recommend`` (which asks the planner about other
 settings) and the planner do not import each other.
@@ -6,10 +7,22 @@ settings) and the planner do not import each other.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from bringup.core import gpu_catalog
+from bringup.core.checkpoint import TensorInfo
+from bringup.core.gpu import GpuReading
+from bringup.core.plan import decode
+from bringup.core.plan.arch import Architecture, architecture_warning
+from bringup.core.plan.budget import Calibration, GpuSet
+from bringup.core.plan.checks import check_dcp
 from bringup.core.plan.planner import Planner, kv_cache, per_gpu, sampler_warmup, verdict
+from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.recommend import recommend
-from bringup.core.plan.result import Plan
-from bringup.core.plan.settings import Settings
+from bringup.core.plan.result import CalibrationReport, Plan
+from bringup.core.plan.settings import Requested, Settings, nearest_known_version, resolve
+from bringup.core.plan.synth import synthesize
 
 
 def make_plan(planner: Planner, s: Settings) -> Plan:
@@ -23,4 +36,129 @@ def make_plan(planner: Planner, s: Settings) -> Plan:
         verdict=verdict(outcome),
         recommendations=tuple(recommend(planner, outcome)),
         sampler_warmup=sampler_warmup(outcome),
+    )
+
+
+def gpus_from_readings(visible: Sequence[GpuReading], world: int, count: int | None) -> GpuSet:
+    """The GPUs a ``world``-GPU instance uses, from the visible GPUs' readings (at least one):
+    the smallest total and the least free memory among the first ``world`` of them, the
+    catalog's facts for the first one's model; ``count`` GPUs available (default: all
+    visible)."""
+    used = visible[: max(1, world)]
+    model = gpu_catalog.find(used[0].name)
+    return GpuSet(
+        name=model.name if model else used[0].name,
+        count=count or len(visible),
+        total_bytes=min(g.memory_total_bytes for g in used),
+        free_bytes=min(g.memory_free_bytes for g in used),
+        treats_as_a100="a100" in used[0].name.lower(),
+        compute_capability=model.compute_capability if model else None,
+        interconnect=model.interconnect if model else None,
+    )
+
+
+def settings_for(req: Requested, arch: Architecture, gpus: GpuSet) -> Settings:
+    """vLLM's settings for what was asked, on these GPUs, for this model."""
+    return resolve(
+        req,
+        memory_bytes=gpus.total_bytes,
+        treats_as_a100=gpus.treats_as_a100,
+        max_position_embeddings=arch.max_position_embeddings,
+        default_quantization=None,
+        dense=arch.dense,
+    )
+
+
+def planner_for(
+    arch: Architecture, tensors: Sequence[TensorInfo] | None, gpus: GpuSet, s: Settings
+) -> Planner:
+    """The planner; without a tensor list (a config.json alone) one is synthesized from the
+    config in the settings' weight format."""
+    if tensors is None:
+        tensors = synthesize(arch, format_from_config(arch.quantization, s.quantization))
+    return Planner(arch, tensors, gpus)
+
+
+def warnings_for(req: Requested, arch: Architecture) -> tuple[str, ...]:
+    """What the plan assumes: the nearest known vLLM version, a generic architecture."""
+    out: list[str] = []
+    if req.engine_version:
+        _, version_warning = nearest_known_version(req.engine_version)
+        if version_warning:
+            out.append(version_warning)
+    arch_warning = architecture_warning(arch)
+    if arch_warning:
+        out.append(arch_warning)
+    return tuple(out)
+
+
+def gpu_decode(
+    planner: Planner,
+    s: Settings,
+    setup: decode.DecodeSetup,
+    *,
+    gpu: gpu_catalog.GpuModel | None,
+    bandwidth: float | None = None,
+) -> decode.DecodeSpeed | None:
+    """Batch-1 decode speed on ``gpu`` (the catalog's entry; ``bandwidth`` overrides its peak,
+    or stands alone for a GPU the catalog lacks); None when no bandwidth is known."""
+    decode.check_setup(setup, s.tensor_parallel_size)
+    if gpu is None and bandwidth is None:
+        return None
+    processor = (
+        decode.gpu_processor(gpu, bandwidth)
+        if gpu is not None
+        else decode.Processor(planner.gpus.name, "gpu", float(bandwidth or 0), "given")
+    )
+    workload = decode.workload_for(planner.arch, planner.tensors, s, setup)
+    return decode.predict(workload, processor, decode.gpu_link(gpu, setup.interconnect))
+
+
+def full_plan(
+    planner: Planner,
+    s: Settings,
+    *,
+    speed: decode.DecodeSpeed | None,
+    warnings: tuple[str, ...] = (),
+    calibration: CalibrationReport | None = None,
+) -> Plan:
+    """:func:`make_plan` with the decode speed, the warnings and what calibration changed:
+    the whole ``bringup plan --json`` object of a GPU plan."""
+    return dataclasses.replace(
+        make_plan(planner, s), decode=speed, warnings=warnings, calibration=calibration
+    )
+
+
+# what ``--calibrate LOG`` does once the planner exists: the corrections and their report
+Calibrator = Callable[[Planner, Settings], tuple[Calibration, CalibrationReport]]
+
+
+def gpu_plan(
+    arch: Architecture,
+    tensors: Sequence[TensorInfo] | None,
+    gpus: GpuSet,
+    req: Requested,
+    *,
+    setup: decode.DecodeSetup,
+    gpu: gpu_catalog.GpuModel | None,
+    bandwidth: float | None = None,
+    warnings: tuple[str, ...] | None = None,
+    calibrate: Calibrator | None = None,
+) -> Plan:
+    """The whole plan of a vLLM server on GPUs, as ``bringup plan`` and the demo make it:
+    vLLM's settings for ``req``, its DCP checks, the planner (calibrated when ``calibrate`` is
+    given), the plan with its recommendations, the decode speed on ``gpu`` and the warnings
+    (``warnings_for(req, arch)`` unless given)."""
+    settings = settings_for(req, arch, gpus)
+    check_dcp(arch, settings.tensor_parallel_size, settings.decode_context_parallel_size)
+    planner = planner_for(arch, tensors, gpus, settings)
+    report = None
+    if calibrate is not None:
+        planner.calibration, report = calibrate(planner, settings)
+    return full_plan(
+        planner,
+        settings,
+        speed=gpu_decode(planner, settings, setup, gpu=gpu, bandwidth=bandwidth),
+        warnings=warnings_for(req, arch) if warnings is None else warnings,
+        calibration=report,
     )

@@ -78,6 +78,13 @@ class Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
+def use_v1_from_env(value: str | None) -> bool | None:
+    """``VLLM_USE_V1`` as vLLM reads it (0.8-0.10: ``0`` runs the V0 engine); None when unset."""
+    if value is None or value.strip() == "":
+        return None
+    return value.strip() not in ("0", "false", "False")
+
+
 def parse_version(text: str) -> tuple[int, int]:
     """``"0.33"``, ``"v0.11.2"``, ``"0.8.5.post1"`` → (major, minor)."""
     parts = text.strip().lstrip("vV").split(".")
