@@ -237,3 +237,29 @@ def test_watch_log_over_ssh_from_end(world: tuple[SshServer, Path, Path], tmp_pa
     assert "CUDA out of memory" not in out, out
     assert "kv_cache" in out, out
     assert _numbered(watch.lines) == ["line 0001"]
+
+
+def test_remote_newest_attempt_reads_only_the_end_of_a_large_log(
+    world: tuple[SshServer, Path, Path], tmp_path: Path
+) -> None:
+    """A 20 MiB log whose newest attempt is its last few lines: over ssh only the first 1 MiB
+    read comes over (before: the last 16 MiB), counted in bytes; the offset is exact."""
+    from bringup.adapters.sources.items import NoteItem
+    from bringup.adapters.sources.remote_file import FIRST_SCAN_BYTES, RemoteFileSource
+    from bringup.adapters.ssh import SshRunner
+
+    from builders.sshd import target_for
+
+    server, _, _ = world
+    log = tmp_path / "big.log"
+    filler = "(EngineCore pid=2) INFO 11-30 09:47:01 [core.py:1] " + "x" * 60 + "\n"
+    old = VERSION + "\n" + LOADING + "\n" + filler * ((20 << 20) // len(filler)) + OOM + "\n"
+    newest = VERSION + "\n" + LOADING + "\n"
+    log.write_text(old + newest)
+    source = RemoteFileSource(str(log), SshRunner(target_for(server)))
+    notes: list[NoteItem] = []
+    source._skip_to_start(notes.append)  # where `watch` begins following, and nothing more
+    assert source.scanned_bytes == FIRST_SCAN_BYTES
+    assert source.offset_bytes == len(old.encode())  # the newest attempt's first byte
+    want = f"{log} holds at least 2 attempts: following the newest (its first 2 lines), "
+    assert [n.text for n in notes] == [want + "not the earlier ones"]

@@ -5,6 +5,11 @@ An attempt begins at an engine's start marker (its pack's ``restart`` patterns: 
 version banner and ``non-default args``, SGLang's ``server_args=``, TGI's ``Args {``,
 llama.cpp's ``build:``) once the attempt before it got somewhere: past its config phase, or
 to an error. Pure: lines in, an index out.
+
+A marker is a start exactly when it is the first marker after a line of progress, so the
+newest start is the first marker after the last progress line that a marker follows. That
+line and everything after it are in a file's end: ``newest_in_tail`` says when the last lines
+already settle it (a reader can read a large log backwards, a chunk at a time, and stop).
 """
 
 from __future__ import annotations
@@ -37,3 +42,19 @@ def newest_attempt_start(lines: Sequence[str]) -> tuple[int, int]:
         ):
             progressed = True
     return start, count
+
+
+def newest_in_tail(lines: Sequence[str], *, whole: bool) -> tuple[int, int] | None:
+    """``newest_attempt_start`` of the last ``lines`` of a file, when they settle it: an
+    attempt begins within them (the answer for the whole file is then the same), or they are
+    the whole file (``whole``). None: read further back. The count is then the attempts
+    within these lines (the file may hold more before them).
+
+    >>> newest_in_tail(["INFO vLLM API server version 0.32.0", "Starting to load model m"], whole=False)
+    >>> newest_in_tail(["Starting to load model m", "INFO vLLM API server version 0.32.0"], whole=False)
+    (1, 2)
+    """
+    first, attempts = newest_attempt_start(lines)
+    if attempts > 1 or whole:
+        return first, attempts
+    return None

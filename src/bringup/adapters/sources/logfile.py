@@ -12,10 +12,11 @@ from typing import Any
 from bringup.adapters import files
 from bringup.adapters.process import decode_line
 from bringup.adapters.sources.items import Emit, LineItem, NoteItem, Stoppable
-from bringup.core.log_attempts import newest_attempt_start
+from bringup.core.log_attempts import newest_in_tail
 from bringup.errors import BringupError, InputError
 
-SCAN_BYTES = 64 << 20  # how much of an existing log is read to find its newest attempt
+SCAN_BYTES = 64 << 20  # the most of an existing log read (backwards) to find its newest attempt
+FIRST_SCAN_BYTES = 1 << 20  # the first chunk read from its end; each next one twice as big
 MAX_LINE_BYTES = 1 << 20  # the analyzer reads 65,536 characters of a line at most
 HINT = "give the log file the server writes to (a pipe: `... | bringup diagnose -`)"
 
@@ -31,6 +32,7 @@ class FileSource(Stoppable):
         self.poll_seconds = poll_seconds
         self.start_at = start
         self.description = f"log {path}"
+        self.scanned_bytes = 0  # read from the end of the existing file to find where to begin
 
     def start(self, emit: Emit) -> None:
         if not os.path.lexists(self.path):
@@ -55,24 +57,43 @@ class FileSource(Stoppable):
             return b""
         if self.start_at == "beginning":
             return b""
-        begin = max(0, size - SCAN_BYTES)
-        handle.seek(begin)
-        data: bytes = handle.read(size - begin)
-        if begin:  # the first line was cut: start after it
-            data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
+        data, begin, found = self._scan_back(handle, size)
         *raw, rest = data.split(b"\n")
         lines = [decode_line(r) for r in raw]
-        first, attempts = newest_attempt_start(lines)
+        first, attempts = found or (0, 1)
         if attempts > 1:
+            held = f"{attempts} attempts" if begin == 0 else f"at least {attempts} attempts"
             emit(
                 NoteItem(
-                    f"{files.shown(self.path)} holds {attempts} attempts: following the newest "
+                    f"{files.shown(self.path)} holds {held}: following the newest "
                     f"(its first {len(lines) - first} lines), not the earlier ones"
                 )
             )
         for text in lines[first:]:
             emit(LineItem("log", text))
         return rest
+
+    def _scan_back(self, handle: Any, size: int) -> tuple[bytes, int, tuple[int, int] | None]:
+        """Read the file backwards from ``size``, a chunk at a time (doubling from
+        ``FIRST_SCAN_BYTES``), until its last lines settle where the newest attempt begins,
+        or ``SCAN_BYTES`` were read. (The bytes from the first whole line on, where they
+        begin, the settled (first line, attempts) or None.) ``scanned_bytes`` counts the reads."""
+        data, begin, chunk = b"", size, FIRST_SCAN_BYTES
+        floor = max(0, size - SCAN_BYTES)
+        while True:
+            start = max(floor, begin - chunk)
+            handle.seek(start)
+            data = handle.read(begin - start) + data
+            self.scanned_bytes = size - start
+            begin, chunk = start, chunk * 2
+            cut = data
+            if begin:  # the first line was cut: start after it
+                cut = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
+            raw = cut.split(b"\n")[:-1]
+            found = newest_in_tail([decode_line(r) for r in raw], whole=begin == 0)
+            if found is not None or begin == floor:
+                handle.seek(size)
+                return cut, begin + (len(data) - len(cut)), found
 
     def _follow(self, emit: Emit) -> None:
         handle, inode, pending = None, None, b""

@@ -15,13 +15,12 @@ from bringup.adapters.sources.reader import (
     reconnect_delay_seconds,
 )
 from bringup.adapters.ssh import SshRunner
-from bringup.core.log_attempts import newest_attempt_start
+from bringup.core.log_attempts import newest_in_tail
 from bringup.errors import InputError, RemoteError
 
 SCAN_TIMEOUT_SECONDS = 120.0
-SCAN_BYTES = (
-    16 << 20
-)  # how much of a remote log's end is read (over ssh) to find its newest attempt
+SCAN_BYTES = 16 << 20  # the most of a remote log's end read (over ssh) to find its newest attempt
+FIRST_SCAN_BYTES = 1 << 20  # the first read; each next one 4x as much
 
 # $1 path, $2 bytes wanted at most: prints "INODE SIZE", then the file's last bytes up to SIZE
 # (not what was appended since: the offset must be the one the size says)
@@ -68,6 +67,7 @@ class RemoteFileSource(ReaderCommand):
         self.description = f"log {path} on {runner.target}"
         self.offset_bytes = 0
         self.inode: str | None = None
+        self.scanned_bytes = 0  # of the file's end, read over ssh to find where to begin
 
     def start(self, emit: Emit) -> None:
         if self.runner.run(["test", "-e", self.path]).returncode != 0:
@@ -81,8 +81,42 @@ class RemoteFileSource(ReaderCommand):
 
     def _skip_to_start(self, emit: Emit) -> None:
         """Where following begins, as ``watch --log`` does on this machine: the file's end
-        (``--from-end``), else the first line of the newest attempt in its last bytes."""
-        scan = 0 if self.start_at == "end" else SCAN_BYTES
+        (``--from-end``), else the first line of the newest attempt in its last bytes: the
+        last ``FIRST_SCAN_BYTES``, then 4x as many, up to ``SCAN_BYTES``, until those settle
+        it (one ssh call each; ``scanned_bytes`` counts what came over)."""
+        if self.start_at == "end":
+            self._scan(0)
+            emit(
+                NoteItem(
+                    f"following {self.path} on {self.runner.target} from its end (new lines only)"
+                )
+            )
+            return
+        scan = FIRST_SCAN_BYTES
+        while True:
+            begin, data = self._scan(scan)
+            if begin:  # the first line was cut: start after it
+                cut = data.find(b"\n") + 1 if b"\n" in data else len(data)
+                begin, data = begin + cut, data[cut:]
+            raw = data.split(b"\n")[:-1]  # complete lines only
+            found = newest_in_tail([decode_line(r) for r in raw], whole=begin == 0)
+            if found is not None or begin == 0 or scan >= SCAN_BYTES:
+                break
+            scan = min(SCAN_BYTES, scan * 4)
+        first, attempts = found or (0, 1)
+        self.offset_bytes = begin + sum(len(r) + 1 for r in raw[:first])
+        if attempts > 1:
+            held = f"{attempts} attempts" if begin == 0 else f"at least {attempts} attempts"
+            emit(
+                NoteItem(
+                    f"{self.path} holds {held}: following the newest "
+                    f"(its first {len(raw) - first} lines), not the earlier ones"
+                )
+            )
+
+    def _scan(self, scan: int) -> tuple[int, bytes]:
+        """The file's last ``scan`` bytes over ssh: (the offset they begin at, the bytes);
+        sets the inode, and the offset to the file's end."""
         argv = ["sh", "-c", _SCAN, "sh", self.path, str(scan)]
         try:  # bytes, not text: the offset counts the file's own bytes
             done = subprocess.run(
@@ -103,28 +137,9 @@ class RemoteFileSource(ReaderCommand):
         inode, _, size_text = header.decode("ascii", errors="replace").partition(" ")
         size = int(size_text or 0)
         self.inode = inode or None
-        if self.start_at == "end":
-            self.offset_bytes = size
-            emit(
-                NoteItem(
-                    f"following {self.path} on {self.runner.target} from its end (new lines only)"
-                )
-            )
-            return
-        begin = size - len(data)
-        if begin:  # the first line was cut: start after it
-            cut = data.find(b"\n") + 1 if b"\n" in data else len(data)
-            begin, data = begin + cut, data[cut:]
-        raw = data.split(b"\n")[:-1]  # complete lines only
-        first, attempts = newest_attempt_start([decode_line(r) for r in raw])
-        self.offset_bytes = begin + sum(len(r) + 1 for r in raw[:first])
-        if attempts > 1:
-            emit(
-                NoteItem(
-                    f"{self.path} holds {attempts} attempts: following the newest "
-                    f"(its first {len(raw) - first} lines), not the earlier ones"
-                )
-            )
+        self.offset_bytes = size
+        self.scanned_bytes += len(data)
+        return size - len(data), data
 
     def command(self) -> list[str] | None:
         return None
