@@ -97,3 +97,21 @@ def test_a_small_log_is_read_whole_and_its_attempts_counted(tmp_path: Path) -> N
     assert lines == [BANNER, "last"]
     assert source.scanned_bytes == log.stat().st_size
     assert notes[0].startswith(f"{log} holds 3 attempts: following the newest (its first 2 lines)")
+
+
+def test_the_last_lines_settle_the_newest_attempt_as_the_whole_file_does() -> None:
+    """Every suffix of many line sequences (start markers, progress, errors, neutral lines):
+    when ``newest_in_tail`` settles it, the start is the one the whole sequence gives."""
+    import random
+
+    from bringup.core.log_attempts import newest_attempt_start, newest_in_tail
+
+    kinds = [BANNER, BANNER + " (error: none)", LOADING, OOM, FILLER, "plain text"]
+    rng = random.Random(22)
+    for _ in range(2000):
+        lines = [rng.choice(kinds) for _ in range(rng.randint(1, 12))]
+        whole_first, _ = newest_attempt_start(lines)
+        for cut in range(len(lines)):
+            found = newest_in_tail(lines[cut:], whole=cut == 0)
+            if found is not None:
+                assert cut + found[0] == whole_first, (lines, cut)

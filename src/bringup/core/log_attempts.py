@@ -6,10 +6,11 @@ version banner and ``non-default args``, SGLang's ``server_args=``, TGI's ``Args
 llama.cpp's ``build:``) once the attempt before it got somewhere: past its config phase, or
 to an error. Pure: lines in, an index out.
 
-A marker is a start exactly when it is the first marker after a line of progress, so the
-newest start is the first marker after the last progress line that a marker follows. That
-line and everything after it are in a file's end: ``newest_in_tail`` says when the last lines
-already settle it (a reader can read a large log backwards, a chunk at a time, and stop).
+A marker is a start exactly when it is the first marker after a line of progress (a marker
+line is never progress itself), so after any marker the reading no longer depends on what
+came before it. A file's last lines therefore settle where its newest attempt begins as soon
+as an attempt begins within them: ``newest_in_tail`` says when (a reader can read a large log
+backwards, a chunk at a time, and stop).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def newest_attempt_start(lines: Sequence[str]) -> tuple[int, int]:
     ]
     start, count, progressed = 0, 1, False
     for i, line in enumerate(lines):
-        if progressed and any(p.search(line) for p in restarts):
-            start, count, progressed = i, count + 1, False
+        if any(p.search(line) for p in restarts):  # a start marker is never progress itself
+            if progressed:
+                start, count, progressed = i, count + 1, False
         elif not progressed and (
             any(t in line for t in _TROUBLE) or any(p.search(line) for p in later)
         ):
