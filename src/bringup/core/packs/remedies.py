@@ -380,6 +380,17 @@ def parallel_sizes_differ(ctx: RemedyContext) -> tuple[Remedy, ...]:
     )
 
 
+def ray_unsupported_platform(_: RemedyContext) -> tuple[Remedy, ...]:
+    """The platform (vLLM's CPU build) has no Ray device: the Ray executor cannot run on it."""
+    return (
+        Remedy(
+            "Drop --distributed-executor-backend ray: on this platform vLLM runs its workers with "
+            "its own multiprocessing executor (over several nodes: --nnodes/--node-rank, which "
+            "`bringup run --nodes` sets)."
+        ),
+    )
+
+
 def bf16_half(_: RemedyContext) -> tuple[Remedy, ...]:
     """bf16 on a pre-Ampere GPU."""
     return (

