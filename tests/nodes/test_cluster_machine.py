@@ -353,7 +353,7 @@ def _follow(
     follow_nodes(
         NodesConfig(_plan(), SPEC, **config),  # type: ignore[arg-type]
         recorder,
-        server_for=lambda node, _argv: servers[node.rank],
+        server_for=lambda node, _argv, _role: servers[node.rank],
         prober=ClockProber(clock, up_at),
         clock=clock,
         notify=notify,

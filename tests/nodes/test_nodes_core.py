@@ -320,7 +320,7 @@ def test_ray_plan_starts_a_ray_cluster_then_the_command_on_node_0_only() -> None
     assert plan.engine_program == "vllm"
     assert (plan.master_addr, plan.master_port) == ("10.0.0.1", 6400)  # the reachability test
     assert plan.devices_needed == 2
-    assert "2 GPU bundles" in plan.notes[0]
+    assert "a placement group of 2 bundles (one GPU each)" in plan.notes[0]
     assert "30 minutes" in plan.notes[0]
 
 

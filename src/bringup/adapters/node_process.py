@@ -15,7 +15,12 @@ this server's session was seen holding is a candidate (the names go to ``shm``, 
 removed to ``shm-removed`` in the run folder). The server's pid, log, command and exit
 status stay in the run folder, which ``bringup status --nodes`` reads.
 
-Command line equivalent: ``ssh node -- sh -c WRAPPER sh GRACE DIR env NAME=value ... vllm serve ...``.
+With the Ray backend, a node's ``ray start --block`` runs in the same wrapper: its daemons
+(gcs_server, raylet, the agents, the workers) stay in its session, so the same stop ends
+exactly the Ray this run started (``ray stop`` would end every Ray on the node); its
+``--temp-dir`` is removed after the stop, its logs kept in the run folder's ``ray-logs``.
+
+Command line equivalent: ``ssh node -- sh -c WRAPPER sh GRACE DIR TEMP env NAME=value ... vllm serve ...``.
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ RUN_ROOT = "/tmp/bringup-nodes"  # on each node: one folder per run and rank
 RUN_ROOT_VARIABLE = "BRINGUP_NODES_DIR"  # in bringup's environment: another root on the nodes
 MARK = "@@bringup-node "  # the wrapper's own lines start with this
 
-# $1 grace in tenths of a second, $2 the run folder; then the command (env NAME=value ... argv).
-WRAPPER = r"""g=$1; d=$2; shift 2
+# $1 grace in tenths of a second, $2 the run folder, $3 a folder of this run to remove once the
+# server ended ("-": none; Ray's --temp-dir, whose logs are kept in the run folder's ray-logs);
+# then the command (env NAME=value ... argv).
+WRAPPER = r"""g=$1; d=$2; x=$3; shift 3
 mkdir -p "$d" || exit 70
 printf '%s\n' "$*" > "$d/cmd"
 rm -f "$d/fifo" "$d/exit"; mkfifo "$d/fifo" || exit 70
@@ -76,6 +83,10 @@ sort -u "$d/shm" | while IFS= read -r f; do
   ls -l /proc/[0-9]*/fd 2>/dev/null | grep -qF -- "/dev/shm/$f" && continue
   rm -f -- "/dev/shm/$f" && echo "$f" >> "$d/shm-removed"
 done
+if [ "$x" != - ] && [ -d "$x" ]; then
+  for l in "$x"/session_*/logs; do [ -d "$l" ] && mkdir -p "$d/ray-logs" && cp -r "$l"/. "$d/ray-logs/" 2>/dev/null; done
+  rm -rf -- "$x"
+fi
 rm -f "$d/fifo"
 echo "@@bringup-node exit $c"
 exit $c"""
@@ -100,6 +111,7 @@ class RemoteServer:
         folder: str,
         *,
         grace_seconds: float,
+        remove_after: str | None = None,
     ) -> None:
         self.target = target
         self.folder = folder
@@ -111,6 +123,7 @@ class RemoteServer:
             "sh",
             str(max(1, round(grace_seconds * 10))),
             folder,
+            remove_after or "-",
             "env",
             *(f"{k}={v}" for k, v in env),
             *argv,

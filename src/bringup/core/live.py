@@ -158,9 +158,13 @@ class Joined(_Event):
     name: ClassVar[str] = "joined"
     t: float
     seconds: float
+    runtime: str | None = None  # "ray": the node's Ray runtime joined the Ray cluster
 
     def _fields(self) -> dict[str, Any]:
-        return {"seconds": round(self.seconds, 3)}
+        out: dict[str, Any] = {"seconds": round(self.seconds, 3)}
+        if self.runtime is not None:
+            out["runtime"] = self.runtime
+        return out
 
 
 @dataclass(frozen=True, slots=True)

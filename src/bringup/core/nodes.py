@@ -373,9 +373,9 @@ def _plan_ray(
         http_port = default_http_port
     note = (
         f"Ray cluster: head on node 0 at {head}; then `{' '.join(words[:2])}` on node 0 only "
-        f"({ray.address_variable}={head}); the engine asks Ray for {devices} "
-        f"{ray.gpu_device_key or 'device'} bundle{'s' if devices != 1 else ''} and would wait "
-        f"{ray.placement_wait_seconds // 60} minutes for them"
+        f"({ray.address_variable}={head}); the engine asks Ray for a placement group of {devices} "
+        f"bundle{'s' if devices != 1 else ''} (one {ray.gpu_device_key or 'device'} each) and would wait "
+        f"{ray.placement_wait_seconds // 60} minutes for it"
     )
     return ClusterPlan(
         nodes=tuple(nodes),
@@ -980,11 +980,36 @@ class NodeRun:
     exit_code: int | None = None
     unreachable_line: str | None = None  # its last "cannot reach the head" line
     rendezvous_line: str | None = None  # its line naming where it meets the others
+    # the Ray backend: the node's `ray start`
+    ray_started_at: float | None = None  # bringup started it
+    ray_up_at: float | None = None  # it said its runtime is in the cluster
+    ray_exited: bool = False
+    ray_exit_code: int | None = None
+    ray_last_line: str = ""
+    ray_error_line: str | None = None  # its first line that says what went wrong
+    ray_lines: int = 0
 
     @property
     def alive(self) -> bool:
         """Still running (as far as bringup has seen)."""
-        return not self.exited
+        return not self.exited and not self.ray_exited
+
+
+# Ray's own lines (ray 2.60 ``ray start --block``, python/ray/scripts/scripts.py): the node's
+# runtime is up once it registered with the head's GCS (``Node`` waits for that before this
+# line); with --block it then watches its daemons, and when one dies it says which and exits 1
+RAY_UP = re.compile(r"Ray runtime started\.")
+RAY_ERROR = re.compile(
+    r"Some Ray subprocesses exited unexpectedly|\[exit code=-?\d+\]|Version mismatch|"
+    r"(?:Connection|Runtime|Value)Error\b|Failed to connect to GCS|Unable to connect to GCS|"
+    r"\bERROR\b.*--|^\w+Error: "
+)
+RAY_DAEMON_EXIT = re.compile(r"(?P<daemon>[A-Za-z_]+) \[exit code=(?P<code>-?\d+)\]")
+# Ray's prefix on a line of one of its workers that the driver prints: the worker's node is
+# named by its address when it is not the driver's (vLLM 0.32 RayWorkerProc / older RayWorkerWrapper)
+RAY_WORKER_PREFIX = re.compile(
+    r"\((?P<actor>[A-Za-z_][\w.]*) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?\)"
+)
 
 
 class ClusterMachine:
@@ -1036,6 +1061,8 @@ class ClusterMachine:
         self.failure: Failure | None = None
         self.failed_rank: int | None = None
         self.ended_at: float | None = None
+        self.by_ip = {ip: n.rank for n in plan.nodes if (ip := _node_ip(n)) is not None}
+        self.serve_started_at: float | None = None  # Ray: the engine started on node 0
 
     @property
     def rank0(self) -> StartupMachine:
@@ -1063,9 +1090,163 @@ class ClusterMachine:
             self.ended_at = now
             return out
         ready = self.state is State.STARTING and self.rank0.state is State.READY
-        if ready and all(r.alive for r in self.runs):
+        if ready and all(r.alive for r in self.runs) and self.cluster_up:
             self.state = State.READY
         return out
+
+    # -- the Ray backend ---------------------------------------------------------------------
+
+    @property
+    def cluster_up(self) -> bool:
+        """Every node's Ray runtime is in the cluster (always, without the Ray backend)."""
+        return not self.plan.is_ray or all(
+            r.ray_up_at is not None and not r.ray_exited for r in self.runs
+        )
+
+    def ray_started(self, rank: int, now: float) -> None:
+        """bringup started node ``rank``'s ``ray start``."""
+        self.runs[rank].ray_started_at = now
+
+    def serve_started(self, now: float) -> None:
+        """bringup started the engine on node 0 (the cluster was up)."""
+        self.serve_started_at = now
+
+    def rank_of_line(self, rank: int, text: str) -> int:
+        """The node a line of node ``rank``'s engine log comes from. With the Ray backend the
+        one engine log (node 0's) carries every worker's lines, and a worker's line names its
+        node's address (``(RayWorkerProc pid=N, ip=X)``); any other line is node 0's own."""
+        if not self.plan.is_ray:
+            return rank
+        for m in RAY_WORKER_PREFIX.finditer(text):
+            ip = m["ip"]
+            if ip is not None:
+                return self.by_ip.get(ip, 0)
+        return 0
+
+    def on_ray_line(self, rank: int, text: str, now: float) -> list[ClusterEvent]:
+        """A line of node ``rank``'s ``ray start``."""
+        run = self.runs[rank]
+        run.ray_lines += 1
+        if text.strip(" -"):
+            run.ray_last_line = text
+        if run.ray_error_line is None and RAY_ERROR.search(text):
+            run.ray_error_line = text
+        elif (
+            RAY_DAEMON_EXIT.search(text)
+            and run.ray_error_line is not None
+            and "exited unexpectedly" in run.ray_error_line
+        ):
+            run.ray_error_line = text  # which daemon, and how: the cause
+        if run.ray_up_at is None and RAY_UP.search(text):
+            run.ray_up_at = now
+            return self._tag(rank, [Joined(now - self.start, now - self.start, runtime="ray")])
+        return []
+
+    def on_ray_exit(self, rank: int, exit_code: int | None, now: float) -> list[ClusterEvent]:
+        """Node ``rank``'s ``ray start`` ended (its runtime is gone from the cluster)."""
+        run = self.runs[rank]
+        run.ray_exited, run.ray_exit_code = True, exit_code
+        if self.is_terminal:
+            return []
+        code = "with an unknown status" if exit_code is None else f"with status {exit_code}"
+        line = run.ray_error_line or run.ray_last_line
+        m = RAY_DAEMON_EXIT.search(line or "")
+        why = f" ({m['daemon']} exited with code {m['code']})" if m else ""
+        if self.state is State.READY:
+            summary = f"{run.node.label}'s Ray runtime exited {code}{why} after the model was ready"
+            remedy = "the engine's workers on that node are gone; read its Ray logs, then start all nodes again"
+        elif run.ray_up_at is None:
+            summary = f"{run.node.label}'s `ray start` exited {code} before it joined the Ray cluster{why}"
+            remedy = (
+                "read the node's `ray start` lines above (the head's address and port, the same "
+                "Ray and Python on every node)"
+            )
+        else:
+            summary = f"{run.node.label}'s Ray runtime exited {code}{why}: the engine loses the workers placed there"
+            remedy = "read the node's Ray logs (its run folder's ray-logs) for why the daemon ended"
+        failure = Failure(
+            failure_class=FailureClass.ENGINE_CORE_DIED,
+            phase=run.machine.phase,
+            line=line,
+            line_number=run.ray_lines,
+            summary=summary,
+            remedy=(Remedy(remedy[0].upper() + remedy[1:] + "."),),
+        )
+        return self._fail(run, now, failure)
+
+    def _fail(self, run: NodeRun, now: float, failure: Failure) -> list[ClusterEvent]:
+        self.state, self.failure, self.failed_rank, self.ended_at = (
+            State.FAILED,
+            failure,
+            run.node.rank,
+            now,
+        )
+        return self._tag(run.node.rank, [FailureFound(now - self.start, failure)])
+
+    def _placement_wait(self, text: str, now: float) -> list[ClusterEvent]:
+        """The engine waits for a placement group the cluster cannot place: it would wait its
+        whole limit (30 minutes) for resources that are not there."""
+        ray = self.spec.ray
+        if ray is None or (m := ray.placement_wait.search(text)) is None:
+            return []
+        key = ray.gpu_device_key
+        failure = Failure(
+            failure_class=FailureClass.CONFIG_ERROR,
+            phase=self.rank0.phase,
+            line=text,
+            line_number=self.rank0.line_count,
+            summary=(
+                f"the Ray cluster cannot place the engine's placement group {m['specs']}: "
+                f"{self.plan.devices_needed} bundles of 1 {key} over {len(self.plan.nodes)} nodes; "
+                f"the engine would wait {ray.placement_wait_seconds // 60} minutes for it"
+            ),
+            remedy=(
+                Remedy(
+                    f"Check `ray status` on node 0: another job may hold {key}s, or a node's Ray "
+                    f"registered fewer than it has; lower -tp/-pp or free the {key}s."
+                ),
+            ),
+        )
+        return self._fail(self.runs[0], now, failure)
+
+    def _ray_tick(self, now: float) -> list[ClusterEvent]:
+        """A node whose ``ray start`` has not joined ``join_seconds`` after it was started."""
+        if self.join_seconds is None or self.serve_started_at is not None:
+            return []
+        late = [
+            run
+            for run in self.runs
+            if run.ray_up_at is None
+            and run.ray_started_at is not None
+            and not run.ray_exited
+            and now - run.ray_started_at >= self.join_seconds
+        ]
+        if not late:
+            return []
+        run = late[0]
+        head = _show((self.plan.master_addr, self.plan.master_port))
+        said = f"; its last line: {run.ray_last_line}" if run.ray_last_line else ""
+        return self._fail(
+            run,
+            now,
+            Failure(
+                failure_class=FailureClass.NCCL_ERROR,
+                phase=run.machine.phase,
+                line=run.ray_error_line or run.ray_last_line,
+                line_number=run.ray_lines,
+                summary=(
+                    f"{run.node.label}'s `ray start` has not joined the Ray cluster at {head} "
+                    f"{self.join_seconds:g} s after it started{said}"
+                ),
+                remedy=(
+                    Remedy(
+                        f"Make node 0's address ({self.plan.master_addr}) and port "
+                        f"{self.plan.master_port} reachable from node {run.node.rank}, and check "
+                        "its `ray start` runs by hand."
+                    ),
+                ),
+            ),
+        )
 
     def on_line(
         self, rank: int, text: str, events: Sequence[Event], now: float
@@ -1074,6 +1255,13 @@ class ClusterMachine:
         run = self.runs[rank]
         run.machine.on_line(text, now)
         out: list[ClusterEvent] = []
+        if self.plan.is_ray:  # Ray places the workers: no rendezvous of the engine's own to watch
+            for event in events:
+                out.extend(run.machine.on_event(event, now))
+            out = self._settle(rank, out, now)
+            if not self.is_terminal:
+                out.extend(self._placement_wait(text, now))
+            return out
         if run.waiting_at is None and (found := self.spec.rendezvous.search(text)):
             run.waiting_at = now
             run.meets_at = tcp_address(found.groupdict().get("method") or "")
@@ -1182,6 +1370,8 @@ class ClusterMachine:
             out += self._settle(run.node.rank, run.machine.tick(now), now)
         if self.is_terminal or self.join_seconds is None or self.state is State.READY:
             return out
+        if self.plan.is_ray:
+            return out + self._ray_tick(now)
         head = self.runs[0].waiting_at or self.runs[0].joined_at  # its store listens from here on
         if head is None:
             return out

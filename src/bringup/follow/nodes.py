@@ -58,7 +58,9 @@ class NodeServer(Protocol):
     def running(self) -> bool: ...
 
 
-ServerFactory = Callable[[Node, tuple[str, ...]], NodeServer]  # node, its command → server
+# node, its command, its role ("engine": the engine's server; "ray": the node's `ray start`)
+ServerFactory = Callable[[Node, tuple[str, ...], str], NodeServer]
+ENGINE, RAY = "engine", "ray"
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class NodesObserver(Protocol):
 class _Line:
     rank: int
     text: str
+    role: str = ENGINE
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,7 @@ class _Exit:
     rank: int
     code: int | None
     error: str | None
+    role: str = ENGINE
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +162,17 @@ class _Follower:
         self.machine = ClusterMachine(
             self.plan, config.spec, policy, self.start, join_seconds=config.join_seconds
         )
-        self.servers = [server_for(node, self.plan.commands[node.rank]) for node in self.plan.nodes]
+        self.server_for = server_for
+        self.ray_servers: list[NodeServer] = []
+        self.servers: list[NodeServer] = []
+        if self.plan.is_ray:  # the Ray cluster first; the engine on node 0 once it is up
+            self.ray_servers = [
+                server_for(node, self.plan.commands[node.rank], RAY) for node in self.plan.nodes
+            ]
+        else:
+            self.servers = [
+                server_for(node, self.plan.commands[node.rank], ENGINE) for node in self.plan.nodes
+            ]
         self.prober = prober
         self.notifier = notify
         self.on_event = on_event
@@ -176,15 +190,20 @@ class _Follower:
             else InlineLane(self.inbox.put, self.prober.close)
         )
         self.probe_lane = lane
+        n = len(self.plan.nodes)
         if self.notifier is not None:
             self._last_extend = self.clock.monotonic()
             self.notifier.extend_timeout(self._extend_seconds())
-            self.notifier.status(f"starting {len(self.servers)} nodes")
-        for rank, server in enumerate(self.servers):
-            server.start(*self._sinks(rank))
-        self.observer.note(
-            f"started {len(self.servers)} nodes; rank 0 serves at {self.plan.rank0_url}"
-        )
+            self.notifier.status(f"starting {n} nodes")
+        if self.plan.is_ray:
+            self._start_ray(0)  # the head; the others once it is up
+            self.observer.note(
+                f"starting the Ray head on node 0 ({self.plan.master_addr}:{self.plan.master_port})"
+            )
+        else:
+            for rank, server in enumerate(self.servers):
+                server.start(*self._sinks(rank))
+            self.observer.note(f"started {n} nodes; rank 0 serves at {self.plan.rank0_url}")
         restore = _install_signals(self.inbox.put_from_signal)
         try:
             self._loop()
@@ -197,15 +216,47 @@ class _Follower:
         return self._finish()
 
     def _sinks(
-        self, rank: int
+        self, rank: int, role: str = ENGINE
     ) -> tuple[Callable[[str], None], Callable[[int | None, str | None], None]]:
         def line(text: str) -> None:
-            self.inbox.put(_Line(rank, text))
+            self.inbox.put(_Line(rank, text, role))
 
         def end(code: int | None, error: str | None) -> None:
-            self.inbox.put(_Exit(rank, code, error))
+            self.inbox.put(_Exit(rank, code, error, role))
 
         return line, end
+
+    # -- the Ray backend -------------------------------------------------------------------
+
+    def _start_ray(self, rank: int) -> None:
+        self.machine.ray_started(rank, self.clock.monotonic())
+        self.ray_servers[rank].start(*self._sinks(rank, RAY))
+
+    def _ray_progress(self, rank: int) -> None:
+        """Node ``rank``'s Ray joined: the head lets the others start; a full cluster, the engine."""
+        m = self.machine
+        if (
+            rank == 0
+            and len(self.plan.nodes) > 1
+            and m.runs[0].ray_up_at is not None
+            and m.runs[1].ray_started_at is None
+            and not m.is_terminal
+        ):
+            for other in range(1, len(self.plan.nodes)):
+                self._start_ray(other)
+            self.observer.note(
+                f"the Ray head is up; starting Ray on {len(self.plan.nodes) - 1} more node(s)"
+            )
+        if m.cluster_up and m.serve_started_at is None and not m.is_terminal:
+            node0 = self.plan.nodes[0]
+            server = self.server_for(node0, self.plan.serve_command, ENGINE)
+            self.servers = [server]
+            m.serve_started(self.clock.monotonic())
+            server.start(*self._sinks(0, ENGINE))
+            self.observer.note(
+                f"the Ray cluster has all {len(self.plan.nodes)} nodes; starting "
+                f"`{' '.join(self.plan.serve_command[:2])}` on node 0, which serves at {self.plan.rank0_url}"
+            )
 
     def _loop(self) -> None:
         m = self.machine
@@ -223,10 +274,17 @@ class _Follower:
 
     def _handle(self, item: Any, now: float) -> None:
         m = self.machine
-        if isinstance(item, _Line):
-            self.observer.line(item.rank, item.text)
-            events = self.analyzers[item.rank].feed(item.text)
-            self._report(m.on_line(item.rank, item.text, events, now))
+        if isinstance(item, _Line) and item.role == RAY:
+            self.observer.line(item.rank, f"(ray) {item.text}")
+            self._report(m.on_ray_line(item.rank, item.text, now))
+            self._ray_progress(item.rank)
+        elif isinstance(item, _Line):
+            rank = m.rank_of_line(item.rank, item.text)  # a Ray worker's line: its own node's
+            self.observer.line(rank, item.text)
+            events = self.analyzers[rank].feed(item.text)
+            self._report(m.on_line(rank, item.text, events, now))
+        elif isinstance(item, _Exit) and item.role == RAY:
+            self._report(m.on_ray_exit(item.rank, item.code, now))
         elif isinstance(item, _Exit):
             failure = self.analyzers[item.rank].finish(item.code).failure
             if item.error:  # ssh itself failed: that is the cause, not the server
@@ -310,27 +368,55 @@ class _Follower:
 
     def _stop_all(self) -> None:
         running = [s for s in self.servers if s.running]
-        if not running:
+        rays = [s for s in self.ray_servers if s.running]
+        if not running and not rays:
             return
         if self.notifier is not None:
             self.notifier.stopping()
-        self.observer.note(
-            f"stopping {len(running)} node{'s' if len(running) != 1 else ''}: SIGTERM to each server's process group, SIGKILL after {self.config.grace_seconds:g}s"
-        )
+        grace = f"SIGKILL after {self.config.grace_seconds:g}s"
+        if running:
+            self.observer.note(
+                f"stopping {len(running)} node{'s' if len(running) != 1 else ''}: SIGTERM to each server's process group, {grace}"
+            )
+            self._stop(running)
+        if rays:  # the engine first: its workers are Ray's; then the Ray this run started
+            self.observer.note(
+                f"stopping Ray on {len(rays)} node{'s' if len(rays) != 1 else ''}: SIGTERM to each `ray start`'s process group, {grace}; its --temp-dir removed"
+            )
+            self._stop(rays)
+        # the exits of the nodes stopped here: their lines are the shutdown's, not news
+        while (item := self.inbox.get_nowait()) is not None:
+            if isinstance(item, _Exit):
+                run = self.machine.runs[item.rank]
+                if item.role == RAY:
+                    run.ray_exited, run.ray_exit_code = True, item.code
+                else:
+                    run.exited, run.exit_code = True, item.code
+
+    def _stop(self, servers: list[NodeServer]) -> None:
         if self.threads:
-            threads = [threading.Thread(target=s.stop, daemon=True) for s in running]
+            threads = [threading.Thread(target=s.stop, daemon=True) for s in servers]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
         else:
-            for server in running:
+            for server in servers:
                 server.stop()
-        # the exits of the nodes stopped here: their lines are the shutdown's, not news
-        while (item := self.inbox.get_nowait()) is not None:
-            if isinstance(item, _Exit):
-                run = self.machine.runs[item.rank]
-                run.exited, run.exit_code = True, item.code
+
+    def _ray_summary(self, run: Any) -> dict[str, Any]:
+        """With the Ray backend: when the node's Ray joined, how its `ray start` ended, and
+        (node 0) the engine's command."""
+        if not self.plan.is_ray:
+            return {}
+        out: dict[str, Any] = {
+            "ray_joined_t": None if run.ray_up_at is None else round(run.ray_up_at - self.start, 3),
+            "ray_exit_code": run.ray_exit_code,
+            "ray_last_line": run.ray_last_line or None,
+        }
+        if run.node.rank == 0:
+            out["serve_command"] = list(self.plan.serve_command)
+        return out
 
     def _finish(self) -> NodesResult:
         m = self.machine
@@ -379,6 +465,7 @@ class _Follower:
                     "last_line": run.machine.last_line,
                     "command": list(self.plan.commands[run.node.rank]),
                     "timeline": timeline_json(run.machine.spans, end),
+                    **self._ray_summary(run),
                 }
                 for run in m.runs
             ],

@@ -20,14 +20,25 @@ from bringup.units import format_seconds
 
 def plan_lines(plan: ClusterPlan) -> list[str]:
     """What bringup will run where."""
-    head = (
-        f"{len(plan.nodes)} nodes, world size {plan.world_size} ({plan.per_node} per node), "
-        f"master {plan.master_addr}:{plan.master_port}"
-    )
+    if plan.is_ray:
+        head = (
+            f"{len(plan.nodes)} nodes over Ray, placement group of {plan.devices_needed}, "
+            f"Ray head {plan.master_addr}:{plan.master_port}"
+        )
+    else:
+        head = (
+            f"{len(plan.nodes)} nodes, world size {plan.world_size} ({plan.per_node} per node), "
+            f"master {plan.master_addr}:{plan.master_port}"
+        )
     out = [head]
     for node, argv in zip(plan.nodes, plan.commands, strict=True):
         env = " ".join(f"{k}={v}" for k, v in node.env)
         out.append(f"{node.label}: {env + ' ' if env else ''}{' '.join(argv)}")
+    if plan.is_ray:
+        env = " ".join(f"{k}={v}" for k, v in (*plan.nodes[0].env, *plan.serve_env))
+        out.append(
+            f"{plan.nodes[0].label}, once every node is in: {env} {' '.join(plan.serve_command)}"
+        )
     out.extend(plan.notes)
     return out
 
@@ -63,7 +74,8 @@ class PlainNodesObserver:
         if event.event == "phase":
             self._say(event.t, f"{who}: phase {f['phase']}: {PHASE_WORDS[Phase(f['phase'])]}")
         elif event.event == "joined":
-            self._say(event.t, f"{who}: joined the group")
+            what = "the Ray cluster" if f.get("runtime") == "ray" else "the group"
+            self._say(event.t, f"{who}: joined {what}")
         elif event.event == "probe":
             self._say(event.t, f"{who}: {format_probe(f)}")
         elif event.event == "failure":
@@ -95,7 +107,14 @@ class PlainNodesObserver:
             if failure.get("line"):
                 self._say(None, f"  root cause: {failure['line']}")
         for node in s["nodes"]:
-            joined = "joined" if node["joined_t"] is not None else "never joined"
+            if "ray_joined_t" in node:  # the Ray backend: the node's Ray joined the cluster
+                joined = (
+                    "in the Ray cluster"
+                    if node["ray_joined_t"] is not None
+                    else "never joined the Ray cluster"
+                )
+            else:
+                joined = "joined" if node["joined_t"] is not None else "never joined"
             code = "" if node["exit_code"] is None else f", exit {node['exit_code']}"
             self._say(
                 None, f"  node {node['rank']} ({node['node']}): {node['phase']}, {joined}{code}"

@@ -19,6 +19,7 @@ import os
 import shlex
 import threading
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from bringup.adapters import files
@@ -33,6 +34,7 @@ from bringup.cli.main import Context
 from bringup.core import engine_args, packs
 from bringup.core.nodes import (
     DEFAULT_RAY_PORT,
+    ClusterPlan,
     Node,
     NodeFacts,
     parse_nodes,
@@ -42,7 +44,7 @@ from bringup.core.nodes import (
 )
 from bringup.core.vocab import Engine
 from bringup.errors import UsageError
-from bringup.follow.nodes import NodesConfig, follow_nodes
+from bringup.follow.nodes import RAY, NodesConfig, follow_nodes
 from bringup.render.nodes import (
     BothObservers,
     JsonNodesObserver,
@@ -162,9 +164,6 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
     say(f"pre-flight passed on {len(nodes)} nodes in {seconds:.1f}s")
     if args.preflight:
         return 0
-    if plan.is_ray:
-        say("starting a Ray cluster is not built yet: only its pre-flight (--preflight) runs")
-        return EXIT_PREFLIGHT
     stall = parse_duration(args.stall)
     deadline = parse_duration(args.deadline)
     join = parse_duration(args.join_timeout)
@@ -181,9 +180,7 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
     root = ctx.environ.get(RUN_ROOT_VARIABLE) or RUN_ROOT
     grace = config.grace_seconds
 
-    def server_for(node: Node, argv: tuple[str, ...]) -> RemoteServer:
-        folder = run_folder(root, run_id, node.rank)
-        return RemoteServer(target_for(node), argv, node.env, folder, grace_seconds=grace)
+    server_for = server_factory(plan, target_for, root=root, run_id=run_id, grace_seconds=grace)
 
     plain = PlainNodesObserver(human, echo=not args.quiet)
     observer = BothObservers(JsonNodesObserver(ctx.stdout), plain) if args.json else plain
@@ -210,10 +207,47 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
     return result.exit_code
 
 
+def server_factory(
+    plan: ClusterPlan,
+    target_for: Callable[[Node], SshTarget],
+    *,
+    root: str,
+    run_id: str,
+    grace_seconds: float,
+) -> Callable[[Node, tuple[str, ...], str], RemoteServer]:
+    """How each node's server is made: over ssh in the node wrapper, its run folder under
+    ``root``; with the Ray backend node 0's Ray head gets a folder beside its engine's
+    (``-rank0-ray``), every ``ray start`` its ``--temp-dir`` removed after the stop, and the
+    engine the cluster's address."""
+
+    def server_for(node: Node, argv: tuple[str, ...], role: str) -> RemoteServer:
+        folder = run_folder(root, run_id, node.rank)
+        env = list(node.env)
+        remove_after = None
+        if role == RAY:  # node 0's Ray head beside its engine; elsewhere Ray is all there is
+            folder += "-ray" if node.rank == 0 else ""
+            env += [("PYTHONUNBUFFERED", "1")]  # its lines as they come, through the pipe
+            remove_after = plan.ray_temp_dirs[node.rank]
+        elif plan.is_ray:
+            env += list(plan.serve_env)
+        return RemoteServer(
+            target_for(node),
+            argv,
+            env,
+            folder,
+            grace_seconds=grace_seconds,
+            remove_after=remove_after,
+        )
+
+    return server_for
+
+
 def _facts_line(f: NodeFacts) -> str:
     if not f.reached:
         return f"not reached ({f.error})"
-    versions = ", ".join(f"{k} {v}" for k, v in f.packages.items() if v)
+    versions = ", ".join(
+        f"{k} {v}" for k, v in f.packages.items() if v and not (f.asked_ray and k == "ray")
+    )
     model = "no model" if f.model_files is None else f"model {len(f.model_files)} files"
     if f.gpu_count is not None:
         gpus = f"{f.gpu_count} GPU{'s' if f.gpu_count != 1 else ''}"
