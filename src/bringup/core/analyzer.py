@@ -7,9 +7,10 @@ line carries (``Pack.screen``), so noise lines (NCCL INFO, access logs, download
 one ``bytes.find`` pass per substring and are never decoded.
 
 Root cause: the first line that states a cause wins; a wrapper (``Engine core
-initialization failed``) holds the place until a specific line arrives; a more specific
-line of the same class shortly after refines a generic one (the sampler-warmup line after
-the torch OOM it wraps). An unhandled exception no signature knows (``ImportError: ...``,
+initialization failed``) holds the place until a specific line arrives; a line the pack
+names as the refinement of another (``Signature.refines``: the sampler-warmup line after the
+torch OOM it wraps) replaces it when it comes shortly after, and only a failure something may
+refine is offered as tentative (a live follower holds it for its grace). An unhandled exception no signature knows (``ImportError: ...``,
 the last line of a traceback) is a cause too, but a weak one: a known signature shortly
 after it replaces it; a traceback logged at WARNING level is not a cause at all. A new
 attempt in the same log (banner again) starts over.
@@ -104,6 +105,7 @@ class LogAnalyzer:
         self._last: tuple[int, str] | None = None
         self._stale = False  # past a NUL hole: an older process's lines
         self._owner: Engine | None = None  # engine named by a generic-pack signature
+        self._attempt = 1
         self._reset_attempt()
 
     def _reset_attempt(self) -> None:
@@ -112,6 +114,7 @@ class LogAnalyzer:
         self._facts: dict[str, float | int | str] = {}
         self._failure: Failure | None = None
         self._priority = 0
+        self._sig: Signature | None = None  # the failure's signature (None: not a signature's)
         self._weak = False  # the failure is an unknown exception line, not a signature
         self._runtime: Failure | None = None  # the first failure after ready
         self._runtime_weak = False  # it is an unknown exception, not a signature
@@ -129,6 +132,12 @@ class LogAnalyzer:
     def engine(self) -> Engine | None:
         """The engine, given or recognised from the lines; None until known."""
         return self._pack.engine if self._pack is not None else None
+
+    @property
+    def attempt(self) -> int:
+        """Which start of the server the lines read now belong to (1 first; a log of several
+        starts begins again at each new banner)."""
+        return self._attempt
 
     @property
     def pack(self) -> Pack | None:
@@ -222,6 +231,7 @@ class LogAnalyzer:
         """The engine is known: read again, with its pack, what was read without it."""
         assert pack.engine is not None
         self._pack = pack
+        self._attempt = 1
         self._reset_attempt()
         events: list[Event] = [EngineEvent(pack.engine.value, None)]
         pending, self._pending = self._pending, []
@@ -239,6 +249,7 @@ class LogAnalyzer:
         if (self._failure is not None or self._phase.order > Phase.CONFIG.order) and any(
             p.search(msg) for p in pack.restart
         ):
+            self._attempt += 1
             self._reset_attempt()
         key = ll.process or ""
         frame = _FRAME.match(msg)
@@ -326,7 +337,7 @@ class LogAnalyzer:
         )
         if sig.owner is not None and self._pack is None and new.is_final:
             self._owner = sig.owner
-        self._consider(new, sig.priority, weak=False, key=key, events=events)
+        self._consider(new, sig.priority, sig, weak=False, key=key, events=events)
 
     def _offer_exception(
         self, pack: Pack, m: re.Match[str], ll: LogLine, key: str, events: list[Event]
@@ -362,10 +373,17 @@ class LogAnalyzer:
             else remedies.fix_flags(ctx),
             True,
         )
-        self._consider(new, 0, weak=True, key=key, events=events)
+        self._consider(new, 0, None, weak=True, key=key, events=events)
 
     def _consider(
-        self, new: Failure, priority: int, *, weak: bool, key: str, events: list[Event]
+        self,
+        new: Failure,
+        priority: int,
+        sig: Signature | None,
+        *,
+        weak: bool,
+        key: str,
+        events: list[Event],
     ) -> None:
         if self._phase is Phase.READY and new.failure_class is not FailureClass.PORT_IN_USE:
             cur = self._runtime
@@ -385,16 +403,19 @@ class LogAnalyzer:
             return
         if new.phase is Phase.READY:  # a bind error after "startup complete": not ready
             new = dataclasses.replace(new, phase=Phase.API_SERVER_STARTING)
-        if self._takes(new, priority, weak, key):
-            self._failure, self._priority, self._weak = new, priority, weak
+        if self._takes(new, priority, sig, weak, key):
+            self._failure, self._priority, self._sig, self._weak = new, priority, sig, weak
             self._failure_key = key
-            # a generic line a more specific one of its class may still refine (the torch OOM
-            # before the sampler-warmup line that explains it) is tentative too: a live
-            # follower holds it for its grace and takes the refinement, as the whole log does
-            refinable = priority < _top_priority(self._pack or packs.generic(), new.failure_class)
+            # a line a signature of the pack names as its refinement may still follow (the
+            # torch OOM before the sampler-warmup line that explains it): tentative too, so a
+            # live follower holds it for its grace and takes the refinement, as the whole log
+            # does; a failure nothing refines is the verdict at its line
+            refinable = sig is not None and _refinable(self._pack or packs.generic(), sig)
             events.append(FailureEvent(new, tentative=weak or not new.is_final or refinable))
 
-    def _takes(self, new: Failure, priority: int, weak: bool, key: str) -> bool:
+    def _takes(
+        self, new: Failure, priority: int, sig: Signature | None, weak: bool, key: str
+    ) -> bool:
         cur = self._failure
         if cur is None:
             return True
@@ -412,13 +433,7 @@ class LogAnalyzer:
         ):
             self._chained = False
             return True  # a chained traceback: the exception raised last is the one that stopped it
-        return (
-            new.is_final
-            and not weak
-            and priority > self._priority
-            and new.failure_class is cur.failure_class
-            and near
-        )
+        return new.is_final and not weak and near and _refines(sig, self._sig)
 
     def _failure_phase(self, pack: Pack, fixed: Phase | None, key: str) -> Phase:
         """Where a failure happened: the signature's or the traceback's phase, but never
@@ -622,18 +637,23 @@ class LogAnalyzer:
         )
 
 
-_TOP: dict[tuple[int, FailureClass], int] = {}
+def _refines(new: Signature | None, cur: Signature | None) -> bool:
+    """Whether ``new``'s line, close after ``cur``'s, explains ``cur``'s failure better: the
+    pack says so (``Signature.refines``), in the same class; with the generic pack, a name
+    resolves among the common signatures and those of ``new``'s own engine."""
+    return (
+        new is not None
+        and cur is not None
+        and not new.is_wrapper
+        and new.failure_class is cur.failure_class
+        and cur.name in new.refines
+        and (cur.owner is None or cur.owner is new.owner)
+    )
 
 
-def _top_priority(pack: Pack, cls: FailureClass) -> int:
-    """The highest priority of the pack's signatures of class ``cls`` (0 when none)."""
-    key = (id(pack), cls)
-    if key not in _TOP:
-        _TOP[key] = max(
-            (s.priority for s in pack.signatures if s.failure_class is cls and not s.is_wrapper),
-            default=0,
-        )
-    return _TOP[key]
+def _refinable(pack: Pack, sig: Signature) -> bool:
+    """Whether some signature of ``pack`` may refine ``sig``'s failure (asked at an offer)."""
+    return any(_refines(s, sig) for s in pack.signatures)
 
 
 def detect_engine(text: str) -> Pack | None:

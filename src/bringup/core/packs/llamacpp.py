@@ -363,6 +363,7 @@ PACK = Pack(
             memory,
             P.KV_CACHE_ALLOC,
             priority=2,
+            refines=("vram", "accelerator_oom"),  # the cudaMalloc that failed for the cache
         ),
         Signature(
             "vram",

@@ -179,6 +179,7 @@ PACK = Pack(
             r.mem_fraction_lower,
             P.CUDA_GRAPH_CAPTURE,
             priority=2,
+            refines=("cuda_oom", "accelerator_oom"),  # the torch OOM capture() raised
         ),
         Signature(
             "no_kv_left",

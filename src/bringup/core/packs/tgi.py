@@ -126,6 +126,7 @@ PACK = Pack(
             r.tgi_prefill,
             P.WARMUP,  # TGI's warmup is this prefill
             priority=2,
+            refines=("cuda_oom", "accelerator_oom"),  # the shard's torch OOM it catches
         ),
         Signature(
             "total_tokens",

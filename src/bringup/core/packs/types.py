@@ -201,9 +201,15 @@ class Signature:
     remedy: RemedyBuilder = no_remedy
     phase: Phase | None = None  # fixed phase; None: from traceback frames, else the current phase
     is_wrapper: bool = False  # consequence only: a later specific line replaces it
-    priority: int = 1  # a nearby later line of the same class and higher priority refines it
+    # a wrapper (or an echoed line) is replaced by a later line of higher priority
+    priority: int = 1
     owner: Engine | None = None  # set in the generic pack: the engine whose message this is
     until: Phase | None = None  # applies only while the startup has not gone past this phase
+    # the signatures (by name: this engine's or the common ones) whose failure this line
+    # explains when it comes shortly after them, in the same class: the sampler-warmup line
+    # after the torch OOM it wraps. Only a failure something may refine is held live for the
+    # follower's grace; every other final failure is the verdict at its line.
+    refines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -230,6 +230,7 @@ SIGNATURES = (
         "The GPU ran out of memory warming up the sampler with {requests} dummy requests (max_num_seqs).",
         r.sampler_oom,
         priority=3,
+        refines=("cuda_oom", "accelerator_oom"),  # the worker's torch OOM just before it
     ),
     Signature(
         "load_oom_hint",
