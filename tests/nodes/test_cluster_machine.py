@@ -169,20 +169,15 @@ def test_both_at_the_rendezvous_but_apart_names_the_other_node() -> None:
 
 
 def test_a_node_s_known_error_line_names_it_at_that_line() -> None:
-    # real vLLM printed node 1's ValueError, then took seconds more to exit; the pack has a
-    # config error of higher priority that a nearby later line could refine it into, so the
-    # follower holds it for the grace, as the whole log would be read, then names it
+    # real vLLM printed node 1's ValueError, then took seconds more to exit; no signature
+    # of the pack refines this one (Signature.refines), so it is the verdict at its line
     c = Cluster()
     c.line(1, "Traceback (most recent call last):", now=10.0)
     c.line(1, TP1, now=10.0)
-    grace = StartupPolicy().wrapper_grace_seconds
-    c.events += c.m.tick(10.0 + grace)
     assert c.m.failed_rank == 1
     assert c.m.failure is not None
     assert c.m.failure.failure_class.value == "config_error"
-    assert [(e.fields["rank"], e.t) for e in c.events if e.event == "failure"] == [
-        (1, 10.0 + grace)
-    ]
+    assert [(e.fields["rank"], e.t) for e in c.events if e.event == "failure"] == [(1, 10.0)]
 
 
 def test_a_node_s_unknown_exception_settles_after_the_grace_not_at_its_exit() -> None:
@@ -392,7 +387,7 @@ def test_follower_names_the_node_that_exits_by_its_line_and_stops_the_other() ->
     clock = FakeClock()
     servers = [
         FakeNodeServer(clock, [(20.0, WAIT0)], None),
-        # vLLM prints the cause at 10 s and takes 8 s more to exit: named at the line's grace
+        # vLLM prints the cause at 10 s and takes 8 s more to exit: named at the line
         FakeNodeServer(
             clock, [(10.0, "Traceback (most recent call last):"), (10.0, TP1)], (18.0, 1)
         ),
@@ -403,12 +398,11 @@ def test_follower_names_the_node_that_exits_by_its_line_and_stops_the_other() ->
     failure = r.result.summary["failure"]
     assert (failure["rank"], failure["node"]) == (1, "ops@gpu2")
     assert "must evenly divide" in failure["line"]
-    grace = StartupPolicy().wrapper_grace_seconds
     ((rank, t),) = r.failures()
     assert rank == 1
-    assert t == pytest.approx(10.0 + grace, abs=0.01)  # the fake clock's ticks
+    assert t == pytest.approx(10.0, abs=0.01)  # the fake clock's ticks
     assert servers[0].stopped_at is not None
-    assert servers[0].stopped_at < 10.5 + grace
+    assert servers[0].stopped_at < 10.5
 
 
 def test_follower_names_a_silent_node_after_the_join_limit_on_its_clock() -> None:
