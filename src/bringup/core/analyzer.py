@@ -34,6 +34,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import ahocorasick_rs
 
 from bringup import exit_codes
 from bringup.core import logline, packs, verdict
@@ -49,6 +54,7 @@ from bringup.core.diagnosis import (
     TimelineEntry,
 )
 from bringup.core.logline import LogLine
+from bringup.core.packs import index as pack_index
 from bringup.core.packs import remedies
 from bringup.core.packs.types import EngineFlags, Pack, RemedyContext, Signature
 from bringup.core.vocab import Engine, FailureClass, Outcome, Phase
@@ -82,6 +88,19 @@ _CONSEQUENCES = frozenset({FailureClass.TIMEOUTS, FailureClass.ENGINE_CORE_DIED}
 _QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "I", "W", "D"})
 
 
+class _Rules:
+    """The rules of a pack one line can match (``packs.index``), table by table."""
+
+    __slots__ = ("index", "mask")
+
+    def __init__(self, index: pack_index.RuleIndex, text: str) -> None:
+        self.index = index
+        self.mask = index.scan(text)
+
+    def __call__(self, table: str) -> Sequence[Any]:
+        return self.index.pick(table, self.mask)
+
+
 class _SafeGroups(dict[str, str]):
     """A line's named groups; a name the line lacks comes from the facts, else "?"."""
 
@@ -106,6 +125,8 @@ class LogAnalyzer:
         self._stale = False  # past a NUL hole: an older process's lines
         self._owner: Engine | None = None  # engine named by a generic-pack signature
         self._attempt = 1
+        self._lines_read = 0  # lines read with a pack's tables (work, for tests and benchmarks)
+        self._searches = 0  # the pattern searches those lines could cost at most
         self._reset_attempt()
 
     def _reset_attempt(self) -> None:
@@ -132,6 +153,12 @@ class LogAnalyzer:
     def engine(self) -> Engine | None:
         """The engine, given or recognised from the lines; None until known."""
         return self._pack.engine if self._pack is not None else None
+
+    @property
+    def work(self) -> tuple[int, int]:
+        """(lines read with a pack's tables, pattern searches they could cost at most): the
+        work done so far, whatever the clock says (for tests and benchmarks)."""
+        return self._lines_read, self._searches
 
     @property
     def attempt(self) -> int:
@@ -244,10 +271,14 @@ class LogAnalyzer:
     def _process(self, pack: Pack, ll: LogLine) -> list[Event]:
         msg = ll.message
         events: list[Event] = []
+        # the patterns this line can match: the others need a string it does not contain
+        rules = _Rules(pack_index.of(pack), msg)
+        self._lines_read += 1
+        self._searches += rules.mask.bit_count()
         if self._version is None:
-            self._find_version(pack, msg, events)
+            self._find_version(pack, rules, msg, events)
         if (self._failure is not None or self._phase.order > Phase.CONFIG.order) and any(
-            p.search(msg) for p in pack.restart
+            p.search(msg) for p in rules("restart")
         ):
             self._attempt += 1
             self._reset_attempt()
@@ -277,16 +308,16 @@ class LogAnalyzer:
             else:
                 self._quiet_tb.discard(key)
             return events
-        if any(p.search(msg) for p in pack.exclusions):
+        if any(p.search(msg) for p in rules("exclusions")):
             return events
         # the phase first: a tqdm bar glued to an error line moved on before the error came
-        self._progress_and_phase(pack, ll, events)
-        for sig in pack.signatures:
+        self._progress_and_phase(rules, ll, events)
+        for sig in rules("signatures"):
             m = sig.pattern.search(msg)
             if m:
                 if sig.until is not None and self._phase.order > sig.until.order:
                     continue
-                self._offer(pack, sig, m, ll, key, events)
+                self._offer(pack, rules, sig, m, ll, key, events)
                 break
         else:
             quiet = ll.level in _QUIET_LEVELS or (ll.level is None and key in self._quiet_tb)
@@ -294,13 +325,13 @@ class LogAnalyzer:
                 m = _EXCEPTION.match(msg)
                 if m:
                     self._offer_exception(pack, m, ll, key, events)
-        self._read_facts(pack, msg, ll.number, events)
+        self._read_facts(rules, msg, ll.number, events)
         return events
 
-    def _find_version(self, pack: Pack, msg: str, events: list[Event]) -> None:
+    def _find_version(self, pack: Pack, rules: _Rules, msg: str, events: list[Event]) -> None:
         if pack.engine is None:
             return
-        for pattern in pack.version:
+        for pattern in rules("version"):
             m = pattern.search(msg)
             if m:
                 self._version = m.group("version")
@@ -310,6 +341,7 @@ class LogAnalyzer:
     def _offer(
         self,
         pack: Pack,
+        rules: _Rules,
         sig: Signature,
         m: re.Match[str],
         ll: LogLine,
@@ -323,9 +355,9 @@ class LogAnalyzer:
             return  # another server's bind error in the same output
         phase = self._failure_phase(pack, sig.phase, key)
         # the facts so far and the failing line's own (its platform, its GPU's architecture)
-        facts = {**self._facts, **self._facts_of(pack, ll.message)}
+        facts = {**self._facts, **self._facts_of(rules, ll.message)}
         ctx = RemedyContext(groups, facts, phase, _flags(pack, sig.owner))
-        echo = any(p.search(ll.message) for p in pack.echoes)
+        echo = any(p.search(ll.message) for p in rules("echoes"))
         new = Failure(
             sig.failure_class,
             phase,
@@ -457,10 +489,10 @@ class LogAnalyzer:
     def _current_phase_in(self, pack: Pack) -> Phase:
         return pack.phase_after.get(self._phase, self._phase)
 
-    def _progress_and_phase(self, pack: Pack, ll: LogLine, events: list[Event]) -> None:
+    def _progress_and_phase(self, rules: _Rules, ll: LogLine, events: list[Event]) -> None:
         msg = ll.message
         moved = False
-        for rule in pack.progress:
+        for rule in rules("progress"):
             m = rule.pattern.search(msg)
             if not m:
                 continue
@@ -475,20 +507,20 @@ class LogAnalyzer:
                         self._set_fact(fact, value, ll.number, events)
             break
         else:
-            for marker in pack.phases:
+            for marker in rules("phases"):
                 if marker.pattern.search(msg):
                     if marker.requires is None or self._phase.order >= marker.requires.order:
                         self._advance(marker.phase, ll, events)
                         moved = True  # a phase line, even of the same phase, is progress
                     break
-        if any(p.search(msg) for p in pack.hang_points):
+        if any(p.search(msg) for p in rules("hang_points")):
             self._hang_at = ll
         elif moved:
             self._hang_at = None
         if moved:
             self._heartbeats = 0
             self._progress_line = ll
-        elif any(p.search(msg) for p in pack.heartbeats):
+        elif any(p.search(msg) for p in rules("heartbeats")):
             self._heartbeats += 1
 
     def _advance(self, phase: Phase, ll: LogLine, events: list[Event]) -> bool:
@@ -500,15 +532,15 @@ class LogAnalyzer:
         events.append(PhaseEvent(entry))
         return True
 
-    def _read_facts(self, pack: Pack, msg: str, number: int, events: list[Event]) -> None:
-        for name, value in self._facts_of(pack, msg).items():
+    def _read_facts(self, rules: _Rules, msg: str, number: int, events: list[Event]) -> None:
+        for name, value in self._facts_of(rules, msg).items():
             self._set_fact(name, value, number, events)
 
     @staticmethod
-    def _facts_of(pack: Pack, msg: str) -> dict[str, float | int | str]:
+    def _facts_of(rules: _Rules, msg: str) -> dict[str, float | int | str]:
         """The facts one line carries, in the pack's rule order (a later rule wins)."""
         found: dict[str, float | int | str] = {}
-        for rule in pack.facts:
+        for rule in rules("facts"):
             m = rule.pattern.search(msg)
             if not m:
                 continue
@@ -657,15 +689,19 @@ def _refinable(pack: Pack, sig: Signature) -> bool:
 
 
 def detect_engine(text: str) -> Pack | None:
-    """The pack whose detection substring occurs earliest in ``text``; None if none does."""
-    best: tuple[int, int] | None = None
-    found: Pack | None = None
-    for i, pack in enumerate(packs.all_packs()):
-        for token in pack.detect:
-            pos = text.find(token)
-            if pos >= 0 and (best is None or (pos, i) < best):
-                best, found = (pos, i), pack
-    return found
+    """The pack whose detection substring occurs earliest in ``text`` (at one place, the pack
+    tried first); None if none does. One automaton pass, leftmost match first."""
+    finder, owners = _detector()
+    found = finder.find_matches_as_indexes(text)
+    return owners[found[0][0]] if found else None
+
+
+@cache
+def _detector() -> tuple[ahocorasick_rs.AhoCorasick, tuple[Pack, ...]]:
+    """Every pack's detection substrings, in pack order, and the pack of each."""
+    tokens = tuple(t for pack in packs.all_packs() for t in pack.detect)
+    owners = tuple(pack for pack in packs.all_packs() for _ in pack.detect)
+    return logline.line_finder(tokens), owners
 
 
 def diagnose_bytes(data: bytes, engine: Engine | None = None) -> Diagnosis:
