@@ -352,3 +352,22 @@ def test_generated_units_pass_systemd_analyze_verify(
     )
     done = _verify(unit, user="--user" in extra, tmp_path=tmp_path)
     assert (done.returncode, done.stderr, done.stdout) == (0, "", "")
+
+
+def test_an_ollama_unit_names_its_model_or_is_refused(bin_dir: Path) -> None:
+    """Ollama loads its model at the first request that names it: the unit's `bringup run`
+    gets --model (what `watch --unit` and `up` then read back), and without it the unit is
+    refused in one line (before: a unit whose `bringup run` exits 2 at every start)."""
+    ollama = bin_dir / "ollama"
+    ollama.write_text("#!/bin/sh\nexit 0\n")
+    ollama.chmod(0o755)
+    flags = ["ollama", "--bringup", str(bin_dir / "bringup")]
+    code, out, err = run_unit([*flags, "--model", "qwen3:0.6b", "--", "ollama", "serve"],
+                              env_for(bin_dir))  # fmt: skip
+    assert (code, err) == (0, "")
+    want = f"ExecStart={bin_dir}/bringup run --notify --model qwen3:0.6b -- {ollama} serve"
+    assert want in out.splitlines()
+    code, out, err = run_unit([*flags, "--", "ollama", "serve"], env_for(bin_dir))
+    assert (code, out) == (2, "")
+    assert err.startswith("bringup: error: ollama loads its model at the first request"), err
+    assert len(err.splitlines()) == 1

@@ -4,8 +4,10 @@ of the run it follows; no line of an earlier run (same unit, same journal) is ta
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -105,3 +107,116 @@ def test_watch_reports_the_exit_of_its_run_not_the_next_runs_state(
     assert "(exit code 1)" in out, out
     assert f"unit {unit} is activating/auto-restart" in out, out
     systemd.systemctl("stop", unit)
+
+
+FAKE_OLLAMA = Path(__file__).resolve().parents[1] / "run" / "fake_ollama.py"
+
+
+def _ollama_unit(
+    sd: SystemdNamespace, folder: Path, port: int, post: str, *, start: bool = True
+) -> str:
+    """A unit serving the Ollama stand-in (`ollama serve`, OLLAMA_HOST); ``post``: its
+    ExecStartPost= arguments to `ollama` (its `pull` is a no-op here), or "" for none."""
+    exe = folder / "bin" / "ollama"
+    exe.parent.mkdir(exist_ok=True)
+    exe.write_text(
+        f'#!/bin/sh\n[ "$1" = pull ] && exit 0\nexec "{sys.executable}" "{FAKE_OLLAMA}" "$@"\n'
+    )
+    exe.chmod(0o755)
+    unit = f"{unique('i22-ollama')}.service"
+    lines = ["[Service]", f"Environment=OLLAMA_HOST=127.0.0.1:{port} FAKE_OLLAMA_LOAD_SECONDS=0.3"]
+    lines.append(f"ExecStart={exe} serve")
+    if post:
+        lines.append(f"ExecStartPost={exe} {post}")
+    (sd.etc / unit).write_text("\n".join(lines) + "\n")
+    sd.systemctl("daemon-reload")
+    if start:
+        sd.start_unit(unit)
+    return unit
+
+
+def test_watch_ollama_unit_takes_the_model_from_the_unit_or_asks_for_it(
+    systemd: SystemdNamespace, workdir: Path
+) -> None:
+    """`watch --unit` of an Ollama unit without --model: the model its ExecStartPost= pulls is
+    the one the smoke request names (and loads), at the OLLAMA_HOST of its Environment=:
+    ready. A unit that names none: one line that the smoke request needs --model, exit 2
+    (before: probes with no model, at the default port, never ready)."""
+    gpus = readings(workdir)
+    port = free_port()
+    unit = _ollama_unit(systemd, workdir, port, "pull tiny:1b")
+    try:
+        done = subprocess.run(
+            [BRINGUP, "watch", "--unit", unit, "--json", "--deadline", "60s",
+             "--gpus-from", str(gpus)],
+            env=systemd.env({"PATH": "/usr/bin:/bin", "NO_COLOR": "1"}),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+        summary = json.loads(done.stdout.splitlines()[-1])
+        assert summary["outcome"] == "ready"
+        smoke = [e for e in map(json.loads, done.stdout.splitlines()) if e.get("probe") == "smoke"]
+        assert smoke[-1]["ok"], smoke
+        assert smoke[-1]["model"] == "tiny:1b", smoke
+    finally:
+        systemd.systemctl("stop", unit)
+    unit = _ollama_unit(systemd, workdir, free_port(), "")
+    try:
+        done = subprocess.run(
+            [BRINGUP, "watch", "--unit", unit, "--deadline", "60s", "--gpus-from", str(gpus)],
+            env=systemd.env({"PATH": "/usr/bin:/bin", "NO_COLOR": "1"}),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stdout + done.stderr
+        said = [line for line in done.stderr.splitlines() if line.startswith("bringup: error:")]
+        want = (
+            "bringup: error: the smoke request needs --model: ollama loads its model at the "
+            f"first request that names it, and neither the command line nor unit {unit} "
+            "names one (give the model to load and ask with --model NAME; `ollama list` shows them)"
+        )
+        assert said == [want], done.stderr
+    finally:
+        systemd.systemctl("stop", unit)
+    unit = _ollama_unit(systemd, workdir, free_port(), "", start=False)
+    done = subprocess.run(  # `up` says the same before it starts anything
+        [BRINGUP, "up", unit, "--deadline", "60s", "--gpus-from", str(gpus)],
+        env=systemd.env({"PATH": "/usr/bin:/bin", "NO_COLOR": "1"}),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the smoke request needs --model" in done.stderr
+    assert systemd.show(unit, "ActiveState")["ActiveState"] == "inactive"
+
+
+def test_watch_ollama_unit_written_by_bringup_reads_its_model(
+    systemd: SystemdNamespace, workdir: Path
+) -> None:
+    """`bringup unit --model` writes `bringup run --notify --model NAME -- ollama serve`:
+    systemd marks it active only once that model answered, and `watch --unit` (no --model)
+    takes the model from that ExecStart=: ready, its smoke request naming it."""
+    gpus = readings(workdir)
+    port = free_port()
+    exe = workdir / "bin" / "ollama"
+    exe.parent.mkdir(exist_ok=True)
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_OLLAMA}" "$@"\n')
+    exe.chmod(0o755)
+    name = unique("i22-bollama")
+    install_twin(systemd, name, [str(exe), "serve"], gpus, "--model", "tiny:1b",
+                 "--env", f"OLLAMA_HOST=127.0.0.1:{port}")  # fmt: skip
+    unit = f"{name}.service"
+    try:
+        systemd.start_unit(unit)  # Type=notify: returns at READY=1, once tiny:1b answered
+        done = subprocess.run(
+            [BRINGUP, "watch", "--unit", unit, "--json", "--deadline", "60s",
+             "--gpus-from", str(gpus)],
+            env=systemd.env({"PATH": "/usr/bin:/bin", "NO_COLOR": "1"}),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+        events = [json.loads(line) for line in done.stdout.splitlines()]
+        smoke = [e for e in events if e.get("probe") == "smoke"]
+        assert smoke[-1]["ok"], smoke
+        assert smoke[-1]["model"] == "tiny:1b"
+        assert smoke[-1]["url"].startswith(f"http://127.0.0.1:{port}/"), smoke
+    finally:
+        systemd.systemctl("stop", unit)

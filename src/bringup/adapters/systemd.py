@@ -102,6 +102,22 @@ class Systemctl:
         words = expand_references(argv, env)
         return server_api_key(words, env), engine_args.get_flag(words, "--served-model-name")
 
+    def unit_model(self, unit: str, words: tuple[Word, ...]) -> str | None:
+        """The model the unit names for a server that loads it at the first request: its
+        ``bringup run --model`` (``${NAME}`` from its environment), or an ``ollama pull|run
+        NAME`` in ExecStartPre=/ExecStartPost= (``service.unit_model``)."""
+        props = service.parse_show(
+            check(
+                self.runner.run(self.argv("show", unit, "--property=ExecStartPre,ExecStartPost"))
+            ).stdout
+        )
+        others = [
+            argv
+            for key in ("ExecStartPre", "ExecStartPost")
+            for argv in service.commands_from_show(props.get(key, ""))
+        ]
+        return service.unit_model(words, self.environment(unit), others)
+
     def cmdline(self, pid: int) -> list[str] | None:
         """A process's argument line, where the manager runs it (None when it is gone)."""
         result = self.runner.run(["cat", f"/proc/{pid}/cmdline"])

@@ -266,6 +266,53 @@ def server_argv(words: Sequence[Word]) -> list[str]:
     return [w if isinstance(w, str) else "${" + w.name + "}" for w in words[start:end]]
 
 
+def commands_from_show(value: str) -> list[list[str]]:
+    """Every command of a ``systemctl show -p ExecStartPost`` (or ``ExecStartPre``) value:
+    ``{ path=... ; argv[]=/usr/bin/x a b ; ... } ; { ... }``, each argv split on spaces."""
+    return [part.split(" ;", 1)[0].split() for part in value.split("argv[]=")[1:]]
+
+
+_PRELOAD = ("pull", "run")  # `ollama pull NAME`, `ollama run NAME`: a unit loading its model
+
+
+def unit_model(
+    exec_start: Sequence[Word] | None,
+    env: Mapping[str, str],
+    others: Sequence[Sequence[str]] = (),
+) -> str | None:
+    """The model a unit names for a server that loads it at the first request (Ollama):
+    ``bringup run ... --model NAME --`` in ``ExecStart=`` (a ``${NAME}`` filled in from the
+    unit's environment ``env``), else an ``ollama pull NAME`` / ``ollama run NAME`` among its
+    other commands (``ExecStartPre=``/``ExecStartPost=``, ``others``). None when it names none.
+
+    >>> unit_model(("/usr/bin/bringup", "run", "--model", EnvRef("M"), "--", "ollama", "serve"), {"M": "qwen3:0.6b"})
+    'qwen3:0.6b'
+    >>> unit_model(("ollama", "serve"), {}, [["/usr/bin/ollama", "pull", "llama3.2:1b"]])
+    'llama3.2:1b'
+    >>> unit_model(("ollama", "serve"), {"OLLAMA_MODELS": "/srv/models"}) is None
+    True
+    """
+    if exec_start:
+        start, _ = server_part(exec_start)
+        if start:  # bringup run's own flags, before the `--`
+            wrapper = [
+                w if isinstance(w, str) else env.get(w.name, "") for w in exec_start[: start - 1]
+            ]
+            model = engine_args.get_flag(wrapper, "--model")
+            if model:
+                return model
+    for argv in others:
+        words = [w for w in argv if not w.startswith("-")]
+        if (
+            len(words) >= 3
+            and words[0].rsplit("/", 1)[-1] == "ollama"
+            and words[1] in _PRELOAD
+            and "$" not in words[2]
+        ):
+            return words[2]
+    return None
+
+
 # -- the journal ----------------------------------------------------------------------------------
 
 

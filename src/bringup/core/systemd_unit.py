@@ -275,11 +275,16 @@ def guard_command(
 
 
 def run_command(
-    bringup: str, command: Sequence[Word], *, gpus_from: str | None = None
+    bringup: str,
+    command: Sequence[Word],
+    *,
+    gpus_from: str | None = None,
+    model: str | None = None,
 ) -> tuple[Word, ...]:
-    """``ExecStart=``: ``bringup run --notify -- CMD``."""
+    """``ExecStart=``: ``bringup run --notify [--model NAME] -- CMD``."""
     readings = ("--gpus-from", gpus_from) if gpus_from else ()
-    return (bringup, "run", "--notify", *readings, "--", *command)
+    named = ("--model", model) if model else ()
+    return (bringup, "run", "--notify", *readings, *named, "--", *command)
 
 
 def gpu_environment(gpus: str | None) -> tuple[tuple[str, str], ...]:

@@ -44,6 +44,7 @@ from bringup.core.server_exit import ServerExit
 from bringup.core.startup import StartupMachine, StartupPolicy, summary_json
 from bringup.core.verdict import State
 from bringup.core.vocab import Engine
+from bringup.errors import BringupError
 from bringup.follow.samplers import (
     GpuItem,
     GpuUnavailable,
@@ -63,6 +64,7 @@ from bringup.follow.types import (
     Prober,
     ProberFactory,
     StartupConfig,
+    model_needed,
 )
 
 TICK_SECONDS = 0.1  # the longest the loop waits for an item before it looks at the clock
@@ -162,10 +164,12 @@ class _Follower:
         self.health_path, default_port = "/health", 8000  # the common defaults
         self.prober: Prober | None = None
         self.host_value: str | None = None  # the engine's host variable, if it has one
+        named = getattr(self.source, "model", None)  # a unit can name the model it loads
         fallback = (
             self.config.model
             or engine_args.get_flag(command, "--served-model-name")
             or (parsed.model if parsed else None)
+            or (named() if callable(named) else None)
         )
         self.machine = StartupMachine(
             StartupPolicy(
@@ -180,6 +184,7 @@ class _Follower:
         engine = self.config.engine or (parsed.engine if parsed else None)
         if engine is not None:
             default_port = self._decide_engine(engine)
+            self._need_model()
         self.analyzer = LogAnalyzer(self.engine)  # it names the engine when nothing else did
         if self.config.url or command or self.engine is not None:
             self._build_prober(resolve_url(self.config.url, command, default_port, self.host_value))
@@ -211,8 +216,17 @@ class _Follower:
         )
         if http.host_variable:  # where the server listens, as it reads it (OLLAMA_HOST)
             command = list(self.config.argv) or self.source.command() or []
-            self.host_value = variable_value(http.host_variable, command, self.config.environ)
+            own = getattr(self.source, "environment", None)  # a unit's Environment=
+            environ = own() if callable(own) else self.config.environ
+            self.host_value = variable_value(http.host_variable, command, environ)
         return http.default_port
+
+    def _need_model(self) -> None:
+        """A server that loads its model at the first request answers the smoke request only
+        when it names one: with none from --model, the command or the source, say so now."""
+        if not self.machine.policy.model_on_request or self.machine.probe_model():
+            return
+        raise model_needed(self.engine, self.source.description)
 
     def _build_prober(self, url: str) -> None:
         """The probes' target is decided, once: the prober for ``url``."""
@@ -236,7 +250,11 @@ class _Follower:
     def run(self) -> StartupResult:
         if not self.owned:
             self.source.start(self.inbox.put)  # first: its command line names host and port
-        self._setup()
+        try:
+            self._setup()
+        except BringupError:
+            self.source.stop(0.0)  # a source we only follow: its readers end, nothing else
+            raise
         if self.owned:
             self._foreign_port = port_busy(self.url)
             self.source.start(self.inbox.put)  # BringupError here: nothing was started
@@ -323,6 +341,11 @@ class _Follower:
         except ValueError:
             return
         port = self._decide_engine(engine)
+        if self.machine.policy.model_on_request and not self.machine.probe_model():
+            self.observer.note(  # too late for a usage error: the log named the engine
+                f"the smoke request needs --model: {engine} loads its model at the first "
+                "request that names it, and none is named (ready cannot be told without it)"
+            )
         if self.prober is None:
             self._build_prober(resolve_url(None, None, port, self.host_value))
 

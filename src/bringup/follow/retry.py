@@ -36,8 +36,8 @@ from bringup.core.startup import StartupSnapshot
 from bringup.core.systemd_unit import Word, render_retry_dropin
 from bringup.core.vocab import Engine
 from bringup.errors import AdapterError, BringupError, InputError
-from bringup.follow.types import Observer, StartupConfig
-from bringup.follow.wiring import follow_local
+from bringup.follow.types import Observer, StartupConfig, model_needed
+from bringup.follow.wiring import follow_local, loads_on_request
 
 
 class Follow(Protocol):
@@ -414,6 +414,8 @@ class UnitAttempts(_SharedAttempts):
                 hint="write and install it with `bringup unit NAME --install -- CMD`",
             )
         running = before.get("ActiveState") in ("active", "activating", "reloading")
+        if number == 1 and not running:
+            self._check_model()  # before the start: nothing would tell when it is ready
         if number == 1 and running:
             self._note(f"{self.unit} is already {before['ActiveState']}: following its current run")
         elif self._restarted:
@@ -427,6 +429,16 @@ class UnitAttempts(_SharedAttempts):
         return self.follow(
             config, source=source, observer=self._observer, clock=self.clock, follow=False
         )
+
+    def _check_model(self) -> None:
+        """A server that loads its model at the first request needs it named (--model, or
+        the unit's own); else one usage line, and the unit is not started."""
+        config = dataclasses.replace(self.config, argv=tuple(service.server_argv(self.words)))
+        if self.config.model or not loads_on_request(config):
+            return
+        if not self.systemctl.unit_model(self.unit, self.words):
+            engine = config.engine or engine_args.parse_server_command(config.argv).engine
+            raise model_needed(engine, f"unit {self.unit}")
 
     def _wait_new_invocation(self, old: str) -> None:
         end = self.clock.monotonic() + self.start_timeout_seconds

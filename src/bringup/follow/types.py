@@ -11,6 +11,7 @@ from bringup.core.live import LiveEvent, StartupResult
 from bringup.core.probes import ProbeKind, ProbeObservation
 from bringup.core.startup import StartupSnapshot
 from bringup.core.vocab import Engine
+from bringup.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -117,3 +118,13 @@ class GuardedObserver:
 
     def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None:
         self._call("close", result, snapshot)
+
+
+def model_needed(engine: object, where: str) -> UsageError:
+    """The one line for a server that loads its model at the first request (Ollama) when
+    neither the command line nor ``where`` (the unit) names one: the smoke request needs it."""
+    return UsageError(
+        f"the smoke request needs --model: {engine} loads its model at the first request "
+        f"that names it, and neither the command line nor {where} names one",
+        hint="give the model to load and ask with --model NAME; `ollama list` shows them",
+    )

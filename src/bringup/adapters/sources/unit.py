@@ -25,7 +25,8 @@ class UnitSource(ReaderCommand):
     ``systemctl show``, its lines from the journal of its current invocation."""
 
     PROPERTIES = (
-        "ActiveState,SubState,MainPID,InvocationID,ExecMainStatus,ExecMainCode,LoadState,ExecStart"
+        "ActiveState,SubState,MainPID,InvocationID,ExecMainStatus,ExecMainCode,LoadState,ExecStart,"
+        "ExecStartPre,ExecStartPost,Environment"
     )
 
     def __init__(
@@ -125,6 +126,22 @@ class UnitSource(ReaderCommand):
         the probes go to that command's --host/--port."""
         words = service.exec_start_from_show(self._state.get("ExecStart", ""))
         return None if words is None else service.server_argv(words)
+
+    def environment(self) -> dict[str, str]:
+        """The unit's ``Environment=``, as its server gets it (OLLAMA_HOST, say)."""
+        return service.parse_environment(self._state.get("Environment", ""))
+
+    def model(self) -> str | None:
+        """The model the unit names for a server that loads it at the first request (its
+        ``bringup run --model``, or an ``ollama pull|run NAME`` it runs), else None."""
+        words = service.exec_start_from_show(self._state.get("ExecStart", ""))
+        env = self.environment()
+        others = [
+            argv
+            for key in ("ExecStartPre", "ExecStartPost")
+            for argv in service.commands_from_show(self._state.get(key, ""))
+        ]
+        return service.unit_model(words, env, others)
 
     def _read_journal(self, emit: Emit) -> None:
         failures = 0

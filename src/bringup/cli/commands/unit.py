@@ -16,7 +16,9 @@ from pathlib import Path
 from bringup.adapters.commands import Runner, check, system_runner, write_local
 from bringup.cli.main import Context
 from bringup.cli.options import add_duration
+from bringup.core import engine_args, packs
 from bringup.core import systemd_unit as su
+from bringup.core.vocab import Engine
 from bringup.errors import UsageError
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
@@ -104,6 +106,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gpus-from",
         metavar="FILE",
         help="the guard and bringup run read GPUs from this readings file instead of NVML (tests, demos)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the model the unit's smoke request names (`bringup run --model`); required for "
+        "Ollama, which loads its model at the first request that names it",
     )
     parser.add_argument(
         "--bringup", metavar="PATH", help="the bringup executable the unit runs (default: this one)"
@@ -252,10 +260,18 @@ def _spec(
     if args.start_limit_burst < 1:
         raise UsageError("--start-limit-burst must be at least 1")
     gpus_from = os.path.abspath(args.gpus_from) if args.gpus_from else None
+    plain = [w for w in secrets.argv if isinstance(w, str)]
+    engine = engine_args.parse_server_command(plain).engine if plain else None
+    if not args.model and engine is not None and _loads_on_request(engine):
+        raise UsageError(
+            f"{engine} loads its model at the first request that names it: the unit's "
+            "`bringup run` needs --model to know when it is ready",
+            hint="give --model NAME, e.g. `bringup unit ollama --model llama3.2:1b -- ollama serve`",
+        )
     return su.UnitSpec(
         name=name,
         description=args.description or _describe(secrets.argv),
-        exec_start=su.run_command(bringup, secrets.argv, gpus_from=gpus_from),
+        exec_start=su.run_command(bringup, secrets.argv, gpus_from=gpus_from, model=args.model),
         exec_start_pre=su.guard_command(
             bringup,
             max_used=args.max_used,
@@ -345,3 +361,10 @@ def _report(ctx: Context, written: Written) -> None:
         )
     for line in lines:
         console.print(line, markup=False, highlight=False)
+
+
+def _loads_on_request(engine: Engine) -> bool:
+    try:
+        return packs.get(engine).http.model_on_request
+    except KeyError:
+        return False
