@@ -247,7 +247,7 @@ def main() -> int:
             f"{_med([b.get('cluster') for b in bares])} by hand (`ray start` on both, head first)",
         ),  # type: ignore[misc]
         (
-            "launch to vLLM's first phase on node 0: Ray vs MP (same rounds)",
+            "launch to vLLM's first phase on node 0: Ray (past the pre-flight: the cluster first) vs MP (`run --nodes`: the pre-flight first)",
             f"Ray {_med([f.get('vllm') for f in followed])}",
             f"MP {_med([m.get('vllm') for m in mps])}",
         ),
@@ -268,9 +268,9 @@ def main() -> int:
         ),
     ]
     lines = [
-        BEGIN,
         "# Multi-node (`bringup run --nodes`)",
         "",
+        BEGIN,
         f"## Ray as the runtime (Ray 2.60, vLLM 0.32 CPU; {ROUNDS} interleaved rounds, load {load_before[0]:.1f} before / {load_after[0]:.1f} after)",
         "",
         "| what | bringup | vLLM alone / the other runtime |",
@@ -291,8 +291,8 @@ def main() -> int:
         "",
     ]
     old = OUT.read_text() if OUT.exists() else ""
-    if BEGIN in old and END in old:
-        old = old.split(BEGIN)[0] + old.split(END, 1)[1].lstrip("\n")
+    if END in old:  # this script's section of an earlier run: replaced
+        old = old.split(END, 1)[1].lstrip("\n")
     old = old.replace(
         "# Multi-node (`bringup run --nodes`)\n", "## The MP runtime (`--nnodes`)\n", 1
     )
