@@ -132,6 +132,7 @@ class Row:
     graph: tuple[float, float] | None = None  # graph pool (planned GiB, measured "took" GiB)
     graph_in_budget: bool = False  # the plan charges the graph pool to the KV budget (0.21+)
     kv_pool: float = 0.0  # the plan's KV pool per GPU, bytes
+    sizes: tuple[int, int] | None = None  # CUDA-graph capture sizes (planned, the log's)
 
     @staticmethod
     def err(pair: tuple[float, float] | None) -> float | None:
@@ -220,6 +221,51 @@ def _measured(rep: dict[str, str]) -> dict[str, float]:
     return out
 
 
+LOGS = _SHARED / "corpus" / "logs" / "vllm"
+
+
+def logged_capture_sizes(corpus_file: str) -> int | None:
+    """How many batch sizes the startup captured graphs for, as its log says: "Profiling CUDA
+    graph memory: PIECEWISE=N", the "Capturing CUDA graphs (..PIECEWISE..): n/N" bar (or the
+    plain one), else the length of the ``cudagraph_capture_sizes`` list in its config."""
+    path = LOGS / corpus_file
+    if not path.is_file():
+        return None
+    text = path.read_text(errors="replace")
+    for pattern in (
+        r"Profiling CUDA graph memory: PIECEWISE=(\d+)",
+        r"Capturing CUDA graphs? \([^)]*PIECEWISE[^)]*\):[^\n]*?\d+/(\d+)",
+        r"Capturing CUDA graphs? \(PIECEWISE\):[^\n]*?\d+/(\d+)",
+        r"Capturing CUDA graph shapes:[^\n]*?\d+/(\d+)",
+    ):
+        m = re.search(pattern, text)
+        if m:
+            return int(m.group(1))
+    m = re.search(r"cudagraph_capture_sizes\"?:\s*\[([\d,\s]+)\]", text)
+    return len([s for s in m.group(1).split(",") if s.strip()]) if m else None
+
+
+def _says_v1_engine(corpus_file: str) -> bool:
+    path = LOGS / corpus_file
+    return path.is_file() and "Initializing a V1 LLM engine" in path.read_text(errors="replace")
+
+
+def planned_capture_sizes(plan: dict[str, Any]) -> int:
+    """The capture sizes the plan counts for its settings (``core.plan.peaks``)."""
+    from bringup.core.plan.peaks import capture_sizes
+    from bringup.core.plan.settings import parse_version
+
+    s = plan["settings"]
+    gpt_oss = plan["model"]["architecture"] == "GptOssForCausalLM"
+    return capture_sizes(
+        int(s["max_num_seqs"]),
+        parse_version(str(s["engine_version"])),
+        v0_engine=bool(s["v0_engine"]),
+        max_num_batched_tokens=int(s["max_num_batched_tokens"]),
+        ceiling=1024 if gpt_oss else None,  # peaks.capture_ceiling
+    )
+
+
 def _plan(argv: list[str], environ: dict[str, str]) -> tuple[int, dict[str, Any] | None, str]:
     from bringup.cli.main import Context, main
 
@@ -281,6 +327,12 @@ def evaluate(point: dict[str, Any]) -> Row:
     if point.get("enforce_eager"):
         argv.append("--enforce-eager")
     environ = {"VLLM_USE_V1": "0"} if measured.get("v0") else {}
+    if (
+        version
+        and tuple(map(int, version.split("."))) < (0, 8)
+        and _says_v1_engine(point["corpus_file"])
+    ):
+        environ = {"VLLM_USE_V1": "1"}  # 0.7's V1 engine, opted into
     _code, plan, err = _plan(argv, environ)
     if plan is None:
         row.unusable = f"plan refused: {err.strip()[:120]}"
@@ -316,6 +368,9 @@ def evaluate(point: dict[str, Any]) -> Row:
         row.graph = (planned_graph, graph)
     row.graph_in_budget = bool(plan["settings"]["cuda_graphs_in_budget"]) and planned_graph > 0
     row.kv_pool = float(g["kv_cache_bytes"])
+    logged = logged_capture_sizes(point["corpus_file"])
+    if logged is not None and not plan["settings"]["enforce_eager"]:
+        row.sizes = (planned_capture_sizes(plan), logged)
     return row
 
 
@@ -379,6 +434,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "plan_memory.md"))
+    parser.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        help="a paragraph for the top (the load the measure wrapper printed, a comparison)",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     points = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line.strip()]
@@ -391,6 +452,9 @@ def main() -> None:
     usable = [r for r in rows if r.unusable is None]
     fitted, loo, k_all, moved = loo_kv_errors(usable)
     graphs = sum(1 for r in usable if r.graph)
+    gp = [abs(e) for r in usable if (e := Row.err(r.graph)) is not None]
+    sized = [r for r in usable if r.sizes]
+    sizes_right = [r for r in sized if r.sizes and r.sizes[0] == r.sizes[1]]
     lines = [
         "# bringup plan against real vLLM memory figures",
         "",
@@ -409,7 +473,13 @@ def main() -> None:
             f"| verdict right (memory outcomes, GPU known) | {len(verdicts)} | "
             f"{right}/{len(verdicts)} = {100 * right / max(1, len(verdicts)):.0f} % | 90 % |"
         ),
+        f'| CUDA-graph pool (vs "Graph capturing ... took") | {len(gp)} | {_pct(_median(gp))} | - |',
+        (
+            f"| CUDA-graph capture sizes = the log's count | {len(sized)} | "
+            f"{len(sizes_right)}/{len(sized)} exact | all |"
+        ),
         "",
+        *[line for note in args.note for line in (note, "")],
         (
             "In-sample or held out (module docstring): the memory constants are fixed numbers "
             "set from the public figures in shared/reference/memory.md, not fitted by code, and "
@@ -451,6 +521,7 @@ def main() -> None:
         ),
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    wrong_sizes = [r for r in sized if r.sizes and r.sizes[0] != r.sizes[1]]
     for r in rows:
         if r.unusable:
             continue
@@ -479,6 +550,12 @@ def main() -> None:
             f"yet checked against a public copy ({len(unchecked)}): " + ", ".join(unchecked)
         ),
     ]
+    if wrong_sizes:
+        lines += ["", "Capture sizes planned / logged where they differ:", ""]
+        lines += [
+            f"- {r.file} (vLLM {r.version[:8]}, {r.model}): {r.sizes[0]} / {r.sizes[1]}"  # type: ignore[index]
+            for r in wrong_sizes
+        ]
     lines += ["", "Unusable points:", ""]
     lines += [f"- {r.file} `{r.model}`: {r.unusable}" for r in rows if r.unusable]
     text = "\n".join(lines) + "\n"

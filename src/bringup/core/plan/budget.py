@@ -61,7 +61,7 @@ from bringup.core.plan import peaks
 from bringup.core.plan.arch import Architecture
 from bringup.core.plan.checks import parallel_problem
 from bringup.core.plan.quant import mxfp4_moe_padding
-from bringup.core.plan.settings import Settings
+from bringup.core.plan.settings import Settings, parse_version
 from bringup.core.plan.weights import Parallel, StageWeights, weights_per_stage
 from bringup.core.vocab import FailureClass, Phase
 from bringup.units import format_bytes
@@ -175,7 +175,13 @@ def _rank(
     )
     activation = max(0, activation + c.overhead_delta_bytes)
     graphs = peaks.cuda_graph_bytes(
-        arch, st.layers[1] - st.layers[0], s.max_num_seqs, enforce_eager=s.enforce_eager
+        arch,
+        st.layers[1] - st.layers[0],
+        s.max_num_seqs,
+        enforce_eager=s.enforce_eager,
+        version=parse_version(s.engine_version),
+        v0_engine=s.v0_engine,
+        max_num_batched_tokens=s.max_num_batched_tokens,
     )
     if c.cuda_graph_bytes is not None and not s.enforce_eager:
         graphs = c.cuda_graph_bytes

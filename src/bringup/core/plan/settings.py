@@ -217,7 +217,11 @@ def resolve(
     version = parse_version(version_text)
     tp = _positive("--tensor-parallel-size", req.tensor_parallel_size, 1)
     pp = _positive("--pipeline-parallel-size", req.pipeline_parallel_size, 1)
-    v0 = req.device != "cpu" and (version < (0, 8) or (req.use_v1 is False and version < (0, 11)))
+    # the V0 engine: the default before 0.8 (0.7 ran V1 on VLLM_USE_V1=1, "Initializing a V1
+    # LLM engine"), and VLLM_USE_V1=0 up to 0.10
+    v0 = req.device != "cpu" and (
+        (version < (0, 8) and req.use_v1 is not True) or (req.use_v1 is False and version < (0, 11))
+    )
     max_len = req.max_model_len
     effective_len = max_len if max_len and max_len > 0 else max_position_embeddings
     if req.device == "cpu":
