@@ -25,10 +25,13 @@ def _run(argv: list[str]) -> tuple[int, str]:
     ("flag", "says"),
     [
         (["--keep"], "nothing would stop the servers left behind"),
-        (["--retry", "2"], "a remedy would change every node's command"),
+        (["--retry", "-1"], "give a count of 0 or more"),
+        (["--ray-port", "7000"], "--ray-port and --ray-arg are for the Ray backend"),
     ],
 )
-def test_keep_and_retry_are_refused_with_the_reason(tmp_path: Path, flag: str, says: str) -> None:
+def test_keep_and_bad_options_are_refused_with_the_reason(
+    tmp_path: Path, flag: str, says: str
+) -> None:
     nodes = tmp_path / "nodes"
     nodes.write_text("a@h1\nb@h2\n")
     code, err = _run(["run", "--nodes", str(nodes), *flag, *SERVE])

@@ -4,8 +4,10 @@ with tensor parallel 2, started and followed by ``bringup run --nodes`` (real-pa
 One two-node setup (namespaces, sshd, the tiny model) is shared by the module; a vLLM pair
 is started once for the healthy path, and each failure of §4 costs one start of node 0
 (killed as soon as node 1's fault is known) beside a node 1 that misbehaves:
-- ready across both nodes with a real answer, `status --nodes`, then node 1 killed while
-  idle: reported at once (vLLM itself keeps /health at 200 until the next request fails);
+- `--retry 1` on a KV cache too small for the asked length: the changed command on both
+  nodes, both started again; ready across both nodes with a real answer, `status --nodes`,
+  then node 1 killed while idle: reported at once (vLLM itself keeps /health at 200 until
+  the next request fails);
 - node 1 with another -tp, or with a model path that does not exist there (past the
   pre-flight, as a node whose own `vllm` changes its command would be): it exits, and its
   own line names the cause;
@@ -49,7 +51,9 @@ class TwoNodes:
     work: Path
     model: Path
 
-    def nodes_file(self, name: str, *, node1_bin: Path | None = None) -> Path:
+    def nodes_file(
+        self, name: str, *, node1_bin: Path | None = None, kv_space: bool = True
+    ) -> Path:
         venv = vllm_venv()
         env: dict[int, dict[str, str]] = {}
         for rank in (0, 1):
@@ -69,7 +73,7 @@ class TwoNodes:
             env[rank] = {
                 "PATH": path,
                 "VLLM_CPU_OMP_THREADS_BIND": str(rank),  # the two nodes must not share a core
-                "VLLM_CPU_KVCACHE_SPACE": "1",
+                **({"VLLM_CPU_KVCACHE_SPACE": "1"} if kv_space else {}),
                 "HF_HUB_OFFLINE": "1",
                 "TRANSFORMERS_OFFLINE": "1",
                 "VLLM_NO_USAGE_STATS": "1",
@@ -94,7 +98,9 @@ class TwoNodes:
         script.chmod(0o755)
         return folder
 
-    def start(self, nodes_file: Path, *flags: str) -> subprocess.Popen[str]:
+    def start(
+        self, nodes_file: Path, *flags: str, serve: tuple[str, ...] = ("--max-model-len", "512")
+    ) -> subprocess.Popen[str]:
         argv = [
             str(BRINGUP),
             "run",
@@ -117,8 +123,7 @@ class TwoNodes:
             "8000",
             "--dtype",
             "float32",
-            "--max-model-len",
-            "512",
+            *serve,
             "--enforce-eager",
         ]
         return subprocess.Popen(
@@ -182,20 +187,35 @@ def _finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str
     return proc.returncode, err
 
 
-def test_ready_across_two_nodes_then_node_1_dies_while_idle(two: TwoNodes) -> None:
-    proc = two.start(two.nodes_file("ready"))
+def test_retry_then_ready_across_two_nodes_then_node_1_dies_while_idle(two: TwoNodes) -> None:
+    # attempt 1: a KV cache too small for 2048 tokens (vLLM names the length that fits);
+    # `--retry 1` changes the one command, so every node's, and starts both nodes again
+    kv = ("--kv-cache-memory-bytes", "262144", "--max-model-len", "2048")
+    proc = two.start(two.nodes_file("ready", kv_space=False), "--retry", "1", serve=kv)
     try:
-        events = _events(proc, "ready", 420)
+        events = _events(proc, "ready", 600)
         kinds = [e["event"] for e in events]
         assert "ready" in kinds, (events[-3:], _finish(proc)[1][-3000:])
         preflight = next(e for e in events if e["event"] == "preflight")
         assert preflight["ok"] is True
+        first = next(e for e in events if e["event"] == "failure")
+        assert first["class"] == "kv_cache_insufficient", first
+        (retry,) = [e for e in events if e["event"] == "retry"]
+        assert retry["attempt"] == 2
+        assert retry["change"]["flag"] == "--max-model-len"
+        assert int(retry["change"]["value"]) < 2048
+        for rank in (0, 1):  # both nodes ran again, each with the changed command
+            (cmd,) = (two.work / "runs").glob(f"*-a2-rank{rank}/cmd")
+            assert f"--max-model-len {retry['change']['value']}" in cmd.read_text()
+        events = events[events.index(retry) :]
         joined = {e["rank"] for e in events if e["event"] == "joined"}
         assert joined == {0, 1}
         phases = {(e["rank"], e["phase"]) for e in events if e["event"] == "phase"}
         assert (1, "distributed_init") in phases
         assert (0, "api_server_starting") in phases
-        assert all("node" in e and "rank" in e for e in events if e["event"] != "preflight")
+        assert all(
+            "node" in e and "rank" in e for e in events if e["event"] not in ("preflight", "retry")
+        )
         ready = events[-1]
         assert ready["rank"] == 0
         assert ready["url"].startswith(f"http://{two.cluster.nodes[0].address}:8000")
@@ -211,7 +231,7 @@ def test_ready_across_two_nodes_then_node_1_dies_while_idle(two: TwoNodes) -> No
         report = json.loads(status.stdout)
         assert [n["alive"] for n in report["nodes"]] == [True, True]
         assert report["api"]["ok"] is True
-        (pid_file,) = (two.work / "runs").glob("*-rank1/pid")
+        (pid_file,) = (two.work / "runs").glob("*-a2-rank1/pid")
         os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # node 1 crashes while idle
         rest = _events(proc, "summary", 60)
         failure = next(e for e in rest if e["event"] == "failure")
@@ -222,6 +242,7 @@ def test_ready_across_two_nodes_then_node_1_dies_while_idle(two: TwoNodes) -> No
         summary = rest[-1]
         assert summary["outcome"] == "failed"
         assert summary["failure"]["rank"] == 1
+        assert [a["attempt"] for a in summary["attempts"]] == [1, 2]
         after = json.loads(two.status(two.work / "ready.nodes").stdout)
         assert [n["alive"] for n in after["nodes"]] == [False, False]  # bringup stopped node 0
     finally:

@@ -244,3 +244,4 @@ class NodesResult:
     time_to_ready_seconds: float | None
     summary: dict[str, Any]
     interrupted: bool = False
+    facts: Mapping[str, float | int | str] = field(default_factory=dict)  # the failing node's

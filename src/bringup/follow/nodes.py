@@ -470,6 +470,11 @@ class _Follower:
                 for run in m.runs
             ],
         }
+        facts = (
+            dict(self.analyzers[m.failed_rank].diagnosis().facts)
+            if m.failed_rank is not None
+            else {}
+        )
         result = NodesResult(
             state=m.state,
             exit_code=code,
@@ -478,6 +483,7 @@ class _Follower:
             time_to_ready_seconds=ttr,
             summary=summary,
             interrupted=self.signum is not None,
+            facts=facts,
         )
         self.observer.close(result)
         return result

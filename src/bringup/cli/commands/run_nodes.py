@@ -19,7 +19,7 @@ import os
 import shlex
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from bringup.adapters import files
@@ -29,9 +29,11 @@ from bringup.adapters.http_probe import HttpProber, api_key_from
 from bringup.adapters.node_process import RUN_ROOT, RUN_ROOT_VARIABLE, RemoteServer, run_folder
 from bringup.adapters.sd_notify import Notifier
 from bringup.adapters.ssh import SshTarget, target_from
-from bringup.cli.follow_options import bench_at_ready
+from bringup.cli.follow_options import bench_at_ready, retry_reporter
 from bringup.cli.main import Context
 from bringup.core import engine_args, packs
+from bringup.core.attempts import AttemptRecord
+from bringup.core.live import ClusterEvent, NodesResult
 from bringup.core.nodes import (
     DEFAULT_RAY_PORT,
     ClusterPlan,
@@ -42,9 +44,11 @@ from bringup.core.nodes import (
     preflight,
     uses_ray,
 )
+from bringup.core.packs.types import MultiNodeSpec, Pack
 from bringup.core.vocab import Engine
 from bringup.errors import UsageError
-from bringup.follow.nodes import RAY, NodesConfig, follow_nodes
+from bringup.follow.nodes import RAY, NodesConfig, NodesObserver, follow_nodes
+from bringup.follow.nodes_retry import DeferredSummary, retry_nodes
 from bringup.render.nodes import (
     BothObservers,
     JsonNodesObserver,
@@ -72,12 +76,8 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
             "session to it, so nothing would stop the servers left behind",
             hint="run `bringup run --nodes` itself under systemd or tmux to keep serving",
         )
-    if args.retry:
-        raise UsageError(
-            "--retry does not work with --nodes: a remedy would change every node's command, "
-            "and no retry over several nodes is built yet",
-            hint="apply the remedy the failure names to the command and start again",
-        )
+    if args.retry < 0:
+        raise UsageError(f"--retry {args.retry}: give a count of 0 or more")
     text = files.read_text(args.nodes, limit=NODES_FILE_LIMIT, what="nodes file")
     nodes = parse_nodes(text, source=files.shown(args.nodes))
     parsed = engine_args.parse_server_command(argv)
@@ -179,12 +179,6 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
     )
     root = ctx.environ.get(RUN_ROOT_VARIABLE) or RUN_ROOT
     grace = config.grace_seconds
-
-    server_for = server_factory(plan, target_for, root=root, run_id=run_id, grace_seconds=grace)
-
-    plain = PlainNodesObserver(human, echo=not args.quiet)
-    observer = BothObservers(JsonNodesObserver(ctx.stdout), plain) if args.json else plain
-    prober = HttpProber(plan.rank0_url, api_key=api_key_from(args.api_key, ctx.environ))
     notify = Notifier(ctx.environ) if args.notify else None
     stop: threading.Event | None = None
     hook = None
@@ -194,17 +188,93 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
         stop = threading.Event()
         hook = bench_at_ready(args, ctx, stop)
         config = dataclasses.replace(config, exit_when_ready=False)
-    result = follow_nodes(
-        config,
-        observer,
-        server_for=server_for,
-        prober=prober,
-        clock=SystemClock(),
-        notify=notify,
-        on_event=hook,
-        stop=stop,
+
+    def attempt(number: int, attempt_plan: ClusterPlan, observer: NodesObserver) -> NodesResult:
+        folder_id = f"{run_id}-a{number}" if args.retry else run_id
+        server_for = server_factory(
+            attempt_plan, target_for, root=root, run_id=folder_id, grace_seconds=grace
+        )
+        prober = HttpProber(attempt_plan.rank0_url, api_key=api_key_from(args.api_key, ctx.environ))
+        return follow_nodes(
+            dataclasses.replace(config, plan=attempt_plan),
+            observer,
+            server_for=server_for,
+            prober=prober,
+            clock=SystemClock(),
+            notify=notify,
+            on_event=hook,
+            stop=stop,
+        )
+
+    plain = PlainNodesObserver(human, echo=not args.quiet)
+    if not args.retry:
+        observer = BothObservers(JsonNodesObserver(ctx.stdout), plain) if args.json else plain
+        return attempt(1, plan, observer).exit_code
+    return _retry(args, ctx, argv, plan, pack, spec, plain, attempt, ray_args)
+
+
+def _retry(
+    args: argparse.Namespace,
+    ctx: Context,
+    argv: list[str],
+    first: ClusterPlan,
+    pack: Pack,
+    spec: MultiNodeSpec,
+    plain: PlainNodesObserver,
+    attempt: Callable[[int, ClusterPlan, NodesObserver], NodesResult],
+    ray_args: list[str],
+) -> int:
+    """``run --nodes --retry N``: a remedy rewrites the one command; every node's command is
+    planned from it again and every node started again (the pre-flight is not repeated: a
+    remedy changes engine flags, not the nodes)."""
+    reporter = retry_reporter(args, ctx)
+    json_observer = JsonNodesObserver(ctx.stdout) if args.json else None
+    current: list[DeferredSummary] = []
+
+    def plan_for(words: tuple[str, ...]) -> ClusterPlan:
+        if list(words) == argv:
+            return first
+        return plan_cluster(
+            words,
+            first.nodes,
+            spec,
+            default_http_port=pack.http.default_port,
+            ray_port=args.ray_port,
+            ray_args=ray_args,
+            ray_tag=first.ray_temp_dirs[0].rsplit("-", 2)[-2] if first.is_ray else "run",
+        )
+
+    def one(number: int, attempt_plan: ClusterPlan) -> NodesResult:
+        if number > 1:
+            for line in plan_lines(attempt_plan)[1 : len(attempt_plan.nodes) + 1]:
+                reporter.note(line)
+        deferred = DeferredSummary(json_observer or _Silent(), human=plain)
+        current[:] = [deferred]
+        return attempt(number, attempt_plan, deferred)
+
+    def close(_: NodesResult, records: Sequence[AttemptRecord], final: bool) -> None:
+        current[0].release(records, final=final)
+
+    outcome = retry_nodes(
+        argv,
+        args.retry,
+        pack=pack,
+        plan_for=plan_for,
+        attempt=one,
+        close=close,
+        on_retry=reporter.retry,
+        on_stop=reporter.stop,
     )
-    return result.exit_code
+    return outcome.exit_code
+
+
+class _Silent:
+    """No JSON: the deferred summary has nowhere to go."""
+
+    def event(self, event: ClusterEvent) -> None: ...
+    def line(self, rank: int, text: str) -> None: ...
+    def note(self, text: str) -> None: ...
+    def close(self, result: NodesResult) -> None: ...
 
 
 def server_factory(
