@@ -18,6 +18,7 @@ from bringup.cli.main import Context, main
 from bringup.render.json_out import to_jsonable
 from plan.helpers import DECODE_KEYS
 
+from builders.gguf import write_tiny_llama_gguf
 from builders.safetensors import write_checkpoint
 
 FakeServer = Any  # the `sse_server` fixture (tests/bench_cmd/conftest.py)
@@ -459,3 +460,44 @@ def test_the_servers_layout_gives_the_plans_prediction(
     )
     assert code in (0, 1), err.getvalue()
     assert report["decode"]["plan"] == json.loads(out.getvalue())["decode"]
+
+
+@pytest.mark.parametrize(
+    ("layout", "named"),
+    [
+        (["-tp", "2"], "-tp 2"),
+        (["-pp", "2"], "-pp 2"),
+        (["--enable-expert-parallel"], "--enable-expert-parallel"),
+        (["-dcp", "2"], "-dcp 2"),
+        (["-q", "fp8"], "-q fp8"),
+        (["-tp", "2", "-q", "awq"], "-tp 2, -q awq"),
+        (["--gpus", "2"], "--gpus 2"),
+    ],
+)
+def test_vllm_layout_flags_are_refused_for_a_gguf(
+    tmp_path: Path, layout: list[str], named: str
+) -> None:
+    """A GGUF --checkpoint is predicted as llama.cpp's decode on one device: vLLM's layout
+    flags would be ignored, so they are one line and exit 2, before anything is sent."""
+    gguf = tmp_path / "tiny.gguf"
+    write_tiny_llama_gguf(gguf)
+    code, out, err = bench(
+        ["http://127.0.0.1:9", "--gpu", "L4", "--checkpoint", str(gguf), *layout]
+    )
+    assert code == 2, err
+    assert named in err
+    assert err.count("\n") == 1
+    assert not out
+
+
+def test_a_gguf_without_layout_flags_gets_the_plans_speed(
+    sse_server: FakeServer, tmp_path: Path
+) -> None:
+    """The same GGUF with no vLLM layout flag (or the default ones spelled out) is predicted."""
+    gguf = tmp_path / "tiny.gguf"
+    write_tiny_llama_gguf(gguf)
+    code, report = bench_json(
+        sse_server, "--requests", "2", "--gpu", "L4", "--checkpoint", str(gguf), "-tp", "1"
+    )
+    assert code == 0
+    assert report["decode"]["plan"]["bytes_per_token_per_gpu"] > 0

@@ -65,11 +65,25 @@ def test_huge_context_does_not_fit_and_the_recommended_context_does(tiny: Path) 
     assert again["verdict"]["fits"] is True
 
 
-def test_vllm_parallelism_is_refused_for_gguf(tiny: Path) -> None:
-    """-tp is a vLLM flag: a GGUF plan with it is a usage error."""
+@pytest.mark.parametrize(
+    ("layout", "named"),
+    [
+        (["-tp", "2"], "-tp 2"),
+        (["-pp", "2"], "-pp 2"),
+        (["--enable-expert-parallel"], "--enable-expert-parallel"),
+        (["-dcp", "2"], "-dcp 2"),
+        (["-q", "fp8"], "-q fp8"),
+    ],
+)
+def test_vllm_layout_flags_are_refused_for_gguf(tiny: Path, layout: list[str], named: str) -> None:
+    """-tp, -pp, --enable-expert-parallel, -dcp and -q are vLLM's: a GGUF plan with any of
+    them is one line naming it, exit 2."""
     err = io.StringIO()
     code = main(
-        ["plan", str(tiny), "-tp", "2"], Context(stdout=io.StringIO(), stderr=err, environ={})
+        ["plan", str(tiny), "--gpu", "L4", *layout],
+        Context(stdout=io.StringIO(), stderr=err, environ={}),
     )
     assert code == 2
+    assert named in err.getvalue()
     assert "tensor-split" in err.getvalue()
+    assert err.getvalue().count("\n") == 1

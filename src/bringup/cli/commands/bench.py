@@ -213,6 +213,23 @@ def predict(
             f"--gpus {args.gpus} is not -tp {tp} x -pp {pp}",
             hint="give -tp and -pp, or --gpus alone",
         )
+    if plan_cmd.is_gguf(path):
+        from bringup.cli.commands.plan_gguf import check_gguf_layout
+
+        check_gguf_layout(
+            tensor_parallel=args.tp,
+            pipeline_parallel=pp,
+            expert_parallel=args.enable_expert_parallel,
+            decode_context_parallel=args.dcp,
+            quantization=args.quantization,
+            what="a GGUF --checkpoint",
+        )
+        if args.gpus not in (None, 1):
+            raise UsageError(
+                f"--gpus {args.gpus}: a GGUF --checkpoint is predicted on one device "
+                "(llama.cpp's --tensor-split over GPUs is not)",
+                hint="leave --gpus out for a GGUF --checkpoint",
+            )
     bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
     speed = plan_cmd.predict_decode(
         path,

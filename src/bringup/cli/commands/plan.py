@@ -370,11 +370,17 @@ def _load_model(
     return loaded.config, loaded.tensors, loaded.source.origin
 
 
+def is_gguf(name: str) -> bool:
+    """``name`` is a GGUF file (planned as llama.cpp's, not vLLM's)."""
+    path = Path(name).expanduser()
+    return path.is_file() and path.suffix == ".gguf"
+
+
 def _gguf_checkpoint(name: str) -> Checkpoint | None:
     """The scanned checkpoint when ``name`` is a GGUF file (llama.cpp's buffers are planned
     by their own model), else None."""
     path = Path(name).expanduser()
-    if not (path.is_file() and path.suffix == ".gguf"):
+    if not is_gguf(name):
         return None
     from bringup.adapters.checkpoint import scan_checkpoint
 

@@ -227,8 +227,42 @@ def print_result(result: dict[str, Any], ctx: Context) -> None:
 
 def check_not_mixed(args: Any) -> None:
     """vLLM-only flags make no sense for a GGUF plan."""
-    if getattr(args, "tensor_parallel_size", None) not in (None, 1):
+    check_gguf_layout(
+        tensor_parallel=getattr(args, "tensor_parallel_size", None),
+        pipeline_parallel=getattr(args, "pipeline_parallel_size", None),
+        expert_parallel=bool(getattr(args, "enable_expert_parallel", None)),
+        decode_context_parallel=getattr(args, "decode_context_parallel_size", None),
+        quantization=getattr(args, "quantization", None),
+        what="a GGUF plan",
+    )
+
+
+def check_gguf_layout(
+    *,
+    tensor_parallel: int | None,
+    pipeline_parallel: int | None,
+    expert_parallel: bool,
+    decode_context_parallel: int | None,
+    quantization: str | None,
+    what: str,
+) -> None:
+    """UsageError naming the vLLM layout flags given for a GGUF checkpoint: llama.cpp's plan
+    and decode speed are one model on one device, its weights in the GGUF's own types, so
+    ``-tp``, ``-pp``, ``--enable-expert-parallel``, ``-dcp`` and ``-q`` mean nothing there."""
+    given = [
+        f"{flag} {value}" if value is not True else flag
+        for flag, value, default in (
+            ("-tp", tensor_parallel, 1),
+            ("-pp", pipeline_parallel, 1),
+            ("--enable-expert-parallel", expert_parallel or None, None),
+            ("-dcp", decode_context_parallel, 1),
+            ("-q", quantization, None),
+        )
+        if value not in (None, default)
+    ]
+    if given:
         raise UsageError(
-            "-tp is a vLLM setting; llama.cpp splits layers with --tensor-split",
-            hint="drop -tp for a GGUF plan",
+            f"{', '.join(given)}: vLLM layout flags, and {what} is llama.cpp's, which splits "
+            "layers over GPUs with --tensor-split and keeps the GGUF's own weight types",
+            hint=f"drop {' '.join(g.split()[0] for g in given)} for {what}",
         )
