@@ -6,9 +6,12 @@ tests/run are the end-to-end layer of the same loop.
 
 from __future__ import annotations
 
+import itertools
 import signal
 import threading
 from typing import Any
+
+import pytest
 
 from bringup.core.live import StartupResult
 from bringup.core.vocab import Engine
@@ -112,6 +115,28 @@ def test_ready_only_after_the_smoke_answer():
     assert "weights_loading" in [t["phase"] for t in result.summary["timeline"]]
     assert w.observer.closed == [result]
     assert w.server.urls == ["http://127.0.0.1:8123"]
+
+
+def test_refused_probes_go_at_their_interval_and_the_ready_line_sends_one_at_once():
+    """The loop waits for its inbox no longer than the next probe is due: refused health
+    probes go every 0.25 s exactly (not at the next 0.1 s tick after), and the engine's own
+    "Application startup complete." line sends the health probe at once."""
+    listening = "INFO:     Application startup complete."
+    w = World(
+        [
+            *startup(),
+            *lines((6.0, E + "Starting vLLM API server on http://0.0.0.0:8123"), (6.33, listening)),
+        ],
+        ready_at=6.3,
+        probe_interval_seconds=0.25,
+    )
+    result = w.run()
+    assert result.outcome.value == "ready"
+    health = [t for _, k, t in w.server.probes if k.value == "health"]
+    gaps = {round(b - a, 6) for a, b in itertools.pairwise(health[:-1])}
+    assert gaps == {0.25}
+    assert health[-1] == pytest.approx(6.33)  # at the line, not at the next interval
+    assert result.time_to_ready_seconds == pytest.approx(6.33)
 
 
 def test_root_cause_fails_while_the_server_still_lives():

@@ -97,6 +97,27 @@ def test_refused_health_repeats_at_interval_and_reports_once():
     assert reported[0].fields["refused"] is True
 
 
+def test_the_logs_ready_line_sends_the_waiting_health_probe_at_once():
+    """Refused, the next health probe waits its interval; the engine's own "listening" line
+    (phase ready) makes it due now, and ``probe_due_in`` says when the follower must wake."""
+    m = machine(probe_interval_seconds=0.25, liveness_interval_seconds=0.0)
+    assert m.probe_due_in(100.0) == 0.0
+    m.probe_sent(ProbeKind.HEALTH)
+    assert m.probe_due_in(100.0) is None  # one in flight: its answer wakes the follower
+    m.on_probe(obs(ProbeKind.HEALTH, False, refused=True, error="connection refused"), 100.0)
+    due = m.probe_due_in(100.1)
+    assert due is not None
+    assert abs(due - 0.15) < 1e-9
+    assert m.next_probe(100.1) is None
+    m.on_event(phase(Phase.API_SERVER_STARTING), 100.1)
+    assert m.next_probe(100.1) is None  # not yet listening
+    m.on_event(phase(Phase.READY), 100.12)
+    assert m.probe_due_in(100.12) == 0.0
+    assert m.next_probe(100.12) is ProbeKind.HEALTH
+    assert drive_to_ready(m, 100.12)[-1] == "ready"
+    assert m.probe_due_in(100.2) is None  # ready, no liveness probes asked for
+
+
 def test_final_failure_fails_immediately():
     """A final root cause ends the startup at once, with its class and line."""
     m = machine()

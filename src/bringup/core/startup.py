@@ -203,11 +203,24 @@ class StartupMachine:
 
     def next_probe(self, now: float) -> ProbeKind | None:
         """The probe to send now, or None (one in flight, too early, or nothing to ask)."""
-        if self.is_terminal or self._probe_in_flight or now < self._next_probe_at:
-            return None
-        if self.state is State.READY and not self.policy.liveness_interval_seconds:
+        if self._probe_waits() or now < self._next_probe_at:
             return None
         return self._next_probe
+
+    def probe_due_in(self, now: float) -> float | None:
+        """Seconds until ``next_probe`` has a probe to send (0: now); None while none will
+        come without another input (one in flight, or nothing to ask). The follower waits
+        for its inbox no longer than this, so a probe is sent when it is due."""
+        if self._probe_waits():
+            return None
+        return max(0.0, self._next_probe_at - now)
+
+    def _probe_waits(self) -> bool:
+        return (
+            self.is_terminal
+            or self._probe_in_flight
+            or (self.state is State.READY and not self.policy.liveness_interval_seconds)
+        )
 
     def probe_model(self) -> str | None:
         """The model name the smoke request should use."""
@@ -376,6 +389,10 @@ class StartupMachine:
         self.phase = phase
         self.progress = None
         self.spans.append(PhaseSpan(phase, now - self.start, event.entry.line_number))
+        if phase is Phase.READY and self._next_probe is ProbeKind.HEALTH:
+            # the log says the server listens ("Application startup complete."): the health
+            # probe that waits for a refused connect's interval goes now
+            self._next_probe_at = min(self._next_probe_at, now)
         return [PhaseReached(now - self.start, phase, event.entry.line_number)]
 
     def _on_failure(self, failure: Failure, now: float, *, tentative: bool) -> list[LiveEvent]:

@@ -284,7 +284,12 @@ class _Follower:
 
     def _loop(self) -> None:
         while True:
-            now = self.inbox.take_burst(TICK_SECONDS, self._handle)
+            wait = TICK_SECONDS
+            if self.prober is not None:  # no later than the next probe is due
+                due = self.machine.probe_due_in(self.clock.monotonic())
+                if due is not None:
+                    wait = min(wait, due)
+            now = self.inbox.take_burst(wait, self._handle)
             stopped = self._stopped_members() if self.machine.stall_due(now) else ()
             self._report(self.machine.tick(now, stopped))
             self._send_probe(now)
