@@ -1,15 +1,24 @@
-"""The supervisor's figures before and after a change, in one run, interleaved.
+"""The supervisor's figures for several trees (before and after changes), in one run, interleaved.
 
 Not a test. Run (under the machine's measuring slot)::
 
-    git worktree add --detach /tmp/before COMMIT
+    git worktree add --detach /tmp/old COMMIT
     /work/locks/measure .venv/bin/python bench/bench_supervisor_before_after.py \
-        --before /tmp/before --after . --rounds 2 --runs 8 --seconds 20
+        --tree "15c74cd=/tmp/old" --tree "main=/tmp/main" --tree "after=." \
+        --rounds 2 --runs 5 --seconds 15
 
 Each tree's own ``bench/bench_supervisor.py`` functions run with that tree's ``src`` first on the
-path (and its own fake server), in the order before, after, after, before, ... so that a
-load that drifts during the run falls on both sides alike. The detection and ready
-latencies of every round are pooled per tree; the follow cost is the median of the rounds.
+path, against ONE workload: this checkout's fake server (``tests/run/fake_server.py``), so every
+tree follows the same lines. The trees run in the order A B C, C B A, ... so that a load that
+drifts during the run falls on every side alike. Figures per tree:
+
+- detection: a sampler-warmup OOM line written -> the failure verdict;
+- config error: a ``max_model_len`` config error written -> the failure verdict (the server
+  tears down for 3 s: a tree that holds the error for its 2 s grace shows it);
+- ready: the socket listening -> the ready verdict;
+- the follow cost of ``bringup run`` at each ``--rates`` lines/s (CPU share of one core, peak RSS).
+
+Latencies are pooled over the rounds; follow costs are the median of the rounds.
 """
 
 from __future__ import annotations
@@ -24,29 +33,37 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+FAKE = ROOT / "tests/run/fake_server.py"
+
+# run inside each tree: its bench_supervisor, this checkout's fake server
+CODE = """
+import sys
+from pathlib import Path
+sys.path[:0] = [sys.argv[1]]
+import bench_supervisor as b
+b.FAKE = Path(sys.argv[2])
+n, s = int(sys.argv[3]), float(sys.argv[4])
+rates = [float(r) for r in sys.argv[5].split(",") if r]
+print("raw detect", b.latencies("oom", "failure", n), flush=True)
+print("raw config", b.latencies("config", "failure", n), flush=True)
+print("raw ready", b.latencies("ready", "ready", n), flush=True)
+for r in rates:
+    print(b.follow_cost(r, s), flush=True)
+"""
 
 
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def one_run(tree: Path, runs: int, seconds: float) -> dict[str, object]:
+def one_run(tree: Path, runs: int, seconds: float, rates: str) -> dict[str, object]:
     """``tree``'s own ``bench_supervisor`` functions: its latencies (s) and follow costs."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "NO_COLOR": "1"}
-    code = (
-        "import sys; sys.path[:0] = [sys.argv[1]]; import bench_supervisor as b; "
-        "n, s = int(sys.argv[2]), float(sys.argv[3]); "
-        "print('raw detect', b.latencies('oom', 'failure', n), flush=True); "
-        "print('raw ready', b.latencies('ready', 'ready', n), flush=True); "
-        "[print(b.follow_cost(r, s), flush=True) for r in (200.0, 2000.0)]"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(tree / "bench"), str(runs), str(seconds)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    argv = [sys.executable, "-c", CODE, str(tree / "bench"), str(FAKE), str(runs)]
+    argv += [str(seconds), rates]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{tree}: {proc.stderr[-3000:]}")
     found: dict[str, object] = {"costs": []}
     for line in proc.stdout.splitlines():
         if line.startswith("raw "):
@@ -65,57 +82,59 @@ def fmt(xs: list[float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--before", type=Path, required=True)
-    ap.add_argument("--after", type=Path, default=ROOT)
-    ap.add_argument("--before-name", default="before")
-    ap.add_argument("--after-name", default="after")
+    ap.add_argument("--tree", action="append", required=True, help="NAME=PATH (a checkout)")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=8)
-    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--rates", default="2000")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/supervisor_before_after.md")
     args = ap.parse_args()
-    trees = {"before": args.before.resolve(), "after": args.after.resolve()}
+    trees = {name: Path(path).resolve() for name, path in (t.split("=", 1) for t in args.tree)}
     pooled: dict[str, dict[str, list]] = {
-        k: {"detect": [], "ready": [], "c200": [], "c2000": []} for k in trees
+        k: {"detect": [], "config": [], "ready": [], "costs": []} for k in trees
     }
     load_before = load()
-    order = []
+    names = list(trees)
+    order: list[str] = []
     for r in range(args.rounds):
-        order += ["before", "after"] if r % 2 == 0 else ["after", "before"]
-    for side in order:
-        got = one_run(trees[side], args.runs, args.seconds)
-        pooled[side]["detect"] += got["detect"]  # type: ignore[arg-type]
-        pooled[side]["ready"] += got["ready"]  # type: ignore[arg-type]
-        for cost in got["costs"]:  # type: ignore[attr-defined]
-            pooled[side]["c200" if cost["rate"] < 1000 else "c2000"].append(cost)
-        print(side, "done; load", load(), flush=True)
-    load_after = load()
-    write(args, trees, pooled, load_before, load_after, order)
+        order += names if r % 2 == 0 else names[::-1]
+    for name in order:
+        got = one_run(trees[name], args.runs, args.seconds, args.rates)
+        for key in ("detect", "config", "ready"):
+            pooled[name][key] += got[key]  # type: ignore[arg-type]
+        pooled[name]["costs"] += got["costs"]  # type: ignore[arg-type]
+        print(name, "done; load", load(), flush=True)
+    write(args, trees, pooled, load_before, load(), order)
 
 
-def _cost(costs: list[dict[str, float]]) -> str:
-    cpu = statistics.median(c["cpu_percent_of_one_core"] for c in costs)
-    rss = statistics.median(c["peak_rss_mb"] for c in costs)
+def _cost(costs: list[dict[str, float]], rate: float) -> str:
+    mine = [c for c in costs if c["rate"] == rate]
+    cpu = statistics.median(c["cpu_percent_of_one_core"] for c in mine)
+    rss = statistics.median(c["peak_rss_mb"] for c in mine)
     return f"{cpu:.2f} % of one core, {rss:.1f} MB"
 
 
 def write(args, trees, pooled, load_before, load_after, order) -> None:
-    names = {"before": args.before_name, "after": args.after_name}
+    rates = [float(r) for r in args.rates.split(",") if r]
+    head = " | ".join(f"Following {r:,.0f} lines/s" for r in rates)
     rows = "\n".join(
-        f"| {names[k]} | {fmt(pooled[k]['detect'])} | {fmt(pooled[k]['ready'])} | "
-        f"{_cost(pooled[k]['c200'])} | {_cost(pooled[k]['c2000'])} |"
-        for k in ("before", "after")
+        f"| {name} | {fmt(p['detect'])} | {fmt(p['config'])} | {fmt(p['ready'])} | "
+        + " | ".join(_cost(p["costs"], r) for r in rates)
+        + " |"
+        for name, p in pooled.items()
     )
     cpu = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    text = f"""# Supervisor before and after (`bench/bench_supervisor_before_after.py`)
+    text = f"""# Supervisor, tree against tree (`bench/bench_supervisor_before_after.py`)
 
-One run on {cpu} (a shared machine; load average {load_before} before, {load_after} after),
-each tree's own `bench/bench_supervisor.py` ({args.runs} runs per latency, {args.seconds:g} s
-per follow cost), in the order {", ".join(names[s] for s in order)}; latencies pooled over the
-rounds, follow costs the median of the rounds.
+One run on {cpu} (a shared machine; load average {load_before} before, {load_after} after), under
+`/work/locks/measure`. Trees: {", ".join(f"{k} = {v}" for k, v in trees.items())}. Each tree's own
+`bench/bench_supervisor.py` against one workload (this checkout's fake server), {args.runs} runs
+per latency and {args.seconds:g} s per follow cost, in the order {", ".join(order)}; latencies
+pooled over the rounds, follow costs the median of the rounds. The config-error server tears
+down for 3 s after its line (the fake's ``--teardown``).
 
-| Tree | Detection: root-cause line → failure verdict | Ready: listening → ready verdict | Following 200 lines/s | Following 2,000 lines/s |
-|---|---|---|---|---|
+| Tree | Detection: OOM line → failure verdict | Config error line → failure verdict | Ready: listening → ready verdict | {head} |
+|---|---|---|---|{"---|" * len(rates)}
 {rows}
 """
     args.out.write_text(text)

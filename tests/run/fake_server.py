@@ -5,6 +5,8 @@ answers /health, /v1/models and /v1/completions like vLLM does. Other modes:
 
 - ``oom``: a worker's root-cause line, then the process stays alive (``--linger`` seconds)
   and exits with ``--exit-code``
+- ``config``: a config error (``max_model_len`` above the model's), then ``--teardown`` seconds
+  (at most ``--linger``) and exit 1
 - ``exit0``: the engine dies (wrapper line only) and the process exits 0
 - ``hang``: stops printing after NCCL init and sleeps
 - ``slow``: weight-loading progress every ``--step`` seconds for ``--shards`` shards, then ready
@@ -117,6 +119,7 @@ def main() -> None:
     ap.add_argument("--step", type=float, default=0.05)
     ap.add_argument("--linger", type=float, default=30.0)
     ap.add_argument("--listen-delay", type=float, default=0.0)
+    ap.add_argument("--teardown", type=float, default=3.0, help="config: seconds before exit 1")
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--pidfile")
     ap.add_argument("--exit-code", type=int, default=0, help="oom: the status to exit with")
@@ -137,6 +140,15 @@ def main() -> None:
         )
         time.sleep(args.linger)
         sys.exit(args.exit_code)
+    if args.mode == "config":  # a config error no later line refines, then vLLM tears down
+        stamp(args.stamp)
+        say(
+            EE + "ValueError: User-specified max_model_len (4096) is greater than the derived "
+            "max_model_len (max_position_embeddings=2048 or model_max_length=None in model's "
+            "config.json)."
+        )
+        time.sleep(min(args.linger, args.teardown))
+        sys.exit(1)
     if args.mode == "exit0":
         say(E + "Starting to load model fake/model...")
         say(
