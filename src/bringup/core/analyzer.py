@@ -118,6 +118,8 @@ class LogAnalyzer:
     def __init__(self, engine: Engine | None = None, *, screen: bool = True) -> None:
         self._pack: Pack | None = packs.get(engine) if engine is not None else None
         self._use_screen = screen
+        # the automaton of the pack's screen (None: every line is read)
+        self._screen = _screen_of(self._pack) if screen and self._pack is not None else None
         self._number = 0
         self._version: str | None = None
         self._pending: list[tuple[int, str]] = []
@@ -185,15 +187,14 @@ class LogAnalyzer:
         if "\x00" in line and _NUL_RUN in line:
             self._stale = True
             line = line[: line.find(_NUL_RUN)].rstrip("\x00")
-        if line.strip():
+        if line and not line.isspace():
             self._last = (number, line)
         if self._pack is None:
             return self._detect(number, line)
-        screen = self._pack.screen
+        screen = self._screen
         if (
-            self._use_screen
-            and screen is not None
-            and not _has_any(line, screen)
+            screen is not None
+            and not screen.find_matches_as_indexes(line)
             and not line.startswith("{")  # a JSON record may hide its text (journald bytes)
         ):
             return []
@@ -235,12 +236,8 @@ class LogAnalyzer:
             self._pending.append((number, line))
             if len(self._pending) > _MAX_PENDING:
                 del self._pending[: _MAX_PENDING // 10]
-            generic = packs.generic()
-            if (
-                self._use_screen
-                and generic.screen is not None
-                and not _has_any(text, generic.screen)
-            ):
+            screen = _generic_screen() if self._use_screen else None
+            if screen is not None and not screen.find_matches_as_indexes(text):
                 return []
             try:
                 events = self._process(packs.generic(), logline.parse(line, number))
@@ -258,6 +255,7 @@ class LogAnalyzer:
         """The engine is known: read again, with its pack, what was read without it."""
         assert pack.engine is not None
         self._pack = pack
+        self._screen = _screen_of(pack) if self._use_screen else None
         self._attempt = 1
         self._reset_attempt()
         events: list[Event] = [EngineEvent(pack.engine.value, None)]
@@ -308,6 +306,9 @@ class LogAnalyzer:
             else:
                 self._quiet_tb.discard(key)
             return events
+        if not rules.mask:  # no pattern of the pack can match: an exception line, or nothing
+            self._exception(pack, ll, key, events)
+            return events
         if any(p.search(msg) for p in rules("exclusions")):
             return events
         # the phase first: a tqdm bar glued to an error line moved on before the error came
@@ -320,13 +321,17 @@ class LogAnalyzer:
                 self._offer(pack, rules, sig, m, ll, key, events)
                 break
         else:
-            quiet = ll.level in _QUIET_LEVELS or (ll.level is None and key in self._quiet_tb)
-            if not quiet:
-                m = _EXCEPTION.match(msg)
-                if m:
-                    self._offer_exception(pack, m, ll, key, events)
+            self._exception(pack, ll, key, events)
         self._read_facts(rules, msg, ll.number, events)
         return events
+
+    def _exception(self, pack: Pack, ll: LogLine, key: str, events: list[Event]) -> None:
+        """A line no signature explains: the last line of a traceback is a (weak) cause."""
+        quiet = ll.level in _QUIET_LEVELS or (ll.level is None and key in self._quiet_tb)
+        if not quiet:
+            m = _EXCEPTION.match(ll.message)
+            if m:
+                self._offer_exception(pack, m, ll, key, events)
 
     def _find_version(self, pack: Pack, rules: _Rules, msg: str, events: list[Event]) -> None:
         if pack.engine is None:
@@ -730,10 +735,16 @@ def detect_bytes(data: bytes) -> Pack | None:
     return detect_engine(first[1]) if first is not None else None
 
 
-def _has_any(line: str, tokens: tuple[str, ...]) -> bool:
-    """Whether any screen token occurs in ``line``: one automaton pass over the line (a
-    third of the time of one ``in`` test per token, a fifth with the generic pack's)."""
-    return bool(logline.line_finder(tokens).find_matches_as_indexes(line))
+@cache
+def _generic_screen() -> ahocorasick_rs.AhoCorasick | None:
+    return _screen_of(packs.generic())
+
+
+def _screen_of(pack: Pack) -> ahocorasick_rs.AhoCorasick | None:
+    """The automaton that tells whether a screen token occurs in a line, in one pass (a third
+    of the time of one ``in`` test per token, a fifth with the generic pack's); None when the
+    pack reads every line."""
+    return logline.line_finder(pack.screen) if pack.screen is not None else None
 
 
 def _other_port(groups: dict[str, str], facts: dict[str, float | int | str]) -> bool:

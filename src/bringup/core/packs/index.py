@@ -19,6 +19,7 @@ import re
 import re._constants as sre_c  # type: ignore[import-not-found]
 import re._parser as sre_parse  # type: ignore[import-not-found]
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import ahocorasick_rs
@@ -46,10 +47,16 @@ TABLES = (
 def required(pattern: re.Pattern[str]) -> frozenset[str] | None:
     """Strings one of which occurs in every text ``pattern`` matches; None: no such set is
     known (case-insensitive, or nothing literal that every match must contain)."""
-    if pattern.flags & re.IGNORECASE:
+    return _required(pattern.pattern, pattern.flags)
+
+
+@cache
+def _required(source: str, flags: int) -> frozenset[str] | None:
+    """:func:`required` of one pattern text (the packs share many: read each once)."""
+    if flags & re.IGNORECASE:
         return None
     try:
-        tree = sre_parse.parse(pattern.pattern, pattern.flags)
+        tree = sre_parse.parse(source, flags)
     except (re.error, RecursionError, TypeError, ValueError):  # pragma: no cover - compiled already
         return None
     return _sequence(list(tree))
