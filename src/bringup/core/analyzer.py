@@ -203,6 +203,15 @@ class LogAnalyzer:
         except RecursionError:  # pragma: no cover - pathological regex input
             return []
 
+    def prepare(self) -> None:
+        """Build the per-line pattern indexes now (the pack's, or every pack's while the engine
+        is not known), so the first lines read do not pay for them: a follower calls this
+        while the server it started is still importing."""
+        for pack in (
+            [self._pack] if self._pack is not None else [packs.generic(), *packs.all_packs()]
+        ):
+            pack_index.of(pack)
+
     def note_last(self, number: int, line: str) -> None:
         """Record the last non-blank line (the fast path skips lines; exits point here)."""
         self._number = max(self._number, number)

@@ -263,6 +263,7 @@ class _Follower:
             # TimeoutStartSec= is pushed out from the start, then at each sign of progress
             self._last_extend = self.clock.monotonic()
             self.notifier.extend_timeout(self._extend_seconds())
+        self.analyzer.prepare()  # while the server starts: its first lines wait in the inbox
         self.probe_lane = self._lane("prober", on_close=self._close_prober)
         self.gpu_lane = self._lane("gpu-sampler")
         restore = self._install_signals()
