@@ -99,19 +99,21 @@ def test_a_small_log_is_read_whole_and_its_attempts_counted(tmp_path: Path) -> N
     assert notes[0].startswith(f"{log} holds 3 attempts: following the newest (its first 2 lines)")
 
 
-def test_the_last_lines_settle_the_newest_attempt_as_the_whole_file_does() -> None:
-    """Every suffix of many line sequences (start markers, progress, errors, neutral lines):
-    when ``newest_in_tail`` settles it, the start is the one the whole sequence gives."""
+def test_reading_backwards_gives_the_whole_forward_reading() -> None:
+    """Many line sequences (start markers, a marker that reads like an error, progress,
+    errors, neutral lines): ``BackwardScan`` fed from the end gives the start and the count
+    that ``newest_attempt_start`` gives reading forward."""
     import random
 
-    from bringup.core.log_attempts import newest_attempt_start, newest_in_tail
+    from bringup.core.log_attempts import BackwardScan, newest_attempt_start
 
     kinds = [BANNER, BANNER + " (error: none)", LOADING, OOM, FILLER, "plain text"]
     rng = random.Random(22)
-    for _ in range(2000):
+    for _ in range(3000):
         lines = [rng.choice(kinds) for _ in range(rng.randint(1, 12))]
-        whole_first, _ = newest_attempt_start(lines)
-        for cut in range(len(lines)):
-            found = newest_in_tail(lines[cut:], whole=cut == 0)
-            if found is not None:
-                assert cut + found[0] == whole_first, (lines, cut)
+        first, attempts = newest_attempt_start(lines)
+        scan = BackwardScan()
+        for line in reversed(lines):
+            scan.feed(line)
+        got = len(lines) - 1 - scan.start if scan.start is not None else 0
+        assert (got, scan.attempts) == (first, attempts), lines

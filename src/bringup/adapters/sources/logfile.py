@@ -12,7 +12,7 @@ from typing import Any
 from bringup.adapters import files
 from bringup.adapters.process import decode_line
 from bringup.adapters.sources.items import Emit, LineItem, NoteItem, Stoppable
-from bringup.core.log_attempts import newest_in_tail
+from bringup.core.log_attempts import BackwardScan
 from bringup.errors import BringupError, InputError
 
 SCAN_BYTES = 64 << 20  # the most of an existing log read (backwards) to find its newest attempt
@@ -57,43 +57,52 @@ class FileSource(Stoppable):
             return b""
         if self.start_at == "beginning":
             return b""
-        data, begin, found = self._scan_back(handle, size)
-        *raw, rest = data.split(b"\n")
-        lines = [decode_line(r) for r in raw]
-        first, attempts = found or (0, 1)
+        lines, rest, attempts, whole = self._scan_back(handle, size)
         if attempts > 1:
-            held = f"{attempts} attempts" if begin == 0 else f"at least {attempts} attempts"
+            held = f"{attempts} attempts" if whole else f"at least {attempts} attempts"
             emit(
                 NoteItem(
                     f"{files.shown(self.path)} holds {held}: following the newest "
-                    f"(its first {len(lines) - first} lines), not the earlier ones"
+                    f"(its first {len(lines)} lines), not the earlier ones"
                 )
             )
-        for text in lines[first:]:
+        for text in lines:
             emit(LineItem("log", text))
         return rest
 
-    def _scan_back(self, handle: Any, size: int) -> tuple[bytes, int, tuple[int, int] | None]:
-        """Read the file backwards from ``size``, a chunk at a time (doubling from
-        ``FIRST_SCAN_BYTES``), until its last lines settle where the newest attempt begins,
-        or ``SCAN_BYTES`` were read. (The bytes from the first whole line on, where they
-        begin, the settled (first line, attempts) or None.) ``scanned_bytes`` counts the reads."""
-        data, begin, chunk = b"", size, FIRST_SCAN_BYTES
+    def _scan_back(self, handle: Any, size: int) -> tuple[list[str], bytes, int, bool]:
+        """Read the file backwards from ``size``, a chunk at a time (``FIRST_SCAN_BYTES``,
+        then twice as much each time, at most ``SCAN_BYTES`` in all), each line once, until
+        ``BackwardScan`` settles where the newest attempt begins. Returns its complete lines
+        in order, the unfinished last line, the attempts seen, and whether the whole file was
+        read (then that count is the file's). Beyond the bound, the lines from the first whole
+        one in it. ``scanned_bytes`` counts what was read."""
+        scan = BackwardScan()
+        found: list[bytes] = []  # complete lines, last first
+        pos, chunk, carry, rest = size, FIRST_SCAN_BYTES, b"", None
         floor = max(0, size - SCAN_BYTES)
         while True:
-            start = max(floor, begin - chunk)
+            start = max(floor, pos - chunk)
             handle.seek(start)
-            data = handle.read(begin - start) + data
+            parts = (handle.read(pos - start) + carry).split(b"\n")
             self.scanned_bytes = size - start
-            begin, chunk = start, chunk * 2
-            cut = data
-            if begin:  # the first line was cut: start after it
-                cut = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
-            raw = cut.split(b"\n")[:-1]
-            found = newest_in_tail([decode_line(r) for r in raw], whole=begin == 0)
-            if found is not None or begin == floor:
-                handle.seek(size)
-                return cut, begin + (len(data) - len(cut)), found
+            pos, chunk = start, chunk * 2
+            if rest is None:
+                rest = parts.pop()  # after the last newline: a line still being written
+            carry = parts.pop(0) if pos and parts else b""  # its start is in the next chunk
+            for raw in reversed(parts):
+                if scan.feed(decode_line(raw)) and pos:
+                    break  # settled; with the file's start in this chunk, go on to count
+                found.append(raw)
+            else:
+                if pos == floor or not pos:
+                    break
+                continue
+            found.append(raw)
+            break
+        handle.seek(size)
+        keep = found if scan.start is None else found[: scan.start + 1]
+        return [decode_line(r) for r in reversed(keep)], rest or b"", scan.attempts, not pos
 
     def _follow(self, emit: Emit) -> None:
         handle, inode, pending = None, None, b""

@@ -15,7 +15,7 @@ from bringup.adapters.sources.reader import (
     reconnect_delay_seconds,
 )
 from bringup.adapters.ssh import SshRunner
-from bringup.core.log_attempts import newest_in_tail
+from bringup.core.log_attempts import BackwardScan
 from bringup.errors import InputError, RemoteError
 
 SCAN_TIMEOUT_SECONDS = 120.0
@@ -92,18 +92,22 @@ class RemoteFileSource(ReaderCommand):
                 )
             )
             return
-        scan = FIRST_SCAN_BYTES
+        want = FIRST_SCAN_BYTES
         while True:
-            begin, data = self._scan(scan)
+            begin, data = self._scan(want)
             if begin:  # the first line was cut: start after it
                 cut = data.find(b"\n") + 1 if b"\n" in data else len(data)
                 begin, data = begin + cut, data[cut:]
             raw = data.split(b"\n")[:-1]  # complete lines only
-            found = newest_in_tail([decode_line(r) for r in raw], whole=begin == 0)
-            if found is not None or begin == 0 or scan >= SCAN_BYTES:
+            scan = BackwardScan()
+            for r in reversed(raw):
+                if scan.feed(decode_line(r)) and begin:
+                    break  # settled; with the file's start here, go on to count
+            if scan.start is not None or begin == 0 or want >= SCAN_BYTES:
                 break
-            scan = min(SCAN_BYTES, scan * 4)
-        first, attempts = found or (0, 1)
+            want = min(SCAN_BYTES, want * 4)
+        first = len(raw) - 1 - scan.start if scan.start is not None else 0
+        attempts = scan.attempts
         self.offset_bytes = begin + sum(len(r) + 1 for r in raw[:first])
         if attempts > 1:
             held = f"{attempts} attempts" if begin == 0 else f"at least {attempts} attempts"
