@@ -229,3 +229,69 @@ def test_the_sentinel_of_a_server_that_ended_by_itself_goes_while_bringup_keeps_
     finally:
         run.terminate()  # bringup stops attempt 2's server and exits
         run.wait(timeout=60)
+
+
+# a careless server (as above) whose worker maps one /dev/shm object and which itself holds
+# another open: what a killed vLLM -tp 2 leaves behind (its *-cpushm_* buffers)
+LEAKY = """
+import mmap, os, subprocess, sys, time
+def make(name):
+    fd = os.open("/dev/shm/" + name, os.O_CREAT | os.O_RDWR, 0o600)
+    os.ftruncate(fd, 4096)
+    return fd
+held = make(sys.argv[2])
+worker = subprocess.Popen([sys.executable, "-c",
+    "import mmap, os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "fd = os.open(sys.argv[1], os.O_RDWR); m = mmap.mmap(fd, 4096); os.close(fd); "
+    "print('mapped', flush=True); time.sleep(120)", "/dev/shm/" + sys.argv[1]],
+    stdout=subprocess.PIPE)
+os.close(make(sys.argv[1]))
+worker.stdout.readline()
+print("serving", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's /proc and /dev/shm")
+def test_sigkill_of_bringup_leaves_no_shm_of_its_server(tmp_path: Path) -> None:
+    """`kill -9` of bringup: once the sentinel has ended the group, the /dev/shm objects the
+    group mapped or held are removed (bringup, dead, cannot); another run's is untouched."""
+    tag = f"i22pd{os.getpid()}"
+    mapped, opened, theirs = f"{tag}-cpushm_0", f"{tag}-psm_1", f"{tag}-theirs"
+    Path("/dev/shm", theirs).write_bytes(b"x")
+    run = subprocess.Popen(
+        [BRINGUP, "run", "--stall", "0", "--url", "http://127.0.0.1:9", "--",
+         sys.executable, "-c", LEAKY, mapped, opened],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    family: list[psutil.Process] = []
+    try:
+        assert run.stdout is not None
+        for line in run.stdout:  # the server says it serves once its worker mapped the object
+            if b"serving" in line:
+                break
+        family = [p for p in psutil.Process(run.pid).children(recursive=True) if _worker(p)]
+        server = next(p for p in family if p.ppid() == run.pid)
+        sentinels = [p for p in _sentinels() if _pgid(p.pid) == server.pid]
+        assert len(sentinels) == 1
+        assert Path("/dev/shm", mapped).exists()
+        assert Path("/dev/shm", opened).exists()
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(timeout=10)
+        _gone, alive = psutil.wait_procs([*family, *sentinels], timeout=30)
+        assert alive == [], [p.cmdline() for p in alive]
+        assert not Path("/dev/shm", mapped).exists()
+        assert not Path("/dev/shm", opened).exists()
+        assert Path("/dev/shm", theirs).exists()
+    finally:
+        for p in family:  # only what this test started
+            if p.is_running():
+                p.kill()
+        if run.poll() is None:
+            run.kill()
+        if run.stdout:
+            run.stdout.close()
+        for name in (mapped, opened, theirs):
+            Path("/dev/shm", name).unlink(missing_ok=True)

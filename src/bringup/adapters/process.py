@@ -127,6 +127,9 @@ class ChildProcess:
         self.shm = shm if shm is not None else ShmLedger()
         self.shm_removed: list[str] = []  # what release() removed from /dev/shm
         self._released = threading.Event()  # the server is done with: sampling ends
+        self._told: set[str] = set()  # names the sentinel was told
+        self._told_bytes = 0
+        self._told_lock = threading.Lock()
         self._sampler = threading.Thread(target=self._sample_shm, daemon=True, name="shm-sampler")
         self._sampler.start()
         self._readers = [
@@ -170,7 +173,8 @@ class ChildProcess:
     def disarm(self) -> None:
         """Tell the sentinel bringup is done with the server (stopped or left running on
         purpose): it exits without a signal. Idempotent."""
-        fd, self._alive_fd = self._alive_fd, None
+        with self._told_lock:
+            fd, self._alive_fd = self._alive_fd, None
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.write(fd, DISARM)
@@ -192,10 +196,31 @@ class ChildProcess:
         """Every ``SHM_SAMPLE_SECONDS`` while our processes live: what they hold in /dev/shm."""
         while not self._released.is_set():
             members = self.members()
-            self.shm.sample(p.pid for p in members)
+            self._sample(members)
             if not members and self._popen.returncode is not None:
                 return
             self._released.wait(SHM_SAMPLE_SECONDS)
+
+    def _sample(self, members: list[psutil.Process]) -> None:
+        """What ``members`` hold in /dev/shm, and the new ones told to the sentinel (which
+        removes them should bringup die)."""
+        self.shm.sample(p.pid for p in members)
+        with self._told_lock:
+            fd = self._alive_fd
+            if fd is None:
+                return
+            new = [
+                (n, k) for n, k in self.shm.held().items() if n not in self._told and "\n" not in n
+            ]
+            text = b"".join(
+                f"{ino} {name}\n".encode("utf-8", "surrogateescape") for name, (_dev, ino) in new
+            )
+            # bounded, so the pipe (64 KiB) never fills and DISARM always goes through
+            if text and self._told_bytes + len(text) <= SENTINEL_TOLD_BYTES:
+                with contextlib.suppress(OSError):
+                    os.write(fd, text)
+                self._told_bytes += len(text)
+                self._told.update(n for n, _ in new)
 
     def poll(self) -> int | None:
         """The exit status if the child has ended (negative: killed by that signal)."""
@@ -313,7 +338,7 @@ class ChildProcess:
 
     def _signal_all(self, sig: signal.Signals) -> None:
         members = self.members()
-        self.shm.sample(p.pid for p in members)  # just before: what they hold as they stop
+        self._sample(members)  # just before: what they hold as they stop
         if (members or self._popen.returncode is None) and sig.name not in self.signals_sent:
             self.signals_sent.append(sig.name)
         if self._popen.returncode is None:
@@ -389,17 +414,23 @@ def _spawn(
 
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
-DISARM = b"d"  # bringup is done with the server: the sentinel leaves without a signal
+DISARM = b"d\n"  # bringup is done with the server: the sentinel leaves without a signal
 SENTINEL_MARK = "bringup-group-sentinel"
+SENTINEL_TOLD_BYTES = 32768  # the most bringup writes to the sentinel's pipe before DISARM
 SENTINEL_GRACE_SECONDS = 10.0  # SIGTERM to the group, then SIGKILL, as bringup's own stop
 
 # The group's sentinel: ``python -S -c SENTINEL MARK GRACE``, stdin the read end of a pipe
-# only bringup writes to. It forks at once (the server it was spawned from never waits for
+# only bringup writes to: ``INODE NAME`` lines (the /dev/shm objects bringup saw the group
+# hold, as it samples them), or DISARM. It forks at once (the server it was spawned from never waits for
 # it: the first process exits and is reaped before the server's exec), ignores the signals
 # its group gets, and blocks on stdin. DISARM: bringup is done, leave. EOF without it: bringup
 # died (SIGKILL, the OOM killer): SIGTERM to the group, a grace for the workers to stop, then
 # SIGKILL to what is left, itself last. It is a member of the group, so the group, and with
-# it the group id, lives until then: the signals can reach no one else's processes.
+# it the group id, lives until then: the signals can reach no one else's processes. Before
+# each signal it adds the /dev/shm objects the group maps or holds open then to those bringup
+# told it; once the others are gone it removes those that are still the same file (inode),
+# bringup's user's, and held by no process (bringup, dead, cannot: a killed vLLM -tp 2 leaks
+# its *-cpushm_* buffers; the server itself is gone at once, by its parent-death signal).
 SENTINEL = """
 import os, signal, sys, time
 if os.fork():
@@ -407,16 +438,23 @@ if os.fork():
 os.closerange(3, 1 << 16)
 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
     signal.signal(s, signal.SIG_IGN)
+seen, pending = {}, b""
 while True:
     try:
-        got = os.read(0, 1)
+        got = os.read(0, 65536)
     except InterruptedError:
         continue
     except OSError:
         got = b""
-    break
-if got:
-    os._exit(0)
+    if not got:
+        break
+    *told, pending = (pending + got).split(b"\\n")
+    for line in told:
+        if line == b"d":
+            os._exit(0)
+        ino, _, name = line.partition(b" ")
+        if ino.isdigit() and name:
+            seen[int(ino)] = name.decode("utf-8", "surrogateescape")
 me, group = os.getpid(), os.getpgrp()
 def others():
     left = []
@@ -430,11 +468,56 @@ def others():
             if int(fields[2]) == group and fields[0] != b"Z":
                 left.append(int(name))
     return left
+def held(pids):
+    found = {}
+    for pid in pids:
+        base = "/proc/%d/" % pid
+        try:
+            with open(base + "maps", "rb") as f:
+                lines = [x.split(None, 5) for x in f.read().splitlines() if b" /dev/shm/" in x]
+        except OSError:
+            lines = []
+        paths = [(x[5].decode("utf-8", "surrogateescape"), int(x[4])) for x in lines if len(x) == 6]
+        try:
+            fds = os.listdir(base + "fd")
+        except OSError:
+            fds = []
+        for fd in fds:
+            try:
+                target = os.readlink(base + "fd/" + fd)
+                if target.startswith("/dev/shm/"):
+                    paths.append((target, os.stat(base + "fd/" + fd).st_ino))
+            except OSError:
+                pass
+        for path, ino in paths:
+            name = path[9:]
+            if name and "/" not in name and not name.endswith(" (deleted)"):
+                found[ino] = name
+    return found
 if others():
+    seen.update(held(others()))
     os.killpg(group, signal.SIGTERM)
     end = time.monotonic() + float(sys.argv[2])
     while others() and time.monotonic() < end:
         time.sleep(0.05)
+    seen.update(held(others()))
+    end = time.monotonic() + 5
+    while others() and time.monotonic() < end:
+        for pid in others():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)
+if seen:
+    still = held([int(x) for x in os.listdir("/proc") if x.isdigit() and int(x) != me])
+    for ino, name in seen.items():
+        try:
+            st = os.lstat("/dev/shm/" + name)
+            if st.st_ino == ino and st.st_uid == os.geteuid() and ino not in still:
+                os.unlink("/dev/shm/" + name)
+        except OSError:
+            pass
 os.killpg(group, signal.SIGKILL)
 """
 

@@ -48,6 +48,11 @@ class ShmLedger:
         with self._lock:
             return sorted(self._seen)
 
+    def held(self) -> dict[str, tuple[int, int]]:
+        """The objects seen so far: name -> (device, inode)."""
+        with self._lock:
+            return dict(self._seen)
+
     def sample(self, pids: Iterable[int]) -> None:
         """Remember what each of ``pids`` maps or holds open under the root (gone pids: skipped)."""
         if self._dev is None:
