@@ -231,21 +231,19 @@ def test_the_sentinel_of_a_server_that_ended_by_itself_goes_while_bringup_keeps_
         run.wait(timeout=60)
 
 
-# a careless server (as above) whose worker maps one /dev/shm object and which itself holds
-# another open: what a killed vLLM -tp 2 leaves behind (its *-cpushm_* buffers)
+# a careless server (as above) whose worker maps one /dev/shm object and holds another
+# open: what a killed vLLM -tp 2 leaves behind (its *-cpushm_* buffers)
 LEAKY = """
-import mmap, os, subprocess, sys, time
-def make(name):
+import os, subprocess, sys, time
+for name in sys.argv[1:]:
     fd = os.open("/dev/shm/" + name, os.O_CREAT | os.O_RDWR, 0o600)
     os.ftruncate(fd, 4096)
-    return fd
-held = make(sys.argv[2])
+    os.close(fd)
 worker = subprocess.Popen([sys.executable, "-c",
     "import mmap, os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
     "fd = os.open(sys.argv[1], os.O_RDWR); m = mmap.mmap(fd, 4096); os.close(fd); "
-    "print('mapped', flush=True); time.sleep(120)", "/dev/shm/" + sys.argv[1]],
-    stdout=subprocess.PIPE)
-os.close(make(sys.argv[1]))
+    "held = os.open(sys.argv[2], os.O_RDWR); print('mapped', flush=True); time.sleep(120)",
+    "/dev/shm/" + sys.argv[1], "/dev/shm/" + sys.argv[2]], stdout=subprocess.PIPE)
 worker.stdout.readline()
 print("serving", flush=True)
 time.sleep(120)
@@ -255,7 +253,8 @@ time.sleep(120)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's /proc and /dev/shm")
 def test_sigkill_of_bringup_leaves_no_shm_of_its_server(tmp_path: Path) -> None:
     """`kill -9` of bringup: once the sentinel has ended the group, the /dev/shm objects the
-    group mapped or held are removed (bringup, dead, cannot); another run's is untouched."""
+    group mapped or held open when bringup died are removed (bringup, dead, cannot); another
+    run's is untouched. (What bringup saw earlier and told the sentinel: test_shm_cleanup.)"""
     tag = f"i22pd{os.getpid()}"
     mapped, opened, theirs = f"{tag}-cpushm_0", f"{tag}-psm_1", f"{tag}-theirs"
     Path("/dev/shm", theirs).write_bytes(b"x")

@@ -8,6 +8,7 @@ inode). Real vLLM (-tp 2, its CPU build's ``*-cpushm_*``) is tests/vllm_real/tes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
@@ -66,6 +67,9 @@ if spec.get("say"):
     print(spec["say"], flush=True)
 print("made", flush=True)
 while spec.get("go") is None or not os.path.exists(spec["go"]):
+    if spec.get("release") and os.path.exists(spec["release"]) and (maps or fds):
+        [m.close() for m in maps]; [os.close(fd) for fd in fds]; maps, fds = [], []
+        print("released", flush=True)
     time.sleep(0.05)
 """
 
@@ -226,3 +230,50 @@ def test_run_reports_what_it_removed(tag: str, tmp_path: Path) -> None:
         assert f"removed 1 /dev/shm object(s) the server left behind: {mapped}" in done.stderr
     finally:
         their_map.close()
+
+
+def test_the_sentinel_removes_what_bringup_told_it_when_bringup_dies(tag: str) -> None:
+    """An object the server held open, which bringup saw and told the group's sentinel, and
+    then let go of (left behind, held by no one, so the sentinel cannot see it itself):
+    bringup "dies" (its end of the sentinel's pipe closes without DISARM), the sentinel ends
+    the group and removes it; the test's own object stays."""
+    opened = f"{tag}-psm_2"
+    theirs, their_map = _theirs(tag)
+    lines = Lines()
+    release = Path("/dev/shm", f"{tag}-release-flag")  # under the tag: removed afterwards
+    spec = {"map": [], "fd": [opened], "daemon": None, "go": None, "release": str(release)}
+    child = _start(spec, lines)
+    try:
+        lines.wait_for("made")
+        _wait_seen(child, [opened])
+        deadline = time.monotonic() + 30
+        while opened not in child._told:  # sent down the pipe after the sample
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        release.touch()
+        lines.wait_for("released")
+        sentinel = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if "bringup-group-sentinel" in (p.info["cmdline"] or []) and _pgid(p.pid) == child.pgid
+        ]
+        assert len(sentinel) == 1
+        assert child._alive_fd is not None
+        os.close(child._alive_fd)  # as bringup's death would: EOF, no DISARM
+        child._alive_fd = None
+        assert child.join() == -15  # the sentinel's SIGTERM to the group
+        psutil.wait_procs(sentinel, timeout=30)
+        assert not sentinel[0].is_running()
+        assert not Path("/dev/shm", opened).exists()
+        assert Path("/dev/shm", theirs).exists()
+    finally:
+        their_map.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pgid, 9)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
