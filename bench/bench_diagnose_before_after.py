@@ -30,13 +30,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_diagnose import make_log  # noqa: E402  (this checkout's: one workload for all trees)
 
 CODE = """
 import sys, time
-sys.path.insert(0, sys.argv[1])
-from bench_diagnose import make_log
+from pathlib import Path
 from bringup.core.analyzer import LogAnalyzer, diagnose_bytes
-data = make_log(int(sys.argv[2]))
+data = Path(sys.argv[1]).read_bytes()
 best = float("inf")
 for _ in range(3):
     t = time.perf_counter(); d = diagnose_bytes(data); best = min(best, time.perf_counter() - t)
@@ -56,9 +58,9 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def one_run(tree: Path, lines: int, short: Path) -> dict[str, float]:
+def one_run(tree: Path, log: Path, short: Path) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "NO_COLOR": "1"}
-    argv = [sys.executable, "-c", CODE, str(ROOT / "bench"), str(lines)]
+    argv = [sys.executable, "-c", CODE, str(log)]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{tree}: {proc.stderr[-3000:]}")
@@ -91,8 +93,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-diagnose-ba-") as tmp:
         short = Path(tmp) / "short.log"
         short.write_bytes(b"x.py\n" * ((1 << 20) // 5))
+        log = Path(tmp) / "vllm_1m.log"
+        log.write_bytes(make_log(args.lines))
         for name in order:
-            got[name].append(one_run(trees[name], args.lines, short))
+            got[name].append(one_run(trees[name], log, short))
             print(name, got[name][-1], "load", load(), flush=True)
     lines = {(r["line"], r["live_line"]) for runs in got.values() for r in runs}
 
