@@ -421,8 +421,8 @@ SENTINEL_GRACE_SECONDS = 10.0  # SIGTERM to the group, then SIGKILL, as bringup'
 
 # The group's sentinel: ``python -S -c SENTINEL MARK GRACE``, stdin the read end of a pipe
 # only bringup writes to: ``INODE NAME`` lines (the /dev/shm objects bringup saw the group
-# hold, as it samples them), or DISARM. It forks at once (the server it was spawned from never waits for
-# it: the first process exits and is reaped before the server's exec), ignores the signals
+# hold, as it samples them), or DISARM. It forks at once (the server it was spawned from
+# never waits for it: the first process exits and is reaped before the server's exec), ignores the signals
 # its group gets, and blocks on stdin. DISARM: bringup is done, leave. EOF without it: bringup
 # died (SIGKILL, the OOM killer): SIGTERM to the group, a grace for the workers to stop, then
 # SIGKILL to what is left, itself last. It is a member of the group, so the group, and with
