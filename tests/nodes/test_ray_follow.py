@@ -181,3 +181,23 @@ def test_a_worker_error_is_named_on_the_node_of_its_address() -> None:
     failure = r.result.summary["failure"]
     assert failure["rank"] == 1, failure
     assert "OutOfMemoryError" in failure["line"]
+
+
+def test_a_ray_node_that_dies_after_ready_is_named_then() -> None:
+    clock = FakeClock()
+    head = Started(clock, [(4.0, UP)], None)
+    worker = Started(clock, [(7.0, UP), (60.0, DIED), (60.0, RAYLET)], (60.5, 1))
+    engine = Started(clock, [(20.0, WORKER1), (30.0, STARTUP)], None)
+    servers = Servers(clock, {("ray", 0): head, ("ray", 1): worker, ("engine", 0): engine})
+    r = _follow(clock, servers, 31.0)
+    assert r.result is not None
+    assert r.result.time_to_ready_seconds is not None  # it was ready first
+    failure = r.result.summary["failure"]
+    assert failure["rank"] == 1
+    assert (
+        "Ray runtime exited with status 1 (raylet exited with code -9) after the model was ready"
+        in failure["summary"]
+    )
+    (_, t), *_ = r.failures()
+    assert 60.5 <= t < 61.0
+    assert engine.stopped_at is not None  # the engine is stopped: its workers there are gone
