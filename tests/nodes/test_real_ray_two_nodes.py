@@ -158,13 +158,18 @@ class RayNodes:
                         if name in tools:
                             continue
                         rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * 4096
-                        what = "vllm" if name in ("vllm", "VLLM::EngineCor") else "ray"
+                        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                        # Ray's daemons and workers run Ray's code (or are its binaries); the
+                        # rest is vLLM's (its EngineCore starts as `python -c ...spawn_main`)
+                        is_ray = b"/ray/" in cmdline or name.startswith(("ray", "gcs_server"))
+                        what = "ray" if is_ray else "vllm"
                         for key in (f"node{node.rank} {what}", what, "total"):
                             sums[key] = sums.get(key, 0) + rss
                         if name == "python":  # which of Ray's Python daemons: its script
-                            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                            argv = cmdline.split(b"\0")
                             script = next((a for a in argv[1:] if a.endswith(b".py")), b"")
                             name = f"python {Path(script.decode()).name}" if script else name
+                            name += "" if is_ray or script else " (vLLM's EngineCore, starting)"
                         name_key = f"node{node.rank} {name}"
                         self.rss[name_key] = max(self.rss.get(name_key, 0), rss)
             for key, value in sums.items():
