@@ -29,6 +29,7 @@ KEYS = (
 
 
 @pytest.mark.vllm
+@pytest.mark.timeout(600)  # real vLLM to ready through systemd: minutes on a busy 2-core machine
 def test_up_real_vllm_unit_to_ready(
     systemd: SystemdNamespace, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -37,9 +37,10 @@ def _until(what: str, predicate: object, timeout: float = 90.0) -> None:
 def test_watch_attached_during_auto_restart_and_mid_load_follows_this_run(
     systemd: SystemdNamespace, workdir: Path
 ) -> None:
-    """Run 1 dies at bind (the test holds the port: OSError [Errno 98]); systemd waits 4 s to
-    restart it. A watch attached in that wait follows run 2, not run 1's failure; the port is
-    then freed, and a second watch attached while run 2 loads its weights follows it too.
+    """Run 1 dies at bind (the test holds the port: OSError [Errno 98]); systemd waits 15 s to
+    restart it (4 s let run 2 begin before the watch had attached at load 18). A watch attached
+    in that wait follows run 2, not run 1's failure; the port is then freed, and a second watch
+    attached while run 2 loads its weights follows it too.
     Both end ready (exit 0), neither reports the bind error run 1 wrote in the same journal."""
     name = unique("i13-watch")
     unit = f"{name}.service"
@@ -49,7 +50,7 @@ def test_watch_attached_during_auto_restart_and_mid_load_follows_this_run(
     squatter.bind(("127.0.0.1", port))
     squatter.listen(1)
     command = twin_command(port, gpus, "ready", "--time-scale", "0.03")
-    install_twin(systemd, name, command, gpus, "--restart-sec", "4s")
+    install_twin(systemd, name, command, gpus, "--restart-sec", "15s")
     try:
         systemd.start_unit(unit, block=False)
         systemd.wait_for(unit, lambda s: s["SubState"] == "auto-restart", timeout=90)

@@ -234,11 +234,18 @@ def vllm_children(root_pid: int, title: str) -> list[psutil.Process]:
 
 
 def wait_for_children(root_pid: int, title: str, timeout: float = 300.0) -> list[psutil.Process]:
+    """The descendants named ``title`` once there are any; [] after ``timeout`` or as soon as
+    ``root_pid`` has ended (its children will never come)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         found = vllm_children(root_pid, title)
         if found:
             return found
+        try:
+            if psutil.Process(root_pid).status() == psutil.STATUS_ZOMBIE:
+                return []
+        except psutil.NoSuchProcess:
+            return []
         time.sleep(0.2)
     return []
 

@@ -202,12 +202,15 @@ def test_engine_core_killed_while_loading(
 def test_engine_core_stopped_is_a_stall_naming_it(
     vllm_models: dict[str, Path], vllm_env: dict[str, str], tmp_path: Path
 ) -> None:
-    """EngineCore frozen with SIGSTOP: --stall catches it and the message names the process."""
+    """EngineCore frozen with SIGSTOP: --stall catches it and the message names the process.
+
+    The stall window is 60 s: vLLM's imports print nothing for over 20 s at load 18, and a
+    shorter window ended the start as stalled before EngineCore existed."""
     log = tmp_path / "bringup.err"
     argv = serve_argv(vllm_models["one"], free_port())
-    with bringup_run_live(argv, vllm_env, "--stall", "20s", log=log) as proc:
+    with bringup_run_live(argv, vllm_env, "--stall", "60s", log=log) as proc:
         engines = wait_for_children(proc.pid, "EngineCore")
-        assert engines
+        assert engines, log.read_text()[-3000:]
         engines[0].send_signal(signal.SIGSTOP)
         stopped_pid = engines[0].pid
         run = _finish(proc, log, [])
