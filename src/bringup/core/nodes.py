@@ -1466,13 +1466,7 @@ class ClusterMachine:
             summary=summary,
             remedy=(remedy,),
         )
-        self.state, self.failure, self.failed_rank, self.ended_at = (
-            State.FAILED,
-            failure,
-            run.node.rank,
-            now,
-        )
-        return self._tag(run.node.rank, [FailureFound(now - self.start, failure)])
+        return self._fail(run, now, failure)
 
     def stop(self, now: float) -> None:
         """The user asked to stop after ready: not a failure."""
