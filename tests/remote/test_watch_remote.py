@@ -22,8 +22,11 @@ OOM = (
 )
 
 JOURNALCTL = """
-import json, sys, time
+import json, os, select, sys, time
 argv = sys.argv[1:]
+parent = os.getppid()
+hangup = select.poll()
+hangup.register(sys.stdout.fileno(), 0)  # POLLERR/POLLHUP only: the reader went away
 open(CALLS, "a").write(" ".join(argv) + "\\n")
 seen = 0
 if "--after-cursor" in argv:
@@ -34,6 +37,10 @@ while True:  # follow the entries file like journalctl -f
     for line in lines[seen:]:
         print(line, flush=True)
     seen = max(seen, len(lines))
+    # like journalctl -f, end when nobody reads any more (else a fake that never writes again
+    # outlives its ssh session: make test left one running)
+    if hangup.poll(0) or os.getppid() != parent:
+        sys.exit(0)
     time.sleep(0.05)
 """
 
