@@ -1,7 +1,10 @@
-"""diagnose on the real-log corpus (../shared/corpus, read in place): the goals of issue 14.
+"""diagnose on the real-log corpus (../shared/corpus, read in place): the goals of issues 14
+and 24.
 
 Skips with one line when the corpus is not there (a fresh clone elsewhere); CI has it.
 The scoring is bench/bench_corpus.py's, which also writes the per-engine, per-class table.
+The folders the rules were read from (vllm, others) keep issue 14's goals; a folder scored
+before it was learnt from (batch2) has issue 24's goals for logs nobody here had seen.
 """
 
 from __future__ import annotations
@@ -29,18 +32,33 @@ def _bench() -> ModuleType:
 bench = _bench()
 CORPUS = bench.corpus_dir()
 FOLDERS = sorted(p.name for p in (CORPUS / "logs").iterdir()) if CORPUS else []
+LEARNT = ("vllm", "others")  # the folders issue 14's rules were read from
+# batch2 does not meet issue 24's goals yet (its unseen score, before issue 24's rules)
+NOT_YET = {"batch2"}
 
 
 @pytest.mark.skipif(
     CORPUS is None, reason="no real-log corpus (../shared/corpus or $BRINGUP_CORPUS)"
 )
-@pytest.mark.parametrize("folder", FOLDERS)
+@pytest.mark.parametrize(
+    "folder",
+    [
+        pytest.param(f, marks=pytest.mark.xfail(strict=True, reason="issue 24 under way"))
+        if f in NOT_YET
+        else f
+        for f in FOLDERS
+    ],
+)
 def test_corpus_folder_meets_the_goals(folder: str) -> None:
-    """Certain failures classified, root-cause lines, phases, no false alarm, no crash."""
+    """Certain failures classified, root-cause lines, phases, no false alarm, no crash; on an
+    unseen folder the engine detected too."""
     assert CORPUS is not None
+    goals = bench.GOALS if folder in LEARNT else bench.UNSEEN_GOALS
     total, _, _ = bench.score_folder(CORPUS / "logs" / folder)
     assert total.crashes == 0
     assert total.alarms == 0
-    assert total.cls_ok / total.cls_n >= bench.GOALS["class"], total.misses
-    assert total.line_ok / total.line_n >= bench.GOALS["line"]
-    assert total.phase_ok / total.logs >= bench.GOALS["phase"]
+    assert total.cls_ok / total.cls_n >= goals["class"], total.misses
+    assert total.line_ok / total.line_n >= goals["line"]
+    assert total.phase_ok / total.logs >= goals["phase"]
+    if "engine" in goals:
+        assert total.eng_ok / total.logs >= goals["engine"]
