@@ -439,6 +439,32 @@ def table(results: list[dict[str, Any] | str]) -> list[str]:
     return [*lines, "", *notes]
 
 
+SHARED = next(
+    (p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()),
+    REPO.parent / "shared",
+)
+POINTS = SHARED / "corpus" / "decode" / "points.jsonl"
+
+
+def score_points(notes: Sequence[str]) -> int:
+    """Score the real decode measurements of the corpus (bench/decode_points.py)."""
+    if not POINTS.is_file():
+        print(f"skipped: {POINTS} is absent")
+        return 0
+    sys.path.insert(0, str(HERE))
+    import decode_points
+
+    points = [json.loads(line) for line in POINTS.read_text().splitlines() if line.strip()]
+    rows = [decode_points.evaluate(p, SHARED / "corpus", plan_decode) for p in points]
+    lines = ["# bringup plan's decode speed against real single-stream measurements", ""]
+    lines += [line for note in notes for line in (note, "")]
+    lines += decode_points.report(rows, "`../shared/corpus/decode/points.jsonl`")
+    out = HERE / "results" / "decode_points.md"
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(out.read_text(encoding="utf-8"))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -465,7 +491,16 @@ def main() -> int:
         help="run at the highest CPU priority (root; nice and scheduler autogroup -20): on a "
         "shared machine the engines and the bandwidth probe then get their core, not a share",
     )
+    parser.add_argument(
+        "--points",
+        action="store_true",
+        help="score ../shared/corpus/decode/points.jsonl (real single-stream measurements) "
+        "against the plan and write bench/results/decode_points.md (no engine runs)",
+    )
+    parser.add_argument("--note", action="append", default=[], help="a paragraph for the top")
     args = parser.parse_args()
+    if args.points:
+        return score_points(args.note)
     if args.published_only:
         kept = RESULTS.read_text(encoding="utf-8").split(PUBLISHED_HEADING)[0].rstrip()
         RESULTS.write_text(kept + "\n\n" + "\n".join(published_section()), encoding="utf-8")

@@ -59,6 +59,7 @@ _SHARED = next(
     ROOT.parent / "shared",
 )
 DEFAULT_DATA = _SHARED / "corpus" / "memory" / "vllm-memory.jsonl"
+DEFAULT_BATCH2 = _SHARED / "corpus" / "memory" / "batch2.jsonl"
 GiB = 1024**3
 
 # (substring of the model name, lower case) -> (config: bundled name or bench/configs file,
@@ -446,6 +447,14 @@ def main() -> None:
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "plan_memory.md"))
     parser.add_argument(
+        "--batch2",
+        default=str(DEFAULT_BATCH2),
+        help="the second memory set (scored in the same run; '' to skip)",
+    )
+    parser.add_argument(
+        "--batch2-out", default=str(ROOT / "bench" / "results" / "plan_memory_batch2.md")
+    )
+    parser.add_argument(
         "--note",
         action="append",
         default=[],
@@ -574,6 +583,25 @@ def main() -> None:
     lines += [f"- {r.file} `{r.model}`: {r.unusable}" for r in rows if r.unusable]
     text = "\n".join(lines) + "\n"
     Path(args.out).write_text(text)
+    print(text)
+    if args.batch2 and Path(args.batch2).is_file():
+        score_batch2(Path(args.batch2), Path(args.batch2_out), args.note)
+    elif args.batch2:
+        print(f"skipped: {args.batch2} is absent")
+
+
+def score_batch2(data: Path, out: Path, notes: list[str]) -> None:
+    """Score the second memory set (bench/memory_batch2.py) in the same run."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import memory_batch2
+
+    points = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
+    rows = [memory_batch2.evaluate(p, data.parent / "hf_configs", _plan) for p in points]
+    lines = ["# bringup plan against the second set of real vLLM memory figures", ""]
+    lines += [line for note in notes for line in (note, "")]
+    lines += memory_batch2.report(rows, "`../shared/corpus/memory/batch2.jsonl`")
+    text = "\n".join(lines) + "\n"
+    out.write_text(text)
     print(text)
 
 
