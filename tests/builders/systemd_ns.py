@@ -70,6 +70,7 @@ mount --bind "$B/console.log" /dev/console
 mount --bind "$B/units" /usr/lib/systemd/system
 mount --bind "$B/generators" /usr/lib/systemd/system-generators
 mount --bind "$B/etc" /etc/systemd/system
+mkdir -p /etc/bringup && mount --bind "$B/bringup" /etc/bringup
 mount -t tmpfs -o mode=755 tmpfs /var/log/journal 2>/dev/null || { mkdir -p "$B/journal"; mount --bind "$B/journal" /var/log/journal; }
 mount -t tmpfs -o mode=755 tmpfs /var/lib/systemd
 hostname "$2"
@@ -112,6 +113,7 @@ class SystemdNamespace:
         self.cgroup = cgroup
         self.pid = 0  # the host PID of the namespace's PID 1
         self.etc = base / "etc"  # /etc/systemd/system inside
+        self.etc_bringup = base / "bringup"  # /etc/bringup inside (bringup unit's env files)
 
     # -- booting -------------------------------------------------------------------------------
 
@@ -293,7 +295,7 @@ def _prepare(base: Path) -> None:
             for entry in folder.iterdir():
                 if entry.name not in keep:
                     entry.unlink()
-    for name in ("generators", "etc", "hostdev"):
+    for name in ("generators", "etc", "bringup", "hostdev"):
         (base / name).mkdir(exist_ok=True)
     (base / "console.log").touch()
     mask = base / "etc/systemd-journald-audit.socket"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bringup.core import secrets as sec
 from bringup.core import systemd_unit as su
 from bringup.errors import UsageError
 
@@ -35,7 +36,7 @@ def golden(name: str, text: str) -> None:
 
 
 def system_spec() -> su.UnitSpec:
-    secrets = su.split_secrets(VLLM, [("HF_TOKEN", "hf_abcdef"), ("VLLM_LOGGING_LEVEL", "INFO")])
+    secrets = sec.split_secrets(["HF_TOKEN=hf_abcdef", *VLLM])
     return su.UnitSpec(
         name="vllm-llama70b",
         description="Llama 3.1 70B on 4 GPUs",
@@ -43,9 +44,9 @@ def system_spec() -> su.UnitSpec:
         exec_start_pre=su.guard_command(
             BRINGUP, max_used="1000MiB", timeout="300s", kill_stale=False, command=secrets.argv
         ),
-        environment=su.gpu_environment("0,1,2,3") + secrets.environment,
-        environment_file="/etc/systemd/system/vllm-llama70b.env",
-        secret_names=tuple(k for k, _ in secrets.secret_environment),
+        environment=(*su.gpu_environment("0,1,2,3"), ("VLLM_LOGGING_LEVEL", "INFO")),
+        environment_file="/etc/bringup/vllm-llama70b.env",
+        secret_names=tuple(secrets.env),
         watchdog_seconds=60.0,
     )
 
@@ -88,7 +89,7 @@ def test_golden_user_unit_with_uuid_and_kill_stale() -> None:
 
 def test_golden_retry_dropin() -> None:
     """The retry drop-in resets ExecStart= and sets the remedied command line."""
-    secrets = su.split_secrets([*VLLM, "--max-num-seqs", "128"], [])
+    secrets = sec.split_secrets([*VLLM, "--max-num-seqs", "128"])
     text = su.render_retry_dropin(
         su.run_command(BRINGUP, secrets.argv),
         ["attempt 2 of 3: cuda_oom in warmup; --max-num-seqs 256 -> 128"],
@@ -117,51 +118,6 @@ def test_golden_retry_dropin() -> None:
 def test_quote_word(word: su.Word, expected: str) -> None:
     """Each word survives systemd's specifier, variable and quote processing."""
     assert su.quote_word(word) == expected
-
-
-@pytest.mark.parametrize(
-    ("flag", "secret"),
-    [
-        ("--api-key", True),
-        ("--hf-token", True),
-        ("--hf_token", True),
-        ("--admin-password", True),
-        ("--api-key-file", False),
-        ("--max-num-batched-tokens", False),
-        ("--tokenizer", False),
-        ("--port", False),
-    ],
-)
-def test_secret_flags(flag: str, secret: bool) -> None:
-    """Keys, tokens and passwords are secret; files naming them and token counts are not."""
-    assert su.is_secret_flag(flag) is secret
-
-
-def test_split_secrets_forms() -> None:
-    """--flag VALUE and --flag=VALUE both become ${NAME}; equal values share a name."""
-    s = su.split_secrets(
-        ["srv", "--api-key=k1", "--api-key", "k1", "--hf-token", "t", "--x", "y"],
-        [("OPENAI_API_KEY", "o"), ("PORT", "1")],
-    )
-    assert s.argv == (
-        "srv",
-        "--api-key",
-        su.EnvRef("API_KEY"),
-        "--api-key",
-        su.EnvRef("API_KEY"),
-        "--hf-token",
-        su.EnvRef("HF_TOKEN"),
-        "--x",
-        "y",
-    )
-    assert s.environment == (("PORT", "1"),)
-    assert s.secret_environment == (("OPENAI_API_KEY", "o"), ("API_KEY", "k1"), ("HF_TOKEN", "t"))
-
-
-def test_different_values_of_one_flag_get_different_names() -> None:
-    """Two different keys are never collapsed into one variable."""
-    s = su.split_secrets(["srv", "--api-key", "a", "--api-key", "b"], [])
-    assert s.secret_environment == (("API_KEY", "a"), ("API_KEY_2", "b"))
 
 
 def test_env_file_quoting() -> None:

@@ -16,6 +16,7 @@ import pytest
 from bringup.adapters.commands import CommandResult, RecordedRunner
 from bringup.cli.commands import unit as unit_cmd
 from bringup.cli.main import Context, command_parser, main
+from bringup.core import secrets as sec
 from bringup.core import systemd_unit as su
 
 SECRET = "sk-live-DO-NOT-LEAK-42"
@@ -129,11 +130,14 @@ def test_secrets_go_to_a_0600_env_file(bin_dir: Path, tmp_path: Path) -> None:
 
 
 def test_existing_env_file_is_made_private(bin_dir: Path, tmp_path: Path) -> None:
-    """An env file that existed world-readable is rewritten with mode 0600."""
+    """An env file that existed world-readable with these secrets is rewritten with mode 0600."""
     env_file = tmp_path / "x.env"
-    env_file.write_text("old\n")
+    env_file.write_text(f"HF_TOKEN='{HF}'\n")
     env_file.chmod(0o644)
-    run_unit(["x", "--env-file", str(env_file), "--", "vllm", "--hf-token", HF], env_for(bin_dir))
+    code, _, err = run_unit(
+        ["x", "--env-file", str(env_file), "--", "vllm", "--hf-token", HF], env_for(bin_dir)
+    )
+    assert (code, err) == (0, "")
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
 
 
@@ -159,9 +163,9 @@ def test_install_under_root_writes_there_and_never_touches_the_live_manager(
     out = io.StringIO()
     assert unit_cmd.run(args, Context(stdout=out, environ=env_for(bin_dir)), runner=runner) == 0
     unit_file = root / "etc/systemd/system/vllm-b.service"
-    env_file = root / "etc/systemd/system/vllm-b.env"
+    env_file = root / "etc/bringup/vllm-b.env"
     text = unit_file.read_text()
-    assert "EnvironmentFile=/etc/systemd/system/vllm-b.env" in text  # the path on the target system
+    assert "EnvironmentFile=/etc/bringup/vllm-b.env" in text  # the path on the target system
     assert SECRET not in text
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     assert runner.calls == []
@@ -342,7 +346,7 @@ def test_generated_units_pass_systemd_analyze_verify(
         [name, "--output", str(unit), *extra, "--", *cmd], {"NO_COLOR": "1", "HOME": str(tmp_path)}
     )
     assert (code, err) == (0, "")
-    secrets = su.split_secrets(cmd, [])
+    secrets = sec.split_secrets(cmd)
     dropin = out_dir / su.retry_dropin_path(name)
     dropin.parent.mkdir()
     dropin.write_text(

@@ -28,7 +28,7 @@ def test_install_verify_and_start_to_ready(systemd: SystemdNamespace, workdir: P
     written = install_twin(systemd, name, command, gpus, "--env", "HF_TOKEN=hf_secret_1").json()
     assert written["daemon_reload"] is True  # type: ignore[index]
     unit_file = systemd.etc / f"{name}.service"
-    env_file = systemd.etc / f"{name}.env"
+    env_file = systemd.etc_bringup / f"{name}.env"  # /etc/bringup/NAME.env inside
     assert unit_file.is_file()
     assert "hf_secret_1" not in unit_file.read_text()
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600

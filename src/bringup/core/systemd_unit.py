@@ -3,8 +3,8 @@
 ``render_unit(spec)`` writes the ``NAME.service`` file, ``render_env_file`` the mode-0600
 ``EnvironmentFile=`` that holds secrets, and ``render_retry_dropin`` the
 ``NAME.service.d/bringup-retry.conf`` drop-in that ``bringup up --retry`` uses to replace
-``ExecStart=``. Secrets never appear in unit text: ``split_secrets`` moves API keys and
-tokens out of the command line and environment and leaves ``${NAME}`` references.
+``ExecStart=``. Secrets never appear in unit text: ``bringup.core.secrets.split_secrets``
+moves API keys and tokens out of the command line and leaves ``${NAME}`` references.
 
 Command-line quoting follows ``systemd.service(5)``: words with spaces or quotes are
 double-quoted, ``\\`` and ``"`` are escaped, ``%`` is written ``%%`` (specifiers) and a
@@ -42,6 +42,10 @@ class UnitSpec:
     environment_file: str | None = None  # holds the secrets; mode 0600
     secret_names: tuple[str, ...] = ()  # names defined in environment_file (for the comment)
     user: bool = False  # a user unit (systemctl --user)
+    run_as_user: str | None = None  # User=
+    run_as_group: str | None = None  # Group=
+    working_directory: str | None = None  # WorkingDirectory=
+    limit_memlock: str | None = None  # LimitMEMLOCK=: "infinity" or bytes
     restart_seconds: float = 30.0
     timeout_start_seconds: float = 1200.0
     timeout_stop_seconds: float = 60.0
@@ -51,17 +55,6 @@ class UnitSpec:
     header: tuple[str, ...] = field(default=())  # extra comment lines at the top
 
 
-@dataclass(frozen=True, slots=True)
-class Secrets:
-    """A command line and environment with the secrets taken out."""
-
-    argv: tuple[Word, ...]
-    environment: tuple[tuple[str, str], ...]  # what may be written in the unit
-    secret_environment: tuple[tuple[str, str], ...]  # what goes to the EnvironmentFile=
-
-
-_SECRET_FLAG = re.compile(r"(^|-)(api-key|token|secret|password|passwd)$")
-_SECRET_ENV = re.compile(r"(^|_)(API_KEY|TOKEN|SECRET|PASSWORD|PASSWD)$")
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -72,54 +65,6 @@ def unit_name(name: str) -> str:
     if not base or not _UNIT_NAME.match(base) or len(base) > 247:
         raise UsageError(f"not a valid unit name: {name!r} (letters, digits and :_.- only)")
     return base
-
-
-def is_secret_flag(flag: str) -> bool:
-    """``--api-key``, ``--hf-token``, ``--admin-password`` … (not ``--api-key-file``)."""
-    return bool(_SECRET_FLAG.search(flag.lstrip("-").lower().replace("_", "-")))
-
-
-def is_secret_env(name: str) -> bool:
-    """``HF_TOKEN``, ``OPENAI_API_KEY``, ``HUGGING_FACE_HUB_TOKEN`` …"""
-    return bool(_SECRET_ENV.search(name.upper()))
-
-
-def split_secrets(argv: Sequence[str], environment: Sequence[tuple[str, str]]) -> Secrets:
-    """Move secret flag values and secret variables out; leave ``${NAME}`` in their place.
-
-    >>> s = split_secrets(["vllm", "serve", "m", "--api-key", "sk-1"], [("HF_TOKEN", "hf_x")])
-    >>> s.argv[-1], s.secret_environment
-    (EnvRef(name='API_KEY'), (('HF_TOKEN', 'hf_x'), ('API_KEY', 'sk-1')))
-    """
-    public = tuple((k, v) for k, v in environment if not is_secret_env(k))
-    secret: dict[str, str] = {k: v for k, v in environment if is_secret_env(k)}
-    words: list[Word] = []
-    pending: str | None = None  # the flag whose value comes next
-    for arg in argv:
-        if pending is not None:
-            words.append(EnvRef(_store(secret, pending, arg)))
-            pending = None
-        elif arg.startswith("--") and "=" in arg and is_secret_flag(arg.split("=", 1)[0]):
-            flag, value = arg.split("=", 1)
-            words.append(flag)
-            words.append(EnvRef(_store(secret, flag, value)))
-        elif arg.startswith("-") and is_secret_flag(arg):
-            words.append(arg)
-            pending = arg
-        else:
-            words.append(arg)
-    return Secrets(tuple(words), public, tuple(secret.items()))
-
-
-def _store(secret: dict[str, str], flag: str, value: str) -> str:
-    """Keep ``value`` under a name derived from ``flag`` (``--api-key`` → ``API_KEY``)."""
-    base = re.sub(r"[^A-Z0-9]+", "_", flag.lstrip("-").upper()).strip("_") or "SECRET"
-    name, n = base, 1
-    while name in secret and secret[name] != value:
-        n += 1
-        name = f"{base}_{n}"
-    secret[name] = value
-    return name
 
 
 def quote_word(word: Word) -> str:
@@ -201,6 +146,7 @@ def render_unit(spec: UnitSpec) -> str:
         "Type=notify",
         "NotifyAccess=main",
     ]
+    lines += _service_settings(spec)
     lines += [f"Environment={_assignment(k, v)}" for k, v in spec.environment]
     if spec.environment_file:
         lines.append(f"EnvironmentFile={spec.environment_file.replace('%', '%%')}")
@@ -222,6 +168,17 @@ def render_unit(spec: UnitSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _service_settings(spec: UnitSpec) -> list[str]:
+    """``User=``, ``Group=``, ``WorkingDirectory=``, ``LimitMEMLOCK=`` when set."""
+    settings = (
+        ("User", spec.run_as_user),
+        ("Group", spec.run_as_group),
+        ("WorkingDirectory", spec.working_directory),
+        ("LimitMEMLOCK", spec.limit_memlock),
+    )
+    return [f"{key}={value.replace('%', '%%')}" for key, value in settings if value]
+
+
 def render_env_file(name: str, secrets: Sequence[tuple[str, str]]) -> str:
     """The ``EnvironmentFile=`` text: one ``NAME='value'`` per secret."""
     lines = [f"# Secrets for {name}.service (EnvironmentFile=). Keep this file mode 0600."]
@@ -230,6 +187,23 @@ def render_env_file(name: str, secrets: Sequence[tuple[str, str]]) -> str:
             raise UsageError(f"not a valid environment variable name: {key!r}")
         lines.append(f"{key}={_env_file_value(value)}")
     return "\n".join(lines) + "\n"
+
+
+def env_file_differences(old: Mapping[str, str], new: Mapping[str, str]) -> tuple[str, ...]:
+    """What differs between an existing env file and the one to write: key names only.
+
+    >>> env_file_differences({"API_KEY": "a", "OLD": "x"}, {"API_KEY": "b", "HF_TOKEN": "t"})
+    ('API_KEY differs', 'HF_TOKEN only in this unit', 'OLD only in the file')
+    """
+    out = []
+    for key in sorted(set(old) | set(new)):
+        if key not in old:
+            out.append(f"{key} only in this unit")
+        elif key not in new:
+            out.append(f"{key} only in the file")
+        elif old[key] != new[key]:
+            out.append(f"{key} differs")
+    return tuple(out)
 
 
 def _env_file_value(value: str) -> str:

@@ -6,6 +6,7 @@ Exit codes: 0 written (or installed), 2 usage, unreadable input or a failed syst
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import shutil
@@ -14,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bringup.adapters.commands import Runner, check, system_runner, write_local
+from bringup.cli.commands import unit_files
 from bringup.cli.main import Context
 from bringup.cli.options import add_duration
-from bringup.core import engine_args, packs
+from bringup.core import engine_args, packs, secrets, wrappers
 from bringup.core import systemd_unit as su
 from bringup.core.vocab import Engine
 from bringup.errors import UsageError
@@ -58,9 +60,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="set a variable (VALUE from the current environment when omitted); secrets go to the env file",
     )
     parser.add_argument(
-        "--env-file", metavar="FILE", help="write secrets to FILE (mode 0600) for EnvironmentFile="
+        "--env-file",
+        metavar="FILE",
+        help="write secrets to FILE (mode 0600) for EnvironmentFile= (default: /etc/bringup/NAME.env "
+        "with --install, ~/.config/bringup/NAME.env with --user, STEM.env beside --output STEM.service)",
     )
     parser.add_argument("--output", metavar="FILE", help="write the unit to FILE instead of stdout")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing env file that holds other secrets (refused without it)",
+    )
     parser.add_argument(
         "--install",
         action="store_true",
@@ -123,21 +133,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) -> int:
     name = su.unit_name(args.name)
-    command = _command(args, ctx)
-    env_pairs = _leading_assignments(command) + _env_options(args.env, ctx)
-    argv = command[len(_leading_assignments(command)) :]
+    split = secrets.split_secrets(_command(args, ctx))
+    argv, assigned = _peel_assignments(split.argv)
     if not argv:
         raise UsageError(
             "no server command after the assignments",
             hint="bringup unit NAME -- vllm serve MODEL ...",
         )
-    argv[0] = _resolve_executable(argv[0], ctx)
-    secrets = su.split_secrets(argv, env_pairs)
-    unit_dir = _install_dir(args, ctx) if args.install else None
-    env_file = _env_file_paths(args, name, unit_dir, bool(secrets.secret_environment))
-    spec = _spec(args, ctx, name, secrets, env_file[1] if env_file else None)
+    argv = _resolve_executables(argv, ctx)
+    argv = _absolute_env_files(argv, ctx)
+    public, secret = _environment([*assigned, *_env_options(args.env, ctx)], split.env)
+    unit_dir = unit_files.install_dir(args, ctx) if args.install else None
+    env_file = unit_files.env_file_paths(args, ctx, name, bool(secret))
+    spec = _spec(args, ctx, name, argv, public, secret, env_file.named if env_file else None)
     text = su.render_unit(spec)
-    written = _write(args, ctx, name, text, unit_dir, env_file, secrets, runner)
+    unit_files.check_no_secret_in(text, secret)
+    written = _write(args, ctx, name, text, unit_dir, env_file, secret, runner)
     if args.json:
         print_json(written, ctx.stdout)
     elif written.unit_path is None:
@@ -159,15 +170,40 @@ def _command(args: argparse.Namespace, ctx: Context) -> list[str]:
     return list(args.passthrough)
 
 
-def _leading_assignments(command: list[str]) -> list[tuple[str, str]]:
-    """``HF_TOKEN=x vllm serve …``: the NAME=VALUE words before the executable."""
-    pairs: list[tuple[str, str]] = []
-    for word in command:
-        key, sep, value = word.partition("=")
-        if not sep or not key.replace("_", "a").isalnum() or key[0].isdigit():
+def _peel_assignments(words: tuple[su.Word, ...]) -> tuple[list[su.Word], list[tuple[str, str]]]:
+    """``A=1 vllm …`` and ``env A=1 vllm …`` (``env`` without options): the assignments go to
+    ``Environment=``, which is what they mean, and the server is the unit's command."""
+    i, pairs = 0, []
+    while i < len(words):
+        word = words[i]
+        if wrappers.is_assignment(word):
+            assert isinstance(word, str)
+            key, value = word.split("=", 1)
+            pairs.append((key, value))
+        elif not (wrappers.base_name(word) == "env" and not _is_option(words, i + 1)):
             break
-        pairs.append((key, value))
-    return pairs
+        i += 1
+    return list(words[i:]), pairs
+
+
+def _is_option(words: tuple[su.Word, ...], i: int) -> bool:
+    return i < len(words) and isinstance(words[i], str) and str(words[i]).startswith("-")
+
+
+def _environment(
+    pairs: list[tuple[str, str]], moved: dict[str, str]
+) -> tuple[tuple[tuple[str, str], ...], dict[str, str]]:
+    """(``Environment=`` pairs, the env file's variables): secret-named variables and
+    token-shaped values go to the env file, whichever way they were given."""
+    secret, public = dict(moved), []
+    for key, value in su.environment_pairs(dict(pairs)):
+        if secrets.is_secret_name(key) or secrets.is_token(value):
+            if secret.get(key, value) != value:
+                raise UsageError(f"{key} is given twice with different values", hint="keep one")
+            secret[key] = value
+        else:
+            public.append((key, value))
+    return tuple(public), secret
 
 
 def _env_options(items: list[str], ctx: Context) -> list[tuple[str, str]]:
@@ -182,7 +218,38 @@ def _env_options(items: list[str], ctx: Context) -> list[tuple[str, str]]:
                 )
             value = ctx.environ[key]
         pairs.append((key, value))
-    return list(su.environment_pairs(dict(pairs)))
+    return pairs
+
+
+def _resolve_executables(words: list[su.Word], ctx: Context) -> list[su.Word]:
+    """Every executable the command runs here (the first word, and the command after
+    ``env``, ``sudo -u``, ``nice``, ``taskset``, ``numactl``…) as an absolute path."""
+    out = list(words)
+    for i in wrappers.executables(out):
+        word = out[i]
+        if isinstance(word, str):
+            out[i] = _resolve_executable(word, ctx)
+    return out
+
+
+def _absolute_env_files(words: list[su.Word], ctx: Context) -> list[su.Word]:
+    """``docker run --env-file FILE``: FILE made absolute (systemd starts the unit in ``/``),
+    and a warning when others can read the secrets in it."""
+    out = list(words)
+    for i in secrets.env_files(out):
+        word = out[i]
+        assert isinstance(word, str)
+        prefix = "--env-file=" if word.startswith("--env-file=") else ""
+        path = os.path.abspath(word[len(prefix) :])
+        out[i] = prefix + path
+        with contextlib.suppress(OSError):
+            mode = os.stat(path).st_mode & 0o777
+            if mode & 0o077:
+                ctx.stderr.write(
+                    f"bringup: warning: {path} (docker --env-file) is readable by others "
+                    f"(mode {mode:04o}); chmod 600 {shlex.quote(path)}\n"
+                )
+    return out
 
 
 def _resolve_executable(word: str, ctx: Context) -> str:
@@ -213,41 +280,14 @@ def _bringup_path(args: argparse.Namespace, ctx: Context) -> str:
     return os.path.abspath(found)
 
 
-def _install_dir(args: argparse.Namespace, ctx: Context) -> Path:
-    root = Path(args.root or "/")
-    if not args.user:
-        return root / "etc/systemd/system"
-    config = ctx.environ.get("XDG_CONFIG_HOME") or os.path.join(
-        ctx.environ.get("HOME", ""), ".config"
-    )
-    if not os.path.isabs(config):
-        raise UsageError("--user needs HOME (or XDG_CONFIG_HOME) set to an absolute path")
-    return root / config.lstrip("/") / "systemd/user"
-
-
-def _env_file_paths(
-    args: argparse.Namespace, name: str, unit_dir: Path | None, has_secrets: bool
-) -> tuple[Path, str] | None:
-    """(where to write the env file, the path the unit names), or None when not needed."""
-    if args.env_file:
-        path = Path(os.path.abspath(args.env_file))
-        return path, str(path)
-    if not has_secrets:
-        return None
-    if unit_dir is not None:
-        path = unit_dir / f"{name}.env"
-        return path, "/" + str(path.relative_to(Path(args.root or "/")))
-    if args.output:
-        path = Path(os.path.abspath(args.output)).parent / f"{name}.env"
-        return path, str(path)
-    raise UsageError(
-        "the command holds secrets (API keys or tokens), which never go into the unit text",
-        hint="give --env-file FILE to keep them in a mode-0600 EnvironmentFile=, or use --install/--output",
-    )
-
-
 def _spec(
-    args: argparse.Namespace, ctx: Context, name: str, secrets: su.Secrets, env_file: str | None
+    args: argparse.Namespace,
+    ctx: Context,
+    name: str,
+    argv: list[su.Word],
+    public: tuple[tuple[str, str], ...],
+    secret: dict[str, str],
+    env_file: str | None,
 ) -> su.UnitSpec:
     bringup = _bringup_path(args, ctx)
     timeout_start = parse_duration(args.timeout_start)
@@ -260,29 +300,22 @@ def _spec(
     if args.start_limit_burst < 1:
         raise UsageError("--start-limit-burst must be at least 1")
     gpus_from = os.path.abspath(args.gpus_from) if args.gpus_from else None
-    plain = [w for w in secrets.argv if isinstance(w, str)]
-    engine = engine_args.parse_server_command(plain).engine if plain else None
-    if not args.model and engine is not None and _loads_on_request(engine):
-        raise UsageError(
-            f"{engine} loads its model at the first request that names it: the unit's "
-            "`bringup run` needs --model to know when it is ready",
-            hint="give --model NAME, e.g. `bringup unit ollama --model llama3.2:1b -- ollama serve`",
-        )
+    _check_model(args, argv)
     return su.UnitSpec(
         name=name,
-        description=args.description or _describe(secrets.argv),
-        exec_start=su.run_command(bringup, secrets.argv, gpus_from=gpus_from, model=args.model),
+        description=args.description or _describe(name, argv),
+        exec_start=su.run_command(bringup, argv, gpus_from=gpus_from, model=args.model),
         exec_start_pre=su.guard_command(
             bringup,
             max_used=args.max_used,
             timeout=args.guard_timeout,
             kill_stale=args.kill_stale,
-            command=secrets.argv,
+            command=argv,
             gpus_from=gpus_from,
         ),
-        environment=su.gpu_environment(args.gpus) + secrets.environment,
+        environment=su.gpu_environment(args.gpus) + public,
         environment_file=env_file,
-        secret_names=tuple(k for k, _ in secrets.secret_environment),
+        secret_names=tuple(secret),
         user=args.user,
         restart_seconds=parse_duration(args.restart_sec),
         timeout_start_seconds=timeout_start,
@@ -293,14 +326,25 @@ def _spec(
     )
 
 
-def _describe(argv: tuple[su.Word, ...]) -> str:
-    """``vllm serve meta-llama/Llama-3.1-8B under bringup``: the executable and its first words."""
-    words = [Path(str(argv[0])).name]
-    for word in argv[1:3]:
-        if not isinstance(word, str) or word.startswith("-"):
-            break
-        words.append(word)
-    return " ".join(words) + " under bringup"
+def _check_model(args: argparse.Namespace, argv: list[su.Word]) -> None:
+    """An engine that loads its model on request (Ollama) needs ``--model``."""
+    start = wrappers.command_start(argv) or 0
+    plain = [w for w in argv[start:] if isinstance(w, str)]
+    engine = engine_args.parse_server_command(plain).engine if plain else None
+    if not args.model and engine is not None and _loads_on_request(engine):
+        raise UsageError(
+            f"{engine} loads its model at the first request that names it: the unit's "
+            "`bringup run` needs --model to know when it is ready",
+            hint="give --model NAME, e.g. `bringup unit ollama --model llama3.2:1b -- ollama serve`",
+        )
+
+
+def _describe(name: str, argv: list[su.Word]) -> str:
+    """``vllm-a: vllm under bringup``: the unit and the server's executable, never its
+    arguments (they may hold a model path a reader need not see, or a secret)."""
+    start = wrappers.command_start(argv)
+    exe = wrappers.base_name(argv[start]) if start is not None else ""
+    return f"{name}: {exe or wrappers.base_name(argv[0])} under bringup"
 
 
 def _write(
@@ -309,8 +353,8 @@ def _write(
     name: str,
     text: str,
     unit_dir: Path | None,
-    env_file: tuple[Path, str] | None,
-    secrets: su.Secrets,
+    env_file: unit_files.EnvFile | None,
+    secret: dict[str, str],
     runner: Runner | None,
 ) -> Written:
     """Write the files. ``--install`` writes through the command runner, where the service
@@ -321,11 +365,15 @@ def _write(
         unit_dir / f"{name}.service" if unit_dir else (Path(args.output) if args.output else None)
     )
     system = (runner or system_runner(ctx.environ)) if live else None
-    write = system.write_file if system is not None else write_local
     if env_file is not None:
-        write(str(env_file[0]), su.render_env_file(name, secrets.secret_environment), private=True)
+        unit_files.guard_existing(env_file, secret, args.force, system)
+        body = su.render_env_file(name, tuple(secret.items()))
+        unit_files.write_env_file(env_file, body, system, None, ctx)
     if target is not None:
-        write(str(target), text)
+        if system is not None:
+            system.write_file(str(target), text)
+        else:
+            write_local(str(target), text)
     if system is not None:
         reload = (
             ["systemctl", "--user", "daemon-reload"]
@@ -336,8 +384,8 @@ def _write(
     return Written(
         name=name,
         unit_path=None if target is None else str(target),
-        env_file=None if env_file is None else str(env_file[0]),
-        secrets=tuple(k for k, _ in secrets.secret_environment),
+        env_file=None if env_file is None else str(env_file.path),
+        secrets=tuple(secret),
         installed=unit_dir is not None,
         daemon_reload=system is not None,
         user=args.user,
