@@ -11,8 +11,12 @@ initialization failed``) holds the place until a specific line arrives; a line t
 names as the refinement of another (``Signature.refines``: the sampler-warmup line after the
 torch OOM it wraps) replaces it when it comes shortly after, and only a failure something may
 refine is offered as tentative (a live follower holds it for its grace). An unhandled exception no signature knows (``ImportError: ...``,
-the last line of a traceback) is a cause too, but a weak one: a known signature shortly
-after it replaces it; a traceback logged at WARNING level is not a cause at all. A new
+the last line of a traceback, a Rust panic, a C++ ``what():``) is a cause too, but a weak
+one, classified by the general rules of ``core.causes`` (its type, message and frames): a
+known signature shortly after it replaces it; a traceback logged at WARNING level is not a
+cause at all. A figure no healthy start reports (``core.fact_checks``: negative KV memory)
+is a weak cause at its line. A summary (a wrapper signature of a consequence class) names
+the nearest earlier error line a rule explains, else its own signal or exit code. A new
 attempt in the same log (banner again) starts over.
 
 What lies, and the rules that see through it:
@@ -41,8 +45,9 @@ from typing import Any
 import ahocorasick_rs
 
 from bringup import exit_codes
-from bringup.core import logline, packs, verdict
+from bringup.core import causes, fact_checks, logline, packs, verdict
 from bringup.core.diagnosis import (
+    Confidence,
     Diagnosis,
     EngineEvent,
     Event,
@@ -51,6 +56,7 @@ from bringup.core.diagnosis import (
     FailureEvent,
     PhaseEvent,
     ProgressEvent,
+    Remedy,
     TimelineEntry,
 )
 from bringup.core.logline import LogLine
@@ -69,23 +75,20 @@ _NUL_RUN = "\x00" * 64  # a hole in a truncated file: what follows is an older p
 _EXCEPTION = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Failure))(?::\s+(?P<text>\S.*))?$"
 )
-# a model's config or implementation lacks what the code asks of it: unsupported for this version
-_CONFIG_ATTR = re.compile(
-    r"'\w*(?:Config|For(?:CausalLM|ConditionalGeneration)\w*)' object has no attribute"
+# a Rust panic with its message (TGI's router and launcher): a cause, read like an exception
+_PANIC = re.compile(
+    r"panicked at '(?P<text>.+)'(?:, \S+:\d+:\d+)?$|panicked at \S+:\d+:\d+:\s*(?P<text2>.+)?$"
 )
-# an exception whose message says what the setup must be or provide (a setting, a scale, a
-# mode the launch did not give): the configuration is wrong, not the engine broken
-_ASKS_FOR_SETTING = re.compile(
-    r"\b(?:must|need to|needs to) be (?:calibrated|set|provided|specified|configured|enabled|"
-    r"disabled|one of)\b|[.,;] *(?:or |please |)(?:provide|set|specify|pass) (?:the |a |an |"
-    r"checkpoint )?[\w-]+"
-)
+# a C++ exception's message (libstdc++'s terminate handler)
+_WHAT = re.compile(r"^\s*what\(\):\s+(?P<text>\S.*)$")
 # a shell prompt with the user's command, pasted with the log: input, not output
 _PROMPT = re.compile(r"^(?:\(\S+\) )?[\w.-]+@[\w.-]+:\S*[#$] |^\$ \S")
 _CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 # classes that are consequences of an error, never the explanation of one
 _CONSEQUENCES = frozenset({FailureClass.TIMEOUTS, FailureClass.ENGINE_CORE_DIED})
 _QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "I", "W", "D"})
+_ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F"})
+_MAX_ERRORS = 16  # error lines kept for a summary to point back at
 
 
 class _Rules:
@@ -147,6 +150,7 @@ class LogAnalyzer:
         self._chained = False  # a chained traceback began, in the failing process, after it
         self._failure_key = ""  # the process the failure came from
         self._frames: dict[str, list[str]] = {}
+        self._errors: list[LogLine] = []  # error lines no signature explained, newest last
         self._heartbeats = 0
         self._progress_line: LogLine | None = None
         self._progress: dict[str, tuple[int, int]] = {}
@@ -331,16 +335,30 @@ class LogAnalyzer:
                 break
         else:
             self._exception(pack, ll, key, events)
-        self._read_facts(rules, msg, ll.number, events)
+        self._read_facts(pack, rules, ll, key, events)
         return events
 
     def _exception(self, pack: Pack, ll: LogLine, key: str, events: list[Event]) -> None:
-        """A line no signature explains: the last line of a traceback is a (weak) cause."""
+        """A line no signature explains: the last line of a traceback, a Rust panic or a C++
+        exception's message is a (weak) cause, read by the general rules (core.causes)."""
         quiet = ll.level in _QUIET_LEVELS or (ll.level is None and key in self._quiet_tb)
-        if not quiet:
-            m = _EXCEPTION.match(ll.message)
+        if quiet:
+            return
+        msg = ll.message
+        m = _EXCEPTION.match(msg)
+        if m:
+            self._offer_exception(pack, m.group("type"), m.group("text") or "", ll, key, events)
+            return
+        if "panicked at" in msg or "what():" in msg:
+            m = _PANIC.search(msg) or _WHAT.match(msg)
             if m:
-                self._offer_exception(pack, m, ll, key, events)
+                text = m.groupdict().get("text") or m.groupdict().get("text2") or ""
+                kind = "panic" if "panicked at" in msg else "C++ exception"
+                self._offer_exception(pack, kind, text, ll, key, events)
+                return
+        if ll.level in _ERROR_LEVELS:  # an error with a reason: what a later summary sums up
+            self._errors.append(ll)
+            del self._errors[:-_MAX_ERRORS]
 
     def _find_version(self, pack: Pack, rules: _Rules, msg: str, events: list[Event]) -> None:
         if pack.engine is None:
@@ -372,6 +390,24 @@ class LogAnalyzer:
         facts = {**self._facts, **self._facts_of(rules, ll.message)}
         ctx = RemedyContext(groups, facts, phase, _flags(pack, sig.owner))
         echo = any(p.search(ll.message) for p in rules("echoes"))
+        if (
+            sig.is_wrapper
+            and sig.failure_class in _CONSEQUENCES
+            and self._cause_behind(pack, ll, key, events)
+        ):
+            return  # a summary: the cause it sums up was named instead
+        if echo:
+            confidence, why = Confidence.LIKELY, f"another process's error, repeated ({sig.name})"
+        elif sig.is_wrapper:
+            confidence, why = (
+                Confidence.GUESS,
+                f"a summary line; no line before it states a cause ({sig.name})",
+            )
+        else:
+            confidence, why = (
+                Confidence.CERTAIN,
+                f"the engine's message for this cause ({sig.name})",
+            )
         new = Failure(
             sig.failure_class,
             phase,
@@ -380,44 +416,70 @@ class LogAnalyzer:
             sig.summary.format_map(groups),
             remedies.own(ctx.flags, sig.remedy(ctx)),
             not (sig.is_wrapper or echo),
+            confidence,
+            why,
         )
         if sig.owner is not None and self._pack is None and new.is_final:
             self._owner = sig.owner
         self._consider(new, sig.priority, sig, weak=False, key=key, events=events)
 
-    def _offer_exception(
-        self, pack: Pack, m: re.Match[str], ll: LogLine, key: str, events: list[Event]
+    def _cause_behind(self, pack: Pack, ll: LogLine, key: str, events: list[Event]) -> bool:
+        """A summary (``EngineCore failed to start.``, ``Shard 0 failed to start``) while no
+        line has stated a cause (rule a): the nearest earlier error line of this attempt whose
+        message a general rule explains is the cause; else the summary's own signal or exit
+        code, when it names an informative one. True when one was offered."""
+        if self._failure is not None and self._failure.is_final:
+            return False
+        for err in reversed(self._errors):
+            cause = causes.classify("", err.message)
+            if cause is not None:
+                self._offer_cause(pack, cause, err, key, events)
+                return True
+        cause = causes.of_signal(ll.message)
+        if cause is not None:
+            self._offer_cause(pack, cause, ll, key, events)
+            return True
+        return False
+
+    def _offer_cause(
+        self, pack: Pack, cause: causes.Cause, ll: LogLine, key: str, events: list[Event]
     ) -> None:
-        kind = m.group("type")
-        text = m.group("text") or ""
-        config_attr = _CONFIG_ATTR.search(text)
-        cls = (
-            FailureClass.CONFIG_ERROR
-            if config_attr or _ASKS_FOR_SETTING.search(text)
-            else FailureClass.ENGINE_CORE_DIED
-        )
         phase = self._failure_phase(pack, None, key)
-        groups = {"type": kind}
-        ctx = RemedyContext(groups, dict(self._facts), phase, pack.flags)
-        if config_attr:
-            what = (
-                "the model's configuration lacks what this version's code expects (an "
-                "architecture this version does not support, or a mismatched transformers)"
-            )
-        elif cls is FailureClass.CONFIG_ERROR:
-            what = "its message names a setting or an input this launch did not give"
+        new = Failure(
+            cause.failure_class,
+            phase,
+            ll.text,
+            ll.number,
+            f"A process failed: {cause.why}.",
+            (Remedy(cause.look_at),),
+            True,
+            Confidence.LIKELY,
+            cause.why,
+        )
+        self._consider(new, 0, None, weak=True, key=key, events=events)
+
+    def _offer_exception(
+        self, pack: Pack, kind: str, text: str, ll: LogLine, key: str, events: list[Event]
+    ) -> None:
+        cause = causes.classify(kind, text, self._frames.get(key, ()))
+        phase = self._failure_phase(pack, None, key)
+        ctx = RemedyContext({"type": kind}, dict(self._facts), phase, pack.flags)
+        if cause is None:
+            cls, why = FailureClass.ENGINE_CORE_DIED, "no known signature or rule explains it"
+            remedy, confidence = remedies.exception(ctx), Confidence.GUESS
         else:
-            what = "no known signature explains it"
+            cls, why, confidence = cause.failure_class, cause.why, Confidence.LIKELY
+            remedy = (Remedy(cause.look_at),)
         new = Failure(
             cls,
             phase,
             ll.text,
             ll.number,
-            f"A process stopped on an unhandled {kind}; {what}.",
-            remedies.exception(ctx)
-            if cls is FailureClass.ENGINE_CORE_DIED
-            else remedies.fix_flags(ctx),
+            f"A process stopped on an unhandled {kind}; {why}.",
+            remedy,
             True,
+            confidence,
+            why,
         )
         self._consider(new, 0, None, weak=True, key=key, events=events)
 
@@ -546,9 +608,44 @@ class LogAnalyzer:
         events.append(PhaseEvent(entry))
         return True
 
-    def _read_facts(self, rules: _Rules, msg: str, number: int, events: list[Event]) -> None:
-        for name, value in self._facts_of(rules, msg).items():
-            self._set_fact(name, value, number, events)
+    def _read_facts(
+        self, pack: Pack, rules: _Rules, ll: LogLine, key: str, events: list[Event]
+    ) -> None:
+        changed = {
+            name
+            for name, value in self._facts_of(rules, ll.message).items()
+            if self._set_fact(name, value, ll.number, events)
+        }
+        check = fact_checks.broken(self._facts, changed) if changed else None
+        if check is not None:
+            self._offer_fact(pack, check, ll, key, events)
+
+    def _offer_fact(
+        self,
+        pack: Pack,
+        check: fact_checks.FactCheck,
+        ll: LogLine,
+        key: str,
+        events: list[Event],
+    ) -> None:
+        """A figure no healthy start reports (rule b): its line is the cause, with its
+        numbers; weak, so the engine's own error line close after it, when there is one,
+        names it in the engine's words."""
+        phase = self._failure_phase(pack, check.phase, key)
+        groups = _SafeGroups({}, self._facts)
+        ctx = RemedyContext(groups, dict(self._facts), phase, pack.flags)
+        new = Failure(
+            check.failure_class,
+            phase,
+            ll.text,
+            ll.number,
+            check.summary.format_map(groups),
+            remedies.own(ctx.flags, check.remedy(ctx)),
+            True,
+            Confidence.CERTAIN,
+            f"a reported figure no healthy start has ({check.name})",
+        )
+        self._consider(new, 0, None, weak=True, key=key, events=events)
 
     @staticmethod
     def _facts_of(rules: _Rules, msg: str) -> dict[str, float | int | str]:
@@ -571,10 +668,13 @@ class LogAnalyzer:
 
     def _set_fact(
         self, name: str, value: float | int | str, number: int, events: list[Event]
-    ) -> None:
+    ) -> bool:
+        """Record a fact; True when it is new or changed."""
         if self._facts.get(name) != value:
             self._facts[name] = value
             events.append(FactEvent(name, value, number))
+            return True
+        return False
 
     # -- verdict ---------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ final ``Diagnosis``; ``bringup run``/``watch`` act on events as they arrive.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from bringup.core.vocab import FailureClass, Outcome, Phase
 
@@ -22,6 +23,36 @@ class Remedy:
     env: str | None = None  # an environment variable to set instead of a flag, "NAME=value"
 
 
+class Confidence(StrEnum):
+    """How sure a verdict is: ``certain`` when a line the engine prints for exactly this cause
+    states it (a signature, or a reported figure no healthy start has); ``likely`` when a
+    general rule read it from an error's type, message, frames or signal; ``guess`` when
+    nothing states a cause (a summary alone, a death without a line)."""
+
+    CERTAIN = "certain"
+    LIKELY = "likely"
+    GUESS = "guess"
+
+    @property
+    def rank(self) -> int:
+        """0 for certain, 1 likely, 2 guess (lower ranks first)."""
+        return _CONFIDENCE_RANK[self]
+
+
+_CONFIDENCE_RANK = {Confidence.CERTAIN: 0, Confidence.LIKELY: 1, Confidence.GUESS: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One cause the log supports, with the line that states it and why it was read so."""
+
+    failure_class: FailureClass = field(metadata={"json": "class"})
+    line_number: int
+    line: str
+    why: str
+    confidence: Confidence = Confidence.LIKELY
+
+
 @dataclass(frozen=True, slots=True)
 class Failure:
     """Why a startup failed, pinned to the line that states the cause."""
@@ -33,6 +64,10 @@ class Failure:
     summary: str  # one sentence in plain words
     remedy: tuple[Remedy, ...] = ()
     is_final: bool = True  # False for wrapper-only evidence that a more specific line may replace
+    confidence: Confidence = Confidence.CERTAIN
+    why: str = ""  # how the class was read: the signature, or the general rule that decided
+    # the causes the log supports, best first (the verdict's own first): at most three
+    candidates: tuple[Candidate, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,6 +155,11 @@ PACK = Pack(
                 "max_model_len": to_int,
             },
         ),
+        # model_runner: the token budget it profiled (below zero: nothing left for the KV cache)
+        FactRule(
+            rx(r"is larger than the profiled value (?P<profiled_max_tokens>-?\d+)"),
+            {"profiled_max_tokens": to_int},
+        ),
         FactRule(
             rx(r"available_gpu_mem=(?P<available_gpu_gib>[\d.]+) GB"),
             {"available_gpu_gib": to_float},
@@ -287,19 +292,11 @@ PACK = Pack(
             r.stalled,
             P.WARMUP,
         ),
-        Signature(
-            "scheduler_killed",
-            rx(r"scheduler died during initialization \(exit code: -9\)|Exit code: -9"),
-            F.HOST_OOM,
-            "A scheduler process was killed with SIGKILL (exit -9), usually by the OOM killer.",
-            r.host_oom,
-            is_wrapper=True,
-            priority=2,
-        ),
+        # a scheduler's exit code (-9: SIGKILL) is read by the general rule on summaries
         Signature(
             "wrapper",
             rx(
-                r"Scheduler hit an exception|Received sigquit from a child process|scheduler died during initialization|Rank \d+ scheduler is dead|Initialization failed\."
+                r"Scheduler hit an exception|Received sigquit from a child process|scheduler died during initialization|Rank \d+ scheduler is dead|Initialization failed\.|Exit code: -\d+"
             ),
             F.ENGINE_CORE_DIED,
             "A scheduler process died; no more specific cause is in the log.",

@@ -216,15 +216,7 @@ PACK = Pack(
             r.fix_flags,
             P.CONFIG,
         ),
-        Signature(
-            "killed",
-            rx(r"signaled to shutdown with signal 9\b"),
-            F.HOST_OOM,
-            "A shard was killed with SIGKILL (signal 9), usually by the OOM killer.",
-            r.host_oom,
-            is_wrapper=True,
-            priority=2,
-        ),
+        # a shard's signal (9, 4, 7) is read by the general rule on summaries (core.causes)
         Signature(
             "wrapper",
             rx(

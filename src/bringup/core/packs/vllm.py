@@ -132,7 +132,7 @@ FACTS = (
     ),
     FactRule(rx(r"# (?:GPU|cuda) blocks: (?P<gpu_blocks>\d+)"), {"gpu_blocks": to_int}),
     FactRule(
-        rx(r"Available KV cache memory: (?P<available_kv_gib>[\d.]+) GiB"),
+        rx(r"Available KV cache memory: (?P<available_kv_gib>-?[\d.]+) GiB"),
         {"available_kv_gib": _FLOAT},
     ),
     FactRule(
