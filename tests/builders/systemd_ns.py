@@ -70,6 +70,11 @@ mount --bind "$B/console.log" /dev/console
 mount --bind "$B/units" /usr/lib/systemd/system
 mount --bind "$B/generators" /usr/lib/systemd/system-generators
 mount --bind "$B/etc" /etc/systemd/system
+if [ -n "$3" ]; then  # folders of root's home other users' services need (a Python under it)
+  mkdir -p "$B/hostroot" && mount --bind /root "$B/hostroot"
+  mount -t tmpfs -o mode=755,size=4m tmpfs /root
+  for d in $3; do mkdir -p "/root/$d" && mount --bind "$B/hostroot/$d" "/root/$d"; done
+fi
 mkdir -p /etc/bringup && mount --bind "$B/bringup" /etc/bringup
 mount -t tmpfs -o mode=755 tmpfs /var/log/journal 2>/dev/null || { mkdir -p "$B/journal"; mount --bind "$B/journal" /var/log/journal; }
 mount -t tmpfs -o mode=755 tmpfs /var/lib/systemd
@@ -127,7 +132,11 @@ class SystemdNamespace:
             sd.close()
 
     @classmethod
-    def start(cls, base: Path, *, name: str, timeout: float = 30.0) -> SystemdNamespace:
+    def start(
+        cls, base: Path, *, name: str, timeout: float = 30.0, open_root: Sequence[str] = ()
+    ) -> SystemdNamespace:
+        """Boot one. ``open_root``: folders of ``/root`` to show, alone, in a ``/root`` every
+        user may enter (so services run as another user can start a Python installed there)."""
         reason = why_not()
         if reason:
             raise BootError(reason)
@@ -137,10 +146,10 @@ class SystemdNamespace:
         cgroup.mkdir()
         launch = (
             f"echo $$ > {shlex.quote(str(cgroup / 'cgroup.procs'))} && exec unshare --fork --pid"
-            ' --mount --mount-proc --uts --ipc --cgroup sh -c "$0" inner "$1" "$2"'
+            ' --mount --mount-proc --uts --ipc --cgroup sh -c "$0" inner "$1" "$2" "$3"'
         )
         launcher = subprocess.Popen(
-            ["sh", "-c", launch, _INNER, str(base), name],
+            ["sh", "-c", launch, _INNER, str(base), name, " ".join(open_root)],
             stdin=subprocess.DEVNULL,
             stdout=(base / "launcher.log").open("wb"),
             stderr=subprocess.STDOUT,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import shlex
 import shutil
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bringup.adapters.commands import Runner, check, system_runner, write_local
-from bringup.cli.commands import unit_files
+from bringup.cli.commands import unit_files, unit_service
 from bringup.cli.main import Context
 from bringup.cli.options import add_duration
 from bringup.core import engine_args, packs, secrets, wrappers
@@ -81,7 +82,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="with --install: treat DIR as the file-system root (packaging, tests)",
     )
-    parser.add_argument("--description", metavar="TEXT", help="Description= (default: the command)")
+    parser.add_argument(
+        "--description", metavar="TEXT", help="Description= (default: NAME and the executable)"
+    )
+    unit_service.add_arguments(parser)
     add_duration(parser, "--restart-sec", "RestartSec=", default="30s")
     add_duration(
         parser,
@@ -143,12 +147,21 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
     argv = _resolve_executables(argv, ctx)
     argv = _absolute_env_files(argv, ctx)
     public, secret = _environment([*assigned, *_env_options(args.env, ctx)], split.env)
+    service = unit_service.settings(args, argv, public)
     unit_dir = unit_files.install_dir(args, ctx) if args.install else None
     env_file = unit_files.env_file_paths(args, ctx, name, bool(secret))
     spec = _spec(args, ctx, name, argv, public, secret, env_file.named if env_file else None)
+    spec = dataclasses.replace(
+        spec,
+        run_as_user=service.user,
+        run_as_group=service.group,
+        working_directory=service.working_directory,
+        limit_memlock=service.limit_memlock,
+        environment=spec.environment + service.environment,
+    )
     text = su.render_unit(spec)
     unit_files.check_no_secret_in(text, secret)
-    written = _write(args, ctx, name, text, unit_dir, env_file, secret, runner)
+    written = _write(args, ctx, name, text, unit_dir, env_file, secret, service.owner, runner)
     if args.json:
         print_json(written, ctx.stdout)
     elif written.unit_path is None:
@@ -355,6 +368,7 @@ def _write(
     unit_dir: Path | None,
     env_file: unit_files.EnvFile | None,
     secret: dict[str, str],
+    owner: str | None,
     runner: Runner | None,
 ) -> Written:
     """Write the files. ``--install`` writes through the command runner, where the service
@@ -368,7 +382,7 @@ def _write(
     if env_file is not None:
         unit_files.guard_existing(env_file, secret, args.force, system)
         body = su.render_env_file(name, tuple(secret.items()))
-        unit_files.write_env_file(env_file, body, system, None, ctx)
+        unit_files.write_env_file(env_file, body, system, owner, ctx)
     if target is not None:
         if system is not None:
             system.write_file(str(target), text)
