@@ -9,8 +9,9 @@ Hugging Face repo id and reads the hub cache. :func:`locate_model` does the same
    ``HUGGINGFACE_HUB_CACHE``), else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``,
    else ``~/.cache/huggingface/hub`` (huggingface_hub's own order); the snapshot is the one
    ``refs/<revision>`` names (``main`` unless ``--revision`` says), else the newest;
-3. a config bundled with bringup (``bringup.data.models``), matched on the last part of the
-   name, case-insensitively (``meta-llama/Llama-3.1-8B`` → ``Llama-3.1-8B``).
+3. a config bundled with bringup (``adapters.model_catalog``), matched on its Hugging Face
+   ids, its name or the last part of an id, case-insensitively
+   (``meta-llama/Llama-3.1-70B-Instruct`` → ``Llama-3.1-70B``).
 
 Nothing is downloaded. :func:`load_model` then reads what the planner needs: the config and,
 where weights are on disk, the tensor headers.
@@ -18,12 +19,10 @@ where weights are on disk, the tensor headers.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,24 +77,17 @@ def hf_cache_dirs(environ: Mapping[str, str], home: str | None = None) -> list[P
 
 def bundled_names() -> list[str]:
     """Names of the configs bundled with bringup."""
-    folder = resources.files("bringup.data").joinpath("models")
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
+    from bringup.adapters import model_catalog
+
+    return sorted((m.name for m in model_catalog.catalog()), key=str.lower)
 
 
 def bundled_config(name: str) -> dict[str, Any] | None:
-    """The bundled config whose name is the last part of ``name`` (any case), or None."""
-    wanted = name.rstrip("/").rsplit("/", 1)[-1].lower()
-    for known in bundled_names():
-        if known.lower() == wanted:
-            text = (
-                resources.files("bringup.data")
-                .joinpath("models")
-                .joinpath(f"{known}.json")
-                .read_text(encoding="utf-8")
-            )
-            data: dict[str, Any] = json.loads(text)
-            return data
-    return None
+    """The bundled config ``name`` stands for (a Hugging Face id, or a bundled name), or None."""
+    from bringup.adapters import model_catalog
+
+    found = model_catalog.find(name)
+    return model_catalog.config(found) if found is not None else None
 
 
 def _is_repo_id(name: str) -> bool:
@@ -169,16 +161,17 @@ def locate_model(
         snap = find_in_hf_cache(name, environ, revision)
         if snap is not None:
             return ModelSource(name, "checkpoint", snap, f"Hugging Face cache: {snap}")
-    if bundled_config(name) is not None:
-        wanted = name.rstrip("/").rsplit("/", 1)[-1].lower()
-        known = next(n for n in bundled_names() if n.lower() == wanted)
-        return ModelSource(name, "bundled", None, f"bundled config {known}")
+    from bringup.adapters import model_catalog
+
+    bundled = model_catalog.find(name)
+    if bundled is not None:
+        return ModelSource(name, "bundled", None, f"bundled config {bundled.name}")
     searched = ", ".join(str(p) for p in hf_cache_dirs(environ))
     raise InputError(
         f"no such model: {name} (not a path; not in the Hugging Face cache at {searched}; "
-        "not a bundled config)",
-        hint="give a model folder or config JSON file, download it first, or use a bundled "
-        f"name: {', '.join(bundled_names())}",
+        "not one of the bundled models)",
+        hint="give a model folder or config JSON file, download it first, or a bundled model "
+        "(bringup plan --list-models)",
     )
 
 
