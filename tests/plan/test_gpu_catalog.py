@@ -17,6 +17,10 @@ from bringup.errors import UsageError
         ("NVIDIA H100 PCIe", "H100 PCIe"),
         ("h200", "H200"),
         ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
+        ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
+        ("Tesla T4", "T4"),
+        ("AMD Instinct MI355X", "MI355X"),
+        ("NVIDIA H200 NVL", "H200 NVL"),
         ("a100-40gb", "A100 40GB"),
         ("NVIDIA GeForce RTX 4090", "RTX 4090"),
         ("rtx pro 6000", "RTX PRO 6000 Blackwell"),
@@ -30,12 +34,14 @@ def test_lookup_is_forgiving(name: str, expected: str) -> None:
     assert gpu_catalog.lookup(name).name == expected
 
 
-def test_unknown_gpu_lists_the_known_ones() -> None:
-    """An unknown name is a usage error naming the catalog."""
+def test_unknown_gpu_names_the_closest_and_the_list() -> None:
+    """An unknown name is a usage error naming the closest parts and --list-gpus."""
     with pytest.raises(UsageError) as err:
         gpu_catalog.lookup("Voodoo 5")
-    assert "H200" in str(err.value)
-    assert "RTX PRO 6000 Blackwell" in str(err.value)
+    assert "--list-gpus" in str(err.value.hint)
+    with pytest.raises(UsageError) as err:
+        gpu_catalog.lookup("RTX 4080")
+    assert "RTX 4090" in str(err.value)
 
 
 def test_catalog_numbers() -> None:

@@ -99,7 +99,7 @@ def test_mxfp4_layout_depends_on_the_gpu() -> None:
     assert mxfp4_moe_padding((8, 0)) == (128, 256)
     assert mxfp4_moe_padding((9, 0)) == (64, 1)
     assert mxfp4_moe_padding((10, 0)) == (256, 256)
-    a100 = plan("gpt-oss-120b", "A100", 4, tensor_parallel_size=4, max_model_len=16384)
+    a100 = plan("gpt-oss-120b", "A100 80GB", 4, tensor_parallel_size=4, max_model_len=16384)
     h100 = plan("gpt-oss-120b", "H100", 4, tensor_parallel_size=4, max_model_len=16384)
     ratio = a100.per_gpu.weights_bytes / h100.per_gpu.weights_bytes
     assert 1.05 < ratio < 3072 / 2880

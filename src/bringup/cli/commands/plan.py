@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bringup.cli.commands.plan_shared import cpu_processor, parse_rate
+from bringup.cli.commands.plan_shared import cpu_processor, parse_memory, parse_rate
 from bringup.cli.main import Context
 from bringup.core import engine_args, gpu_catalog
 from bringup.core.checkpoint import Checkpoint, TensorInfo
@@ -152,6 +152,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument(
+        "--list-models",
+        action="store_true",
+        help="list the bundled models (their Hugging Face ids, size and source) and exit",
+    )
+    parser.add_argument(
+        "--list-gpus",
+        action="store_true",
+        help="list the GPU catalog (memory, bandwidth, datasheet) and exit",
+    )
+    parser.add_argument(
         "--compare",
         nargs=argparse.REMAINDER,
         metavar="MODEL [FLAGS]",
@@ -162,6 +172,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Make the plan (or the plans of ``--compare``) and print it; 0 fits, 1 does not fit."""
+    if args.list_models or args.list_gpus:
+        from bringup.cli.commands import plan_lists
+
+        if args.list_models:
+            return plan_lists.list_models(ctx, args.json)
+        return plan_lists.list_gpus(ctx, args.json)
     if args.compare is not None:
         from bringup.cli.commands import plan_compare
 
@@ -242,16 +258,28 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
         )
 
     bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
+    gpu = gpu_catalog.find(args.gpu or gpus.name)
+    if gpu is not None and gpu.unified and not args.gpu_free:
+        warnings = (*warnings, unified_memory_warning(gpu))
     return assemble.gpu_plan(
         arch,
         tensors,
         gpus,
         planned,
         setup=decode_setup(args, command.flags if command else ()),
-        gpu=gpu_catalog.find(args.gpu or gpus.name),
+        gpu=gpu,
         bandwidth=bandwidth,
         warnings=warnings,
         calibrate=calibrator if log is not None else None,
+    )
+
+
+def unified_memory_warning(gpu: gpu_catalog.GpuModel) -> str:
+    """The caveat of a part whose memory the CPU shares (GB10, MI300A, Strix Halo)."""
+    return (
+        f"{gpu.name}'s memory is shared with the CPU: the OS and every other process hold part "
+        f"of the {gpu.memory_bytes / 2**30:.0f} GiB planned here; give --gpu-free SIZE "
+        "(what is free before the start) for a plan that counts them"
     )
 
 
@@ -390,7 +418,7 @@ def _gguf_checkpoint(name: str) -> Checkpoint | None:
 def _gpus(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
     gpus = _gpus_given(args, ctx, world)
     if args.gpu_free:
-        free = parse_size(args.gpu_free)
+        free = parse_memory("--gpu-free", args.gpu_free)
         if not 0 <= free <= gpus.total_bytes:
             raise UsageError(
                 f"--gpu-free {args.gpu_free} must be between 0 and the GPU's "
@@ -403,7 +431,7 @@ def _gpus(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
 def _gpus_given(args: argparse.Namespace, ctx: Context, world: int) -> GpuSet:
     count = args.gpus or world
     if args.gpu_memory:
-        size = parse_size(args.gpu_memory)
+        size = parse_memory("--gpu-memory", args.gpu_memory)
         model = gpu_catalog.lookup(args.gpu) if args.gpu else None
         return GpuSet(
             model.name if model else "GPU",
@@ -512,7 +540,9 @@ def _run_cpu(
     flags: Sequence[str],
 ) -> Plan:
     """``plan --device cpu``: the KV pool of vLLM's CPU build (``core.plan.cpu``)."""
-    total = parse_size(args.gpu_memory) if args.gpu_memory else _cpu_memory_total()
+    total = (
+        parse_memory("--gpu-memory", args.gpu_memory) if args.gpu_memory else _cpu_memory_total()
+    )
     settings = resolve(
         req,
         memory_bytes=total,

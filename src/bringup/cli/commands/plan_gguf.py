@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from bringup.cli.commands.plan_shared import cpu_processor, parse_rate
+from bringup.cli.commands.plan_shared import cpu_processor, parse_memory, parse_rate
 from bringup.cli.main import Context
 from bringup.core import engine_args
 from bringup.core.checkpoint import Checkpoint
@@ -24,7 +24,7 @@ from bringup.core.gpu_catalog import lookup
 from bringup.core.plan import decode
 from bringup.errors import UsageError
 from bringup.render.console import make_console
-from bringup.units import format_bytes, parse_size
+from bringup.units import format_bytes
 
 _N_CTX = ("--n-ctx", "--n_ctx", "-c", "--ctx-size")
 _PARALLEL = ("-np", "--parallel", "--n-parallel")
@@ -115,7 +115,7 @@ def _train_ctx(metadata: dict[str, Any]) -> int:
 
 def _memory(args: Any) -> tuple[int, str]:
     if args.gpu_memory:
-        return parse_size(args.gpu_memory), "GPU"
+        return parse_memory("--gpu-memory", args.gpu_memory), "GPU"
     if args.gpu:
         return lookup(args.gpu).memory_bytes, "GPU"
     return int(psutil.virtual_memory().available), "host RAM"

@@ -23,8 +23,33 @@ def cpu_processor(memory_bandwidth: float | None, threads: int | None) -> decode
     return decode.Processor(f"CPU ({n} threads)", "cpu", measured, f"measured, {n} threads")
 
 
+def parse_memory(flag: str, text: str) -> int:
+    """A memory size given to ``flag``: it needs a unit (``24GiB``, ``24GB``, ``1000MiB``); a
+    bare number is refused rather than read as bytes."""
+    if _is_bare_number(text):
+        raise UsageError(
+            f"{flag} {text}: a size needs a unit",
+            hint=f"e.g. {flag} {text.strip()}GiB (or {text.strip()}GB)",
+        )
+    return parse_size(text)
+
+
+def _is_bare_number(text: str) -> bool:
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
 def parse_rate(text: str) -> float:
-    """``"3.35TB/s"``, ``"20GB/s"``, ``"20 GB"`` → bytes per second."""
+    """``"3.35TB/s"``, ``"20GB/s"``, ``"20 GB"`` → bytes per second; a bare number is refused
+    (``3350`` is not 3,350 B/s)."""
+    if _is_bare_number(text):
+        raise UsageError(
+            f"--memory-bandwidth {text}: a rate needs a unit",
+            hint=f"e.g. --memory-bandwidth {text.strip()}GB/s",
+        )
     value = text.strip()
     for suffix in ("/s", "ps", "/sec"):
         if value.lower().endswith(suffix):
