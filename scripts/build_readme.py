@@ -23,6 +23,7 @@ ORDER = [
     "watch",
     "status",
     "diagnose",
+    "report",
     "bench",
     "demo",
     "twin",

@@ -127,7 +127,10 @@ def main() -> None:
         "--stamp",
         help="write time.time() here when the root-cause line is written or the port listens",
     )
+    ap.add_argument("--api-key", help="echoed in the arguments line, as vLLM echoes its own")
     args = ap.parse_args()
+    if args.api_key:
+        say(P + f"non-default args: {{'api_key': '{args.api_key}', 'port': {args.port}}}")
     startup_lines(args.shards, args.step)
     if args.mode == "hang":
         time.sleep(3600)

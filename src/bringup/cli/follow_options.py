@@ -8,7 +8,9 @@ import threading
 import urllib.parse
 from collections.abc import Callable
 
+from bringup.cli import report_flags, report_options
 from bringup.cli.main import Context
+from bringup.cli.report_options import Reporting
 from bringup.core.live import ClusterEvent, NodeEvent, Ready
 from bringup.core.vocab import Engine
 from bringup.errors import UsageError
@@ -62,6 +64,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not echo the server's own log lines (plain output only)",
     )
+    report_options.add_live(parser)
 
 
 def add_retry(parser: argparse.ArgumentParser) -> None:
@@ -97,20 +100,23 @@ def config_from(args: argparse.Namespace, ctx: Context, argv: tuple[str, ...]) -
 
 
 def attempt_observers(
-    args: argparse.Namespace, ctx: Context, title: str
+    args: argparse.Namespace, ctx: Context, title: str, reporting: Reporting | None = None
 ) -> Callable[[int], Observer]:
-    """The observers of attempt N (its title says which attempt after the first)."""
+    """The observers of attempt N (its title says which attempt after the first); each also
+    feeds ``reporting`` when given (``--markdown``, ``--timeline``, the metrics)."""
+    human = report_flags.human_context(args, ctx)
 
     def make(number: int) -> Observer:
         suffix = f" (attempt {number})" if number > 1 else ""
-        return make_observer(
-            ctx.stdout,
-            ctx.stderr,
-            ctx.environ,
+        observer = make_observer(
+            human.stdout,
+            human.stderr,
+            human.environ,
             as_json=args.json,
             quiet=args.quiet,
             title=title + suffix,
         )
+        return reporting.wrap(observer) if reporting is not None else observer
 
     return make
 
@@ -122,12 +128,14 @@ def retry_reporter(args: argparse.Namespace, ctx: Context) -> RetryReporter:
     )
 
 
-def retry_run(args: argparse.Namespace, ctx: Context, config: StartupConfig) -> int:
+def retry_run(
+    args: argparse.Namespace, ctx: Context, config: StartupConfig, reporting: Reporting
+) -> int:
     """``bringup run --retry N``: the command line is rewritten before each new attempt."""
     if args.retry < 0:
         raise UsageError(f"--retry {args.retry}: give a count of 0 or more")
-    reporter = retry_reporter(args, ctx)
-    attempts = ChildAttempts(config, attempt_observers(args, ctx, "bringup run"))
+    reporter = retry_reporter(args, report_flags.human_context(args, ctx))
+    attempts = ChildAttempts(config, attempt_observers(args, ctx, "bringup run", reporting))
     outcome = run_with_retry(
         attempts, config.argv, args.retry, on_retry=reporter.retry, on_stop=reporter.stop
     )

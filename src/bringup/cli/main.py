@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "watch": "follow a server bringup did not start (unit, container, log, pid)",
     "status": "one look at a service: state, phase, last failure",
     "diagnose": "read a startup log: phase reached, root-cause line, remedy",
+    "report": "a past run's report to paste into an issue, from its run folder",
     "bench": "measure what a ready server delivers, beside what the hardware allows",
     "demo": "the whole story on a machine without a GPU, with the engine twin",
     "twin": "run the engine twin (a stand-in vLLM for tests and demos)",

@@ -9,6 +9,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
+from bringup.cli import report_flags
 from bringup.core import verdict
 from bringup.core.diagnosis import Diagnosis
 from bringup.core.printable import printable
@@ -30,12 +31,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the engine that wrote the log (default: recognise it)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    report_flags.add_markdown(parser)
+    parser.add_argument(
+        "--timeline",
+        metavar="FILE.svg",
+        help="draw the phases on the log's time axis, the failure at its line, as an SVG picture",
+    )
     parser.add_argument("file", metavar="FILE|-", help="the startup log; - reads stdin")
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Diagnose the log and print the verdict; the exit code follows the outcome."""
     engine = None if args.engine == "auto" else Engine(args.engine)
+    if report_flags.markdown_target(args) or args.timeline:
+        return _report(args, ctx, engine)
     result = diagnose_path(args.file, engine, ctx)
     if args.json:
         print_json(render.to_json(result), ctx.stdout)
@@ -43,6 +52,24 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         source = "stdin" if args.file == "-" else printable(args.file)
         render.print_diagnosis(result, make_console(ctx.stdout, ctx.environ), source)
     return verdict.offline_exit_code(result.outcome)
+
+
+def _report(args: argparse.Namespace, ctx: Context, engine: Engine | None) -> int:
+    """``--markdown`` / ``--timeline``: the report, and the usual output (on stderr when the
+    report takes stdout)."""
+    from bringup.cli.log_report import log_report, write_outputs
+
+    report_flags.check(args)
+    source = "stdin" if args.file == "-" else printable(args.file)
+    made = log_report(args.file, engine, ctx, title=f"bringup diagnose {source}", source=source)
+    target = report_flags.markdown_target(args)
+    write_outputs(made, args, ctx, (), target)
+    human = report_flags.human_context(args, ctx)
+    if args.json:
+        print_json(render.to_json(made.diagnosis), human.stdout)
+    else:
+        render.print_diagnosis(made.diagnosis, make_console(human.stdout, ctx.environ), source)
+    return verdict.offline_exit_code(made.diagnosis.outcome)
 
 
 def diagnose_path(path: str, engine: Engine | None, ctx: Context) -> Diagnosis:

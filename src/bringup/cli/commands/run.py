@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import threading
 
+from bringup.cli import report_flags, report_options
 from bringup.cli.follow_options import (
     add_common,
     add_retry,
@@ -21,6 +22,7 @@ from bringup.cli.follow_options import (
 )
 from bringup.cli.main import Context
 from bringup.errors import UsageError
+from bringup.follow.types import StartupConfig
 from bringup.follow.wiring import follow_local, loads_on_request
 from bringup.render.live import make_observer
 
@@ -103,23 +105,40 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             hint="give the model to load and ask with --model NAME (one `ollama list` shows), "
             "e.g. `bringup run --model llama3.2:1b -- ollama serve`",
         )
+    report_flags.check(args)
+    reporting = report_options.Reporting(args, ctx, "bringup run")
+    try:
+        return _run(args, ctx, config, reporting)
+    finally:
+        reporting.close()
+
+
+def _run(
+    args: argparse.Namespace,
+    ctx: Context,
+    config: StartupConfig,
+    reporting: report_options.Reporting,
+) -> int:
+    reporting.argv = config.argv
     if args.retry:
-        return retry_run(args, ctx, config)
+        return retry_run(args, ctx, config, reporting)
+    human = report_flags.human_context(args, ctx)
     observer = make_observer(
-        ctx.stdout,
-        ctx.stderr,
-        ctx.environ,
+        human.stdout,
+        human.stderr,
+        human.environ,
         as_json=args.json,
         quiet=args.quiet,
         title="bringup run",
     )
+    followed = reporting.wrap(observer, config.argv)
     if args.bench:
         # the server must stay up for the benchmark: supervise on, and stop it afterwards
         # (as --exit-when-ready would have): a stop on request, as a SIGTERM after ready is
         config = dataclasses.replace(config, exit_when_ready=False)
         stop = threading.Event()
         hook = bench_at_ready(args, ctx, stop)
-        result = follow_local(config, observer=observer, on_event=hook, stop=stop)
+        result = follow_local(config, observer=followed, on_event=hook, stop=stop)
     else:
-        result = follow_local(config, observer=observer)
+        result = follow_local(config, observer=followed)
     return result.exit_code

@@ -26,7 +26,7 @@ from bringup.adapters import remote_host
 from bringup.adapters.commands import Runner, system_runner
 from bringup.adapters.ssh import SshRunner
 from bringup.adapters.systemd import Systemctl
-from bringup.cli import remote
+from bringup.cli import remote, report_flags, report_options
 from bringup.cli.follow_options import (
     add_common,
     add_retry,
@@ -92,15 +92,30 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
             "--root names a folder on this machine; with --host the drop-in goes where the host's systemd reads it",
             hint="drop --root (or run `bringup up --root DIR` on the host itself)",
         )
+    report_flags.check(args)
+    reporting = report_options.Reporting(args, ctx, f"bringup up {name}")
+    try:
+        return _up(args, ctx, name, runner, reporting)
+    finally:
+        reporting.close()
+
+
+def _up(
+    args: argparse.Namespace,
+    ctx: Context,
+    name: str,
+    runner: Runner | None,
+    reporting: report_options.Reporting,
+) -> int:
     runner = runner or remote.ssh_runner(args, ctx.environ)
     config = config_from(args, ctx, ())
-    reporter = retry_reporter(args, ctx)
+    reporter = retry_reporter(args, report_flags.human_context(args, ctx))
     remote_runner = runner if isinstance(runner, SshRunner) else None
     attempts = UnitAttempts(
         name,
         Systemctl(runner or system_runner(ctx.environ), user=args.user),
         config,
-        attempt_observers(args, ctx, f"bringup up {name}"),
+        attempt_observers(args, ctx, f"bringup up {name}", reporting),
         # with --host the drop-in is written there, through ssh: its unit folder, its HOME
         unit_dir=unit_dir(
             args.user,
@@ -117,6 +132,7 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
         else None,
     )
     argv = attempts.server_argv()
+    reporting.argv = tuple(argv)
     key, model = attempts.systemctl.server_identity(name, list(argv))
     attempts.config = dataclasses.replace(
         attempts.config, api_key=args.api_key or key, model=args.model or model

@@ -16,7 +16,7 @@ from bringup.adapters.sources.logfile import FileSource
 from bringup.adapters.sources.pid import PidSource
 from bringup.adapters.sources.remote_file import RemoteFileSource
 from bringup.adapters.sources.unit import UnitSource
-from bringup.cli import remote
+from bringup.cli import remote, report_flags, report_options
 from bringup.cli.follow_options import add_common, config_from
 from bringup.cli.main import Context
 from bringup.errors import UsageError
@@ -82,15 +82,23 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(
             "watch takes no server command", hint="use `bringup run -- CMD` to start one"
         )
+    report_flags.check(args)
     config = config_from(args, ctx, ())
     source = make_source(args, ctx)
+    title = f"bringup watch {source.description}"
+    human = report_flags.human_context(args, ctx)
     observer = make_observer(
-        ctx.stdout,
-        ctx.stderr,
-        ctx.environ,
+        human.stdout,
+        human.stderr,
+        human.environ,
         as_json=args.json,
         quiet=args.quiet,
-        title=f"bringup watch {source.description}",
+        title=title,
     )
-    result = follow_local(config, source=source, observer=observer, follow=args.follow)
+    reporting = report_options.Reporting(args, ctx, title)
+    try:
+        followed = reporting.wrap(observer)
+        result = follow_local(config, source=source, observer=followed, follow=args.follow)
+    finally:
+        reporting.close()
     return result.exit_code
