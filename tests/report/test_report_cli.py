@@ -69,8 +69,8 @@ def test_report_of_a_run_folder(tmp_path: Path) -> None:
     assert code == 1, err
     page = check_report(out, ("Command", "Timeline", "Root cause", "Remedies"), (SECRET, HF_SECRET))
     command = next(f for f in page.fences() if "vllm serve" in f)
-    assert "--api-key [REDACTED]" in command
-    assert "HF_TOKEN=[REDACTED]" in command
+    assert "--api-key <redacted>" in command
+    assert "HF_TOKEN=<redacted>" in command
     assert "server exit status 1" in out
     assert "10.1.2.3" in out
     _, hidden, _ = cli(["report", "--redact-hosts", str(folder)])

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from bringup.core.printable import printable
 from bringup.core.report.model import Gpus, PlanSection, ReportData, RootCause
-from bringup.core.report.redact import Redactor
+from bringup.core.report.redact import SECRET, Redactor
 from bringup.units import format_bytes, format_seconds
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -147,7 +147,10 @@ def _command(argv: Sequence[str], r: _Writer) -> str:
 
 
 def _shell_word(word: str) -> str:
-    if word and re.fullmatch(r"[\w@%+=:,./\[\]-]+", word):
+    """``word`` as a shell reads it (quoted when it must be); a redacted value stays bare, a
+    placeholder to fill in."""
+    rest = word.replace(SECRET, "")
+    if word and (not rest or re.fullmatch(r"[\w@%+=:,./\[\]-]+", rest)):
         return word
     return "'" + word.replace("'", "'\\''") + "'"
 

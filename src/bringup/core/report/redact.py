@@ -1,9 +1,9 @@
 """What a report must not carry: secrets always, host names and home paths on request.
 
-Secrets are found as the unit finds them (``core.secrets``: the values of secret flags and
-variables in the command line and environment, and tokens by their shape anywhere in a
-text); every place such a value appears is then replaced, the log included, since engines
-echo their arguments. ``--redact-hosts`` also takes out IP addresses, the names of the hosts
+Secrets are found by the detector the unit uses (``core.secrets``: the values of secret
+flags and variables in the command line, whatever wraps it, and in the environment; tokens by
+their shape and secret-named values anywhere in a text); every place such a value appears is
+then replaced, the log included, since engines echo their arguments. ``--redact-hosts`` also takes out IP addresses, the names of the hosts
 involved (given by the caller: this machine, the nodes, the URL's host), hosts in URLs and
 ``user@host``, and home folders (``/home/alice/x`` -> ``~/x``).
 """
@@ -14,9 +14,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bringup.core.report import secret_values as secrets
+from bringup.core import secrets
 
-SECRET = "[REDACTED]"
+SECRET = secrets.REDACTED
 HOST = "[host]"
 ADDRESS = "[ip]"
 
@@ -50,11 +50,9 @@ class Redactor:
     def text(self, text: str) -> str:
         """``text`` with every secret (and, with ``hosts``, every host) taken out."""
         for value in self.values:
-            if len(value) >= _WHOLE_WORD_BELOW:
-                text = text.replace(value, SECRET)
-            else:  # a very short secret: only where it stands alone, or it eats every word
+            if len(value) < _WHOLE_WORD_BELOW:  # only where it stands alone, or it eats words
                 text = re.sub(rf"(?<![\w-]){re.escape(value)}(?![\w-])", SECRET, text)
-        text = secrets.redact_text(text)
+        text = secrets.redact_text(text, self.values)
         if self.hosts:
             text = self._hosts(text)
         return text
@@ -93,7 +91,8 @@ def redactor(
 ) -> Redactor:
     """The redactor of one report: the secrets of ``argv`` and ``environment`` (and ``extra``
     ones, e.g. bringup's own --api-key), and with ``hosts`` the names in ``host_names``."""
-    found = {v for v in secrets.find_secrets(argv, environment) if v}
+    found = {s.value for s in secrets.find_secrets(list(argv)) if s.value}
+    found.update(v for k, v in environment if v and secrets.is_secret_name(k))
     found.update(v for v in extra if v)
     names = {n for n in host_names if n and n not in _LOCAL}
     return Redactor(
