@@ -284,3 +284,66 @@ def test_the_cause_a_summary_names_is_offered_tentatively_live() -> None:
     assert [(e.failure.failure_class, e.tentative) for e in seen] == [
         (F.KV_CACHE_INSUFFICIENT, True)
     ]
+
+
+# -- (d) an engine is recognised from any characteristic line -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lines", "engine"),
+    [
+        (["INFO 01-02 03:04:05 launcher.py:20] Route: /health, Methods: GET"], "vllm"),
+        (["WARNING 01-02 03:04:05 [gpu_worker.py:99] something harmless"], "vllm"),
+        (["[2030-01-02 03:04:05 DP1 TP1] Scheduler started"], "sglang"),
+        (["[TP3] Init torch distributed ends."], "sglang"),
+        (
+            ["[2030-01-02 03:04:05] Load weight end. type=XForCausalLM, dtype=torch.float16"],
+            "sglang",
+        ),
+        (
+            ['time=2030-01-02T03:04:05Z level=INFO source=gpu.go:12 msg="looking for GPUs"'],
+            "ollama",
+        ),
+        (["2030-01-02T03:04:05.000001Z  INFO text_generation_launcher: Args {"], "tgi"),
+        (["llama_model_loader: - kv   0: general.architecture str = llama"], "llamacpp"),
+        (["an unrelated line", "another one"], None),
+    ],
+)
+def test_an_engine_is_recognised_from_one_characteristic_line(
+    lines: list[str], engine: str | None
+) -> None:
+    assert _diag(lines).engine == engine
+    assert _live(lines).engine == engine
+
+
+def test_a_fragment_without_a_banner_gets_the_class_its_line_states() -> None:
+    lines = [
+        "INFO 01-02 03:04:05 api_server.py:5] Started server process",
+        (
+            "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+            "[errno 98] address already in use"
+        ),
+    ]
+    d = _diag(lines)
+    assert d.engine == "vllm"
+    assert d.failure is not None
+    assert d.failure.failure_class is F.PORT_IN_USE
+
+
+def test_a_torch_watchdog_line_is_nccl_whichever_engine_prints_it() -> None:
+    lines = [
+        (
+            "2030-01-02T03:04:05.000000001Z [E ProcessGroupNCCL.cpp:1] [Rank 0] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 9 ms"
+        )
+    ]
+    d = _diag(lines)
+    assert d.failure is not None
+    assert d.failure.failure_class is F.NCCL_ERROR
+
+
+def test_a_ci_column_border_is_peeled_like_a_quote() -> None:
+    from bringup.core import logline
+
+    ll = logline.parse("  | [2030-01-02T03:04:05Z] ERROR:    boom", 1)
+    assert (ll.message, ll.level) == ("boom", "ERROR")

@@ -107,7 +107,9 @@ def test_short_lines_that_pass_the_screen_cost_a_bounded_number_of_searches() ->
     took 16 s per MiB when every such line was searched with every pack's tables): the
     searches a line can cost are those of the few strings that fit in it."""
     generic = packs.generic()
-    words = sorted({t[:5].ljust(5, ".") for t in generic.screen or ()})
+    # 5-byte lines made of the screen's tokens that fit in 5 bytes (a longer token cut to 5
+    # would not pass the screen)
+    words = sorted({t.ljust(5, ".") for t in generic.screen or () if len(t) <= 5})
     words += [s.ljust(5, ".") for s in index.of(generic).strings() if len(s) <= 5]
     rng = random.Random(4)
     lines = [rng.choice(words) for _ in range((64 << 10) // 6)]

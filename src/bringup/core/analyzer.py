@@ -129,6 +129,8 @@ class LogAnalyzer:
         self._last: tuple[int, str] | None = None
         self._stale = False  # past a NUL hole: an older process's lines
         self._owner: Engine | None = None  # engine named by a generic-pack signature
+        # engine whose logger alone writes a line of this shape (a fragment without a banner)
+        self._shape_owner: Engine | None = None
         self._attempt = 1
         self._lines_read = 0  # lines read with a pack's tables (work, for tests and benchmarks)
         self._searches = 0  # the pattern searches those lines could cost at most
@@ -246,6 +248,8 @@ class LogAnalyzer:
             text = logline.parse(line, number).text
         pack = detect_engine(text)
         if pack is None:
+            if self._shape_owner is None:
+                self._shape_owner = _shape_engine(text)
             self._pending.append((number, line))
             if len(self._pending) > _MAX_PENDING:
                 del self._pending[: _MAX_PENDING // 10]
@@ -770,7 +774,7 @@ class LogAnalyzer:
                 phase = failure.phase
             if phase is Phase.READY:
                 phase = Phase.API_SERVER_STARTING
-        engine = self.engine or (self._owner if failure is not None else None)
+        engine = self.engine or (self._owner if failure is not None else None) or self._shape_owner
         return Diagnosis(
             engine=engine.value if engine is not None else None,
             engine_version=self._version,
@@ -808,6 +812,16 @@ def detect_engine(text: str) -> Pack | None:
     finder, owners = _detector()
     found = finder.find_matches_as_indexes(text)
     return owners[found[0][0]] if found else None
+
+
+def _shape_engine(text: str) -> Engine | None:
+    """The engine whose logger alone writes lines shaped like ``text`` (``Pack.detect_lines``:
+    vLLM's header, SGLang's rank prefix, Ollama's slog records); None if none does."""
+    for pack in packs.all_packs():
+        for shape in pack.detect_lines:
+            if shape.search(text):
+                return pack.engine
+    return None
 
 
 @cache

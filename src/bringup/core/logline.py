@@ -52,7 +52,8 @@ _RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
 # llama.cpp 2026: elapsed time and a level letter ("0.01.181.838 E ggml_...")
 _LLAMA_ELAPSED = re.compile(r"^\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[DIWE]) ")
 _LOGFMT = re.compile(r"^time=\S+ level=(?P<level>[A-Z]+) source=\S+ msg=")
-_QUOTE = re.compile(r"^(?:\s{0,3}>[ \t]?)+")
+# a markdown quote, and a CI viewer's column border (Buildkite's "  | ") pasted with it
+_QUOTE = re.compile(r"^(?:\s{0,3}>[ \t]?|\s{0,3}\|[ \t])+")
 _DOCKER = re.compile(r"^[A-Za-z0-9][\w.-]*\s*\| ?")
 _JOURNALD = re.compile(
     r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.]+(?:[+-]\d{2}:?\d{2}|Z)?)"
@@ -65,7 +66,7 @@ _VLLM_HEADER = re.compile(
 )
 _UVICORN = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 _BRACKET_TS = re.compile(
-    r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d-\d\d \d\d:\d\d:\d\d)"
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?|\d\d-\d\d \d\d:\d\d:\d\d)"
     r"(?P<ranks>(?: [A-Z_]+\d+)*)\] "
 )
 _ISO_HEADER = re.compile(

@@ -13,7 +13,8 @@ import dataclasses
 from functools import cache
 
 from bringup.core.packs import common, llamacpp, ollama, sglang, tgi, vllm
-from bringup.core.packs.types import EngineFlags, HttpSpec, Pack
+from bringup.core.packs.index import required
+from bringup.core.packs.types import EngineFlags, HttpSpec, Pack, Signature
 from bringup.core.vocab import Engine
 
 __all__ = ["HttpSpec", "Pack", "all_packs", "generic", "get"]
@@ -41,6 +42,25 @@ _GENERIC_SCREEN = (
 )
 
 
+# a signature's own required string this long is specific enough to screen for (shorter ones,
+# "NCCL " or "in use", would let most lines of a log through)
+_MIN_SCREEN_STRING = 10
+
+
+def _signature_screen(
+    signatures: tuple[Signature, ...], screen: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The screen tokens a fragment needs so that every line a signature states a cause in
+    reaches it while the engine is not known: the long required strings the hand-written
+    screen does not cover already."""
+    extra: dict[str, None] = {}
+    for sig in signatures:
+        for token in sorted(required(sig.pattern) or ()):
+            if len(token) >= _MIN_SCREEN_STRING and not any(t in token for t in screen):
+                extra[token] = None
+    return tuple(extra)
+
+
 def _with_common(pack: Pack) -> Pack:
     screen = pack.screen
     if screen is not None:  # a token another already covers adds a scan, not a line
@@ -48,6 +68,7 @@ def _with_common(pack: Pack) -> Pack:
         if pack.engine is Engine.VLLM:
             extra = [t for t in extra if t not in _COVERED_IN_VLLM]
         screen = screen + tuple(extra)
+        screen += _signature_screen(common.EARLY + common.SIGNATURES, screen)
     return dataclasses.replace(
         pack,
         signatures=common.EARLY + pack.signatures + common.SIGNATURES,
@@ -85,6 +106,7 @@ def generic() -> Pack:
                 seen.add(sig)
                 own.append(dataclasses.replace(sig, owner=pack.engine))
     base = all_packs()[0]
+    signatures = common.EARLY + common.SIGNATURES + tuple(own)
     return dataclasses.replace(
         base,
         engine=None,
@@ -93,10 +115,10 @@ def generic() -> Pack:
         phases=tuple(m for p in all_packs() for m in p.phases),
         progress=tuple(r for p in all_packs() for r in p.progress),
         facts=tuple({id(f): f for p in all_packs() for f in p.facts}.values()),
-        signatures=common.EARLY + common.SIGNATURES + tuple(own),
+        signatures=signatures,
         exclusions=tuple(x for p in all_packs() for x in p.exclusions),
         frames=tuple(f for p in all_packs() for f in p.frames),
-        screen=_GENERIC_SCREEN,
+        screen=_GENERIC_SCREEN + _signature_screen(signatures, _GENERIC_SCREEN),
         heartbeats=(),
         hang_classes={k: v for p in all_packs() for k, v in p.hang_classes.items()},
         phase_after={k: v for p in all_packs() for k, v in p.phase_after.items()},

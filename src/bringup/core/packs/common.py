@@ -18,7 +18,7 @@ P = Phase
 # The port groups let the analyzer tell this server's bind error from another server's.
 BIND = (
     r"\[Errno 98\] (?:error while attempting to bind on address \('?(?P<host>[^',]*)'?, "
-    r"(?P<port>\d+)\): )?[Aa]ddress already in use"
+    r"(?P<port>\d+)\): )?(?:\[errno 98\] )?[Aa]ddress already in use"
     r"|EADDRINUSE"
 )
 
@@ -67,6 +67,8 @@ SIGNATURES = (
         "nccl",
         rx(
             r"NCCL [Ee]rror|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError"
+            # torch's c10d watchdog (ProcessGroupNCCL.cpp), whichever engine runs it
+            r"|Watchdog caught collective operation timeout"
             r"|NCCL WARN (?:Cuda failure|Call to|NET/|Error|ncclOsSocketPollConnect|.*failed to extend (?P<shm>/dev/shm))"
         ),
         F.NCCL_ERROR,

@@ -91,6 +91,8 @@ PACK = Pack(
         "source=images.go",
         "[GIN]",
     ),
+    # Go's log/slog text handler with source locations, as the server configures it
+    detect_lines=(rx(r"\blevel=(?:DEBUG|INFO|WARN|ERROR) source=[\w./-]+\.go:\d+ "),),
     version=(rx(r"Listening on \S+ \(version (?P<version>[^)\s]+)\)"),),
     phases=(
         PhaseMarker(rx(r"^server config|msg=\"?server config"), P.START),

@@ -81,7 +81,24 @@ FLAGS = EngineFlags(
 
 PACK = Pack(
     engine=Engine.SGLANG,
-    detect=("server_args=ServerArgs", "sglang", "SGLang"),
+    detect=(
+        "server_args=ServerArgs",
+        "sglang",
+        "SGLang",
+        # model_runner's and the scheduler's own messages, and the warmup's request to its
+        # own /get_model_info route (http_server.py)
+        "Load weight end. type=",
+        "KV Cache is allocated. #tokens",
+        "Capture cuda graph begin",
+        "max_total_num_tokens=",
+        "/get_model_info",
+    ),
+    # its logger's prefix names the ranks: "[2025-01-02 03:04:05 DP0 TP0] " or "[TP0] "
+    detect_lines=(
+        rx(
+            r"\[(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d )?(?:(?:DP|PP|EP|CP)\d+ )*TP\d+(?: (?:EP|CP)\d+)*\] "
+        ),
+    ),
     version=(rx(r"sglang(?:==| version:? v?)(?P<version>\d+\.\d+\.\d+\S*)"),),
     phases=(
         PhaseMarker(rx(r"server_args=ServerArgs\("), P.START),

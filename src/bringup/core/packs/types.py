@@ -252,6 +252,9 @@ class Pack:
     hang_points: tuple[re.Pattern[str], ...] = ()
     entry_points: tuple[EntryPoint, ...] = ()  # how its server is started (command recognition)
     flags: EngineFlags = field(default_factory=lambda: EngineFlags())
+    # the shape of a line only this engine's logger writes (its header, its process prefix):
+    # a fragment without any ``detect`` substring is this engine's when one of its lines has it
+    detect_lines: tuple[re.Pattern[str], ...] = ()
 
 
 def rx(pattern: str) -> re.Pattern[str]:

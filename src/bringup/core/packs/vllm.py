@@ -206,7 +206,7 @@ SIGNATURES = (
     Signature(
         "address_in_use",
         rx(
-            r"\[Errno 98\] (?:error while attempting to bind on address \('?(?P<host>[^',]*)'?, (?P<port>\d+)\): )?[Aa]ddress already in use"
+            r"\[Errno 98\] (?:error while attempting to bind on address \('?(?P<host>[^',]*)'?, (?P<port>\d+)\): )?(?:\[errno 98\] )?[Aa]ddress already in use"
         ),
         F.PORT_IN_USE,
         "Port {port} is already in use, so the API server could not bind it.",
@@ -783,4 +783,11 @@ PACK = Pack(
     ),
     entry_points=ENTRY_POINTS,
     flags=FLAGS,
+    # vllm/logger.py's format: "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d]" with the
+    # date as "%m-%d %H:%M:%S" (no brackets around the file before 0.7)
+    detect_lines=(
+        rx(
+            r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]"
+        ),
+    ),
 )
