@@ -43,7 +43,18 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "died_after_ready",
     }
     assert obj["died_after_ready"] is False
-    assert set(obj["failure"]) == {"class", "phase", "line", "line_number", "summary", "remedy"}
+    assert set(obj["failure"]) == {
+        "class",
+        "phase",
+        "line",
+        "line_number",
+        "summary",
+        "remedy",
+        "confidence",
+        "candidates",
+    }
+    assert obj["failure"]["confidence"] == "certain"
+    assert obj["failure"]["candidates"][0]["class"] == "cuda_oom"
     assert obj["failure"]["class"] == "cuda_oom"
     assert obj["failure"]["line_number"] == 85
     assert {

@@ -347,3 +347,45 @@ def test_a_ci_column_border_is_peeled_like_a_quote() -> None:
 
     ll = logline.parse("  | [2030-01-02T03:04:05Z] ERROR:    boom", 1)
     assert (ll.message, ll.level) == ("boom", "ERROR")
+
+
+# -- honest confidence and ranked candidates ------------------------------------------------
+
+
+def test_candidates_rank_the_verdict_first_then_other_classes_at_most_three() -> None:
+    from bringup.render.diagnosis import format_plain, to_json
+
+    lines = [
+        BANNER,
+        _v("TypeError: 'NoneType' object is not callable", "ERROR", "core.py"),
+        _v("Could not bind: Address already in use", "ERROR", "api.py"),
+        _v("TimeoutError: Timed out waiting for the peer", "ERROR", "core.py"),
+        _v("RuntimeError: the device ran out of memory", "ERROR", "core.py"),
+        _v("EngineCore failed to start.", "ERROR", "core.py"),
+    ]
+    d = _diag(lines)
+    assert d.failure is not None
+    got = to_json(d)["failure"]
+    assert got["class"] == "engine_core_died"  # the first exception, honestly a guess
+    assert got["confidence"] == "guess"
+    cands = got["candidates"]
+    assert len(cands) == 3
+    assert cands[0] == {
+        "class": "engine_core_died",
+        "line_number": 2,
+        "line": lines[1],
+        "why": "no known signature or rule explains it",
+    }
+    assert {c["class"] for c in cands[1:]} <= {"timeouts", "cuda_oom"}
+    text = format_plain(d, "x.log")
+    assert "confidence guess" in text
+    assert "candidate 3" in text
+
+
+def test_a_certain_verdict_prints_no_candidates() -> None:
+    from bringup.render.diagnosis import format_plain
+
+    d = _diag([BANNER, _v("OSError: [Errno 98] Address already in use", "ERROR", "api.py")])
+    assert d.failure is not None
+    assert d.failure.confidence is Confidence.CERTAIN
+    assert "candidate" not in format_plain(d, "x.log")

@@ -47,6 +47,7 @@ import ahocorasick_rs
 from bringup import exit_codes
 from bringup.core import causes, fact_checks, logline, packs, verdict
 from bringup.core.diagnosis import (
+    Candidate,
     Confidence,
     Diagnosis,
     EngineEvent,
@@ -89,6 +90,8 @@ _CONSEQUENCES = frozenset({FailureClass.TIMEOUTS, FailureClass.ENGINE_CORE_DIED}
 _QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "I", "W", "D"})
 _ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F"})
 _MAX_ERRORS = 16  # error lines kept for a summary to point back at
+_MAX_OFFERS = 32  # causes kept per attempt for the ranked candidates
+_MAX_CANDIDATES = 3
 
 
 class _Rules:
@@ -153,6 +156,7 @@ class LogAnalyzer:
         self._failure_key = ""  # the process the failure came from
         self._frames: dict[str, list[str]] = {}
         self._errors: list[LogLine] = []  # error lines no signature explained, newest last
+        self._offers: list[Failure] = []  # every cause offered in this attempt (candidates)
         self._heartbeats = 0
         self._progress_line: LogLine | None = None
         self._progress: dict[str, tuple[int, int]] = {}
@@ -515,6 +519,8 @@ class LogAnalyzer:
             return
         if new.phase is Phase.READY:  # a bind error after "startup complete": not ready
             new = dataclasses.replace(new, phase=Phase.API_SERVER_STARTING)
+        self._offers.append(new)
+        del self._offers[:-_MAX_OFFERS]
         if self._takes(new, priority, sig, weak, key):
             self._failure, self._priority, self._sig, self._weak = new, priority, sig, weak
             self._failure_key = key
@@ -723,7 +729,12 @@ class LogAnalyzer:
         )
         ctx = RemedyContext({}, dict(self._facts), phase, _flags(self._pack, None))
         remedy = remedies.host_oom(ctx) if killed else remedies.engine_died(ctx)
-        return Failure(cls, phase, line, number, summary, remedy, True)
+        confidence, why = (
+            (Confidence.LIKELY, "killed with SIGKILL, most often the kernel's OOM killer")
+            if killed
+            else (Confidence.GUESS, "the process exited and no line states why")
+        )
+        return Failure(cls, phase, line, number, summary, remedy, True, confidence, why)
 
     def _hang(self) -> Failure | None:
         pack = self._pack
@@ -739,7 +750,8 @@ class LogAnalyzer:
             f"The startup stopped in {phase.value}: {self._heartbeats} 'still waiting' "
             f"lines and no progress{after}; no line states why."
         )
-        return Failure(cls, phase, "", 0, summary, remedy, True)
+        why = "no progress while the engine kept waiting"
+        return Failure(cls, phase, "", 0, summary, remedy, True, Confidence.LIKELY, why)
 
     def _hang_point(self) -> Failure | None:
         """A finished log that ends at a step known to hang, with nothing after it."""
@@ -755,7 +767,8 @@ class LogAnalyzer:
             f"The log ends at a step that is known to hang (line {ll.number}: "
             f"{ll.message[:120]}) with nothing after it; no line states why it stopped."
         )
-        return Failure(cls, phase, "", 0, summary, remedy, True)
+        why = "the log ends at a step known to hang"
+        return Failure(cls, phase, "", 0, summary, remedy, True, Confidence.LIKELY, why)
 
     def _verdict(self, failure: Failure | None, *, whole_log: bool = False) -> Diagnosis:
         phase = self._phase
@@ -774,6 +787,8 @@ class LogAnalyzer:
                 phase = failure.phase
             if phase is Phase.READY:
                 phase = Phase.API_SERVER_STARTING
+        if failure is not None:
+            failure = _with_candidates(failure, self._offers)
         engine = self.engine or (self._owner if failure is not None else None) or self._shape_owner
         return Diagnosis(
             engine=engine.value if engine is not None else None,
@@ -785,6 +800,28 @@ class LogAnalyzer:
             facts=dict(self._facts),
             after_ready=self._runtime if outcome is Outcome.READY else None,
         )
+
+
+def _with_candidates(failure: Failure, offers: Sequence[Failure]) -> Failure:
+    """The verdict with up to three ranked candidates: itself first, then the other causes
+    the attempt offered, of other classes, surest first and nearest to it next."""
+    ranked = sorted(
+        (f for f in offers if f.failure_class is not failure.failure_class),
+        key=lambda f: (f.confidence.rank, abs(f.line_number - failure.line_number)),
+    )
+    chosen: list[Failure] = [failure]
+    for f in ranked:
+        if len(chosen) == _MAX_CANDIDATES:
+            break
+        if all(f.failure_class is not c.failure_class for c in chosen):
+            chosen.append(f)
+    return dataclasses.replace(
+        failure,
+        candidates=tuple(
+            Candidate(f.failure_class, f.line_number, f.line, f.why or f.summary, f.confidence)
+            for f in chosen
+        ),
+    )
 
 
 def _refines(new: Signature | None, cur: Signature | None) -> bool:

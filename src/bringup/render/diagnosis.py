@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from bringup.core.diagnosis import Diagnosis, Failure, Remedy
+from bringup.core.diagnosis import Candidate, Confidence, Diagnosis, Failure, Remedy
 
 # Facts worth a glance in the human output, with their labels and units.
 _FACT_LABELS = (
@@ -54,6 +54,18 @@ def _failure_json(f: Failure) -> dict[str, Any]:
         "line_number": f.line_number or None,
         "summary": f.summary,
         "remedy": [remedy_json(r) for r in f.remedy],
+        # how sure: certain (the engine's message for the cause, or a figure no healthy start
+        # has), likely (a general rule read it), guess (nothing states a cause)
+        "confidence": f.confidence.value,
+        "candidates": [
+            {
+                "class": c.failure_class.value,
+                "line_number": c.line_number or None,
+                "line": c.line or None,
+                "why": c.why,
+            }
+            for c in f.candidates
+        ],
     }
 
 
@@ -132,7 +144,15 @@ def _failure_lines(f: Failure, where: str) -> list[str]:
     args = next_args(f.remedy)
     if args:
         out.append(f"  next run  {args}")
+    if f.confidence is not Confidence.CERTAIN:
+        out.append(f"  confidence {f.confidence.value}: {f.why or 'no line states the cause'}")
+        out += [f"  candidate {i}  {_candidate(c)}" for i, c in enumerate(f.candidates, 1)]
     return out
+
+
+def _candidate(c: Candidate) -> str:
+    where = f"line {c.line_number}" if c.line_number else "no line"
+    return f"{c.failure_class.value} ({where}): {c.why}"
 
 
 def _where(f: Failure) -> str:
@@ -182,6 +202,10 @@ def print_diagnosis(d: Diagnosis, console: Console, source: str) -> None:
     body.add_row("summary", f.summary)
     for i, r in enumerate(f.remedy, start=1):
         body.add_row(f"remedy {i}", remedy_text(r))
+    if f.confidence is not Confidence.CERTAIN:
+        body.add_row("confidence", f"{f.confidence.value}: {f.why or 'no line states the cause'}")
+        for i, c in enumerate(f.candidates, start=1):
+            body.add_row(f"candidate {i}", _candidate(c))
     args = next_args(f.remedy)
     parts: list[Any] = [body]
     if args:
