@@ -147,6 +147,12 @@ def _canonical(word: str) -> str:
     return name
 
 
+def canonical_flag(word: str) -> str:
+    """The long name a flag word stands for (``-tp`` → ``--tensor-parallel-size``,
+    ``--max_num_seqs=8`` → ``--max-num-seqs``)."""
+    return _canonical(word)
+
+
 def _wanted(names: Sequence[str]) -> set[str]:
     return {_canonical(n) for n in names}
 

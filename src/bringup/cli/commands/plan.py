@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 from bringup.cli.commands.plan_shared import cpu_processor, parse_memory, parse_rate
 from bringup.cli.main import Context
-from bringup.core import engine_args, gpu_catalog
+from bringup.core import engine_args, engine_flags, gpu_catalog
 from bringup.core.checkpoint import Checkpoint, TensorInfo
 from bringup.core.gpu import select_visible
 from bringup.core.plan import (
@@ -37,6 +38,7 @@ from bringup.core.plan.result import CalibrationReport, Plan
 from bringup.core.plan.settings import parse_version, use_v1_from_env
 from bringup.core.plan.synth import synthesize
 from bringup.core.printable import printable
+from bringup.core.vocab import Engine
 from bringup.errors import AdapterError, InputError, UsageError
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
@@ -53,7 +55,13 @@ _VLLM_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
     (("--max-num-batched-tokens",), "max_num_batched_tokens", int),
     (("--kv-cache-dtype",), "kv_cache_dtype", str),
     (("--quantization", "-q"), "quantization", str),
+    (("--block-size",), "block_size", int),
+    (("--cpu-offload-gb",), "cpu_offload_gb", float),
+    (("--dtype",), "dtype", str),
+    (("--speculative-config",), "speculative_config", str),
 )
+# read by plan itself (the weights' type, speculative decoding), not part of Requested
+_NOT_REQUESTED = ("dtype", "speculative_config")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -218,8 +226,10 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
         return plan_gguf.build_gguf(gguf, args, args.passthrough or ())
     revision = engine_args.get_flag(command.flags, "--revision") if command else None
     config, tensors, _origin = _load_model(model_arg, ctx.environ, revision)
+    flags = command.flags if command else ()
+    config, tensors = engine_flags.with_dtype(config, tensors, _flag(args, flags, "dtype"))
     arch = parse_architecture(config)
-    warnings = assemble.warnings_for(req, arch)
+    warnings = (*assemble.warnings_for(req, arch), *_flag_warnings(args, command, req))
     if req.device == "cpu":
         if (req.decode_context_parallel_size or 1) != 1:
             raise UsageError(
@@ -281,6 +291,52 @@ def unified_memory_warning(gpu: gpu_catalog.GpuModel) -> str:
         f"of the {gpu.memory_bytes / 2**30:.0f} GiB planned here; give --gpu-free SIZE "
         "(what is free before the start) for a plan that counts them"
     )
+
+
+def _flag(args: argparse.Namespace, flags: Sequence[str], dest: str) -> str | None:
+    """A flag of :data:`_VLLM_FLAGS` as text: bringup's own, else the server command's."""
+    names = next(n for n, d, _ in _VLLM_FLAGS if d == dest)
+    own = getattr(args, dest, None)
+    return str(own) if own is not None else engine_args.get_flag(flags, *names)
+
+
+def _flag_warnings(
+    args: argparse.Namespace, command: engine_args.ServerCommand | None, req: Requested
+) -> list[str]:
+    """Warnings for the engine flags: every vLLM flag after -- this plan does not model (and
+    every word that is not a vLLM flag), speculative decoding, offloaded weights."""
+    out: list[str] = []
+    if command is not None and command.engine == Engine.VLLM:
+        names = _vllm_flag_names()
+        line = engine_flags.unplanned_warning(
+            command.flags, names["flags"], names["version"], names["frontend_flags"]
+        )
+        if line:
+            out.append(line)
+    spec = _flag(args, command.flags if command else (), "speculative_config")
+    if spec:
+        out.append(engine_flags.speculative_warning(engine_flags.parse_speculative(spec)))
+    if req.cpu_offload_gb:
+        out.append(
+            f"--cpu-offload-gb {req.cpu_offload_gb:g}: that much of each GPU's weights stays in "
+            "CPU memory and crosses PCIe in every forward pass (vLLM's UVA offload): decode "
+            "runs far below the speed shown"
+        )
+    return out
+
+
+@functools.cache
+def _vllm_flag_names() -> dict[str, Any]:
+    """``data/vllm_flags.json`` (scripts/vllm_flag_names.py): vLLM serve's flag names."""
+    import json
+    from importlib import resources
+
+    data = json.loads(resources.files("bringup.data").joinpath("vllm_flags.json").read_text())
+    return {
+        "version": data["version"],
+        "flags": frozenset(data["flags"]),
+        "frontend_flags": frozenset(data["frontend_flags"]),
+    }
 
 
 def _short_version(text: str) -> str:
@@ -360,6 +416,8 @@ def _requested(
         text = own if own is not None else engine_args.get_flag(flags, *names)
         if text is not None:
             values[dest] = _convert(names[0], str(text), kind)
+    for dest in _NOT_REQUESTED:
+        values.pop(dest, None)
     max_len = values.pop("max_model_len", None)
     if max_len is not None:
         values["max_model_len"] = (

@@ -648,6 +648,8 @@ FLAGS = EngineFlags(
             "-pp": "--pipeline-parallel-size",
             "-dp": "--data-parallel-size",
             "-q": "--quantization",
+            "-dcp": "--decode-context-parallel-size",
+            "-ep": "--enable-expert-parallel",
         }
     ),
     others=frozenset(

@@ -154,7 +154,9 @@ def _rank(
     arch: Architecture, gpus: GpuSet, s: Settings, c: Calibration, st: StageWeights, *, last: bool
 ) -> RankBudget:
     tp = s.tensor_parallel_size
-    spec = kvmod.kv_spec(arch, st.layers, tp, s.kv_cache_dtype, s.decode_context_parallel_size)
+    spec = kvmod.kv_spec(
+        arch, st.layers, tp, s.kv_cache_dtype, s.decode_context_parallel_size, s.block_size
+    )
     if c.kv_bytes_per_token_scale != 1.0:
         spec = replace(
             spec,
@@ -163,7 +165,8 @@ def _rank(
                 spec.sliding_bytes_per_token * c.kv_bytes_per_token_scale
             ),
         )
-    weights = round(st.total_bytes * c.weights_scale)
+    # --cpu-offload-gb: vLLM keeps up to that many bytes of each rank's weights in CPU memory
+    weights = max(0, round(st.total_bytes * c.weights_scale) - s.cpu_offload_bytes)
     activation = peaks.activation_peak_bytes(
         arch,
         tp,

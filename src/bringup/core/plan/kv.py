@@ -68,9 +68,15 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
 
 
 def kv_spec(
-    arch: Architecture, layers: tuple[int, int], tp: int, kv_cache_dtype: str, dcp: int = 1
+    arch: Architecture,
+    layers: tuple[int, int],
+    tp: int,
+    kv_cache_dtype: str,
+    dcp: int = 1,
+    block_size: int | None = None,
 ) -> KvSpec:
-    """The KV spec of the layers ``[first, last)`` on one rank (``dcp``: its DCP group)."""
+    """The KV spec of the layers ``[first, last)`` on one rank (``dcp``: its DCP group;
+    ``block_size``: ``--block-size``, else the backend's default)."""
     dtype = kv_dtype_bytes(kv_cache_dtype, arch.dtype_bytes)
     if arch.mla is not None:
         per_layer = (
@@ -88,7 +94,7 @@ def kv_spec(
         sliding_bytes_per_token=per_layer * kinds.count("sliding"),
         sliding_window=arch.sliding_window,
         state_bytes_per_request=arch.linear_state_bytes * kinds.count("linear") // max(1, tp),
-        block_size=block,
+        block_size=block_size or block,
         full_layers=kinds.count("full"),
         sliding_layers=kinds.count("sliding"),
         dcp=max(1, dcp),

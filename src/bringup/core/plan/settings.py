@@ -44,6 +44,8 @@ class Requested:
     device: str = "cuda"  # "cuda" (GPUs) or "cpu" (vLLM's CPU build)
     use_v1: bool | None = None  # VLLM_USE_V1 (0.8-0.10 could still run the V0 engine)
     decode_context_parallel_size: int | None = None  # -dcp (None: 1)
+    block_size: int | None = None  # --block-size (None: the attention backend's default)
+    cpu_offload_gb: float = 0.0  # --cpu-offload-gb: GiB of weights per GPU kept in CPU memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,8 @@ class Settings:
     context_in_budget: bool = False  # before 0.9: everything not torch's is inside the budget
     model_runner: str = "v1"  # "v0" (V0 engine), "v1" or "v2" (vLLM's GPU model runner)
     decode_context_parallel_size: int = 1  # -dcp: the KV cache's tokens sharded over N TP ranks
+    block_size: int | None = None  # --block-size; None: 16, MLA's 64 (the backends' defaults)
+    cpu_offload_bytes: int = 0  # --cpu-offload-gb x GiB: weights per GPU vLLM keeps in CPU memory
 
     @property
     def world_size(self) -> int:
@@ -269,4 +273,15 @@ def resolve(
         decode_context_parallel_size=_positive(
             "--decode-context-parallel-size", req.decode_context_parallel_size, 1
         ),
+        block_size=None
+        if req.block_size is None
+        else _positive("--block-size", req.block_size, 16),
+        cpu_offload_bytes=_offload_bytes(req.cpu_offload_gb),
     )
+
+
+def _offload_bytes(gib: float) -> int:
+    """``--cpu-offload-gb`` in bytes (vLLM: "the space in GiB to offload to CPU, per GPU")."""
+    if gib < 0:
+        raise UsageError(f"--cpu-offload-gb must be 0 or more, got {gib}")
+    return round(gib * 1024**3)
