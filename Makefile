@@ -27,8 +27,8 @@ demo-service: $(STAMP)
 	$(BIN)/python scripts/demo_service.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench scripts
-	$(BIN)/ruff format --check src tests bench scripts
+	$(BIN)/ruff check src tests bench scripts tools
+	$(BIN)/ruff format --check src tests bench scripts tools
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

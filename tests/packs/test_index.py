@@ -71,6 +71,10 @@ def test_every_pattern_that_matches_a_real_line_is_picked_for_it() -> None:
     for pack in [*packs.all_packs(), packs.generic()]:
         for table in index.of(pack).tables.values():
             for rule in table:
+                if getattr(rule, "required", None) is not None:
+                    # a message table's: its strings are its own literal text, and each row's
+                    # line is classified through the index (tests/packs/test_engine_messages.py)
+                    continue
                 p = rule if isinstance(rule, re.Pattern) else rule.pattern
                 patterns.setdefault(p.pattern, (p, required(p)))
     assert len(patterns) > 200

@@ -334,7 +334,10 @@ class LogAnalyzer:
             return events
         # the phase first: a tqdm bar glued to an error line moved on before the error came
         self._progress_and_phase(rules, ll, events)
+        quiet = ll.level in _QUIET_LEVELS or (ll.level is None and key in self._quiet_tb)
         for sig in rules("signatures"):
+            if sig.loud_only and quiet:
+                continue  # an engine's error text, here logged as advice: not a cause
             m = sig.pattern.search(msg)
             if m:
                 if sig.until is not None and self._phase.order > sig.until.order:

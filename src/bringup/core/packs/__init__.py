@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from functools import cache
 
-from bringup.core.packs import common, llamacpp, ollama, sglang, tgi, vllm
+from bringup.core.packs import common, llamacpp, messages, ollama, sglang, tgi, vllm
 from bringup.core.packs.index import required
 from bringup.core.packs.types import EngineFlags, HttpSpec, Pack, Signature
 from bringup.core.vocab import Engine
@@ -55,7 +55,7 @@ def _signature_screen(
     screen does not cover already."""
     extra: dict[str, None] = {}
     for sig in signatures:
-        for token in sorted(required(sig.pattern) or ()):
+        for token in sorted(sig.required or required(sig.pattern) or ()):
             if len(token) >= _MIN_SCREEN_STRING and not any(t in token for t in screen):
                 extra[token] = None
     return tuple(extra)
@@ -69,9 +69,11 @@ def _with_common(pack: Pack) -> Pack:
             extra = [t for t in extra if t not in _COVERED_IN_VLLM]
         screen = screen + tuple(extra)
         screen += _signature_screen(common.EARLY + common.SIGNATURES, screen)
+    # the engine's own messages last: a hand-written signature says more where both match
+    own = messages.signatures(pack.engine) if pack.engine is not None else ()
     return dataclasses.replace(
         pack,
-        signatures=common.EARLY + pack.signatures + common.SIGNATURES,
+        signatures=common.EARLY + pack.signatures + common.SIGNATURES + own,
         facts=pack.facts + common.FACTS,
         screen=screen,
     )

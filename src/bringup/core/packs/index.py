@@ -120,7 +120,7 @@ class RuleIndex:
             self.tables[name] = table
             self._layout[name] = (bit, (1 << len(table)) - 1, table)
             for rule in table:
-                strings = required(_pattern(rule))
+                strings = getattr(rule, "required", None) or required(_pattern(rule))
                 if strings is None or not all(strings):
                     always |= 1 << bit
                 else:
@@ -162,7 +162,7 @@ class RuleIndex:
 def _pattern(rule: Any) -> re.Pattern[str]:
     """A table's rule is a pattern, or holds one (a signature, a phase marker, a fact rule)."""
     pattern = rule if isinstance(rule, re.Pattern) else rule.pattern
-    assert isinstance(pattern, re.Pattern)
+    assert isinstance(pattern, re.Pattern), pattern
     return pattern
 
 

@@ -210,6 +210,12 @@ class Signature:
     # after the torch OOM it wraps. Only a failure something may refine is held live for the
     # follower's grace; every other final failure is the verdict at its line.
     refines: tuple[str, ...] = ()
+    # strings one of which every line the pattern matches contains, when known without reading
+    # the pattern (the message tables know their literal text): the index takes them as given
+    required: frozenset[str] | None = None
+    # the line states a cause only when it is not logged at DEBUG/INFO/WARNING (an engine's
+    # raise or error-log text: the same words in a warning are advice, not the failure)
+    loud_only: bool = False
 
 
 @dataclass(frozen=True)
