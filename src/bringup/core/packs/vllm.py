@@ -394,14 +394,6 @@ SIGNATURES = (
         P.CONFIG,
     ),
     Signature(
-        "no_weights",
-        rx(r"Cannot find any model weights with"),
-        F.MISSING_OR_CORRUPT_WEIGHTS,
-        "No weight files were found in the model directory.",
-        r.redownload,
-        P.WEIGHTS_LOADING,
-    ),
-    Signature(
         "index_shard_missing",
         rx(r"Weight files referenced in index but missing: (?P<files>.+)"),
         F.MISSING_OR_CORRUPT_WEIGHTS,
@@ -416,14 +408,6 @@ SIGNATURES = (
         ),
         F.MISSING_OR_CORRUPT_WEIGHTS,
         "A safetensors file is truncated or corrupt.",
-        r.redownload,
-        P.WEIGHTS_LOADING,
-    ),
-    Signature(
-        "uninitialized_weights",
-        rx(r"Following weights were not initialized from checkpoint"),
-        F.MISSING_OR_CORRUPT_WEIGHTS,
-        "Weights are missing from the checkpoint for this architecture.",
         r.redownload,
         P.WEIGHTS_LOADING,
     ),
@@ -488,7 +472,8 @@ SIGNATURES = (
     Signature(
         "config",
         rx(
-            r"Model architectures \[.*\] are not supported|is not supported in-tree anymore|Unknown quantization method|does not match the quantization method specified|must be divisible by tensor parallel size|is larger than the number of available GPUs|max_num_batched_tokens \(\d+\) (?:is smaller than|must be greater)|Failed to load the tokenizer"
+            # the rest of vLLM's own configuration checks are in its message tables (packs.messages)
+            r"Model architectures \[.*\] are not supported|is not supported in-tree anymore|is larger than the number of available GPUs|max_num_batched_tokens \(\d+\) (?:is smaller than|must be greater)"
         ),
         F.CONFIG_ERROR,
         "The flags or the model configuration are invalid.",
