@@ -389,3 +389,46 @@ def test_a_certain_verdict_prints_no_candidates() -> None:
     assert d.failure is not None
     assert d.failure.confidence is Confidence.CERTAIN
     assert "candidate" not in format_plain(d, "x.log")
+
+
+# -- the phase of a fragment that shows none -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lines", "phase"),
+    [
+        # the message names the step
+        (["RuntimeError: Warmup failed: the device ran out of memory"], "warmup"),
+        # the frames name it, innermost first
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "/x/worker/model_runner.py", line 1, in capture_model',
+                '  File "/x/torch/cuda/graphs.py", line 2, in capture_end',
+                "RuntimeError: CUDA error: out of memory",
+            ],
+            "cuda_graph_capture",
+        ),
+        # nothing names it: where the class happens
+        (["RuntimeError: NCCL error: unhandled system error"], "distributed_init"),
+        (["ValueError: --foo-bar must be one of a, b"], "config"),
+    ],
+)
+def test_a_fragment_without_phase_lines_gets_the_phase_its_failure_names(
+    lines: list[str], phase: str
+) -> None:
+    d = _diag(lines)
+    assert d.failure is not None
+    assert d.failure.phase.value == phase
+    assert d.phase.value == phase
+
+
+def test_a_phase_the_log_reached_is_never_moved_back_by_a_message() -> None:
+    lines = [
+        BANNER,
+        _v("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 10/10", file="runner.py"),
+        _v("RuntimeError: failed while loading the model weights again", "ERROR", "core.py"),
+    ]
+    d = _diag(lines)
+    assert d.failure is not None
+    assert d.failure.phase.value == "cuda_graph_capture"

@@ -66,7 +66,7 @@ from bringup.core.packs import remedies
 from bringup.core.packs.types import EngineFlags, Pack, RemedyContext, Signature
 from bringup.core.vocab import Engine, FailureClass, Outcome, Phase
 
-_FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in (?P<func>[\w<>.]+)')
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<func>[\w<>.]+)')
 _TRACEBACK = "Traceback (most recent call last)"
 _REFINE_WINDOW_LINES = 200  # a specific line this close after a generic one refines it
 _MAX_PENDING = 5_000  # lines kept before the engine is recognised, replayed once it is
@@ -155,6 +155,7 @@ class LogAnalyzer:
         self._chained = False  # a chained traceback began, in the failing process, after it
         self._failure_key = ""  # the process the failure came from
         self._frames: dict[str, list[str]] = {}
+        self._places: dict[str, list[str]] = {}  # the frames' "file function", innermost last
         self._errors: list[LogLine] = []  # error lines no signature explained, newest last
         self._offers: list[Failure] = []  # every cause offered in this attempt (candidates)
         self._heartbeats = 0
@@ -307,6 +308,9 @@ class LogAnalyzer:
             frames = self._frames.setdefault(key, [])
             frames.append(frame.group("func"))
             del frames[:-_MAX_FRAMES]
+            places = self._places.setdefault(key, [])
+            places.append(f"{frame.group('file')} {frame.group('func')}")
+            del places[:-_MAX_FRAMES]
             self._in_source.add(key)
             return events
         if key in self._in_source:
@@ -322,6 +326,7 @@ class LogAnalyzer:
             return events
         if msg.startswith(_TRACEBACK):
             self._frames[key] = []
+            self._places[key] = []
             if ll.level in _QUIET_LEVELS:
                 self._quiet_tb.add(key)  # logged with exc_info at WARNING: not a cause
             else:
@@ -396,7 +401,7 @@ class LogAnalyzer:
         )
         if sig.failure_class is FailureClass.PORT_IN_USE and _other_port(groups, self._facts):
             return  # another server's bind error in the same output
-        phase = self._failure_phase(pack, sig.phase, key)
+        phase = self._failure_phase(pack, sig.phase, key, ll.message, sig.failure_class)
         # the facts so far and the failing line's own (its platform, its GPU's architecture)
         facts = {**self._facts, **self._facts_of(rules, ll.message)}
         ctx = RemedyContext(groups, facts, phase, _flags(pack, sig.owner))
@@ -455,7 +460,7 @@ class LogAnalyzer:
     def _offer_cause(
         self, pack: Pack, cause: causes.Cause, ll: LogLine, key: str, events: list[Event]
     ) -> None:
-        phase = self._failure_phase(pack, None, key)
+        phase = self._failure_phase(pack, None, key, ll.message, cause.failure_class)
         new = Failure(
             cause.failure_class,
             phase,
@@ -473,7 +478,8 @@ class LogAnalyzer:
         self, pack: Pack, kind: str, text: str, ll: LogLine, key: str, events: list[Event]
     ) -> None:
         cause = causes.classify(kind, text, self._frames.get(key, ()))
-        phase = self._failure_phase(pack, None, key)
+        cls_of = cause.failure_class if cause is not None else None
+        phase = self._failure_phase(pack, None, key, text, cls_of)
         ctx = RemedyContext({"type": kind}, dict(self._facts), phase, pack.flags)
         if cause is None:
             cls, why = FailureClass.ENGINE_CORE_DIED, "no known signature or rule explains it"
@@ -556,11 +562,23 @@ class LogAnalyzer:
             return True  # a chained traceback: the exception raised last is the one that stopped it
         return new.is_final and not weak and near and _refines(sig, self._sig)
 
-    def _failure_phase(self, pack: Pack, fixed: Phase | None, key: str) -> Phase:
+    def _failure_phase(
+        self,
+        pack: Pack,
+        fixed: Phase | None,
+        key: str,
+        text: str = "",
+        cls: FailureClass | None = None,
+    ) -> Phase:
         """Where a failure happened: the signature's or the traceback's phase, but never
-        before the phase the log already reached."""
+        before the phase the log already reached. A fragment that shows no phase: the step
+        its message or its frames name, else where its class happens (core.causes)."""
         reached = self._current_phase_in(pack)
-        phase = fixed or self._frame_phase(pack, key) or reached
+        phase = fixed or self._frame_phase(pack, key)
+        if phase is None and reached is Phase.START:
+            places = self._places.get(key, ())
+            phase = causes.step_of(text, places[::-1]) or causes.CLASS_PHASE.get(cls)
+        phase = phase or reached
         return reached if phase.order < reached.order else phase
 
     def _frame_phase(self, pack: Pack, key: str) -> Phase | None:

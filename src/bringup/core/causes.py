@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bringup.core.vocab import FailureClass
+from bringup.core.vocab import FailureClass, Phase
 
 F = FailureClass
 
@@ -280,4 +280,55 @@ def of_signal(text: str) -> Cause | None:
         code = int(m.group("code"))
         num = -code if code < 0 else code - 128 if code > 128 else 0
         return _SIGNALS.get(num)
+    return None
+
+
+# the step a message or a frame names (a fragment that shows no phase line): searched in the
+# message, then in the frames from the innermost out ("file function"); first match wins
+_STEPS: tuple[tuple[re.Pattern[str], Phase], ...] = tuple(
+    (re.compile(pattern), phase)
+    for pattern, phase in (
+        (
+            r"(?i:cuda ?graph|cudagraph|graph captur|capture_model|capture_end)",
+            Phase.CUDA_GRAPH_CAPTURE,
+        ),
+        (r"(?i:warm(?:ing)? ?up|sampler)", Phase.WARMUP),
+        (r"(?i:kv[ _]cache)", Phase.KV_CACHE_ALLOC),
+        (r"(?i:profile_run|memory profil|determine_available_memory)", Phase.MEMORY_PROFILING),
+        (
+            (
+                r"(?i:load(?:ing)?[ _](?:the )?(?:model|weights?)|model loading|weights?\b|safetensors"
+                r"|model_loader|weight_utils|create_weights|checkpoint)"
+            ),
+            Phase.WEIGHTS_LOADING,
+        ),
+        (
+            (
+                r"(?i:distributed|init_device|parallel_state|nccl|process group|rendezvous"
+                r"|server socket|TCPStore|c10d|device ordinal)"
+            ),
+            Phase.DISTRIBUTED_INIT,
+        ),
+        (r"(?i:arg_utils|argparse|config\.json|/config/|tokenizer)", Phase.CONFIG),
+    )
+)
+
+# where a failure of each class happens when nothing in a fragment says: NCCL communicators,
+# the device's capability and its free memory are met at device init; the rest at their step
+CLASS_PHASE: dict[FailureClass | None, Phase] = {
+    F.NCCL_ERROR: Phase.DISTRIBUTED_INIT,
+    F.UNSUPPORTED_HARDWARE: Phase.DISTRIBUTED_INIT,
+    F.GPU_MEMORY_UTILIZATION: Phase.DISTRIBUTED_INIT,
+    F.KV_CACHE_INSUFFICIENT: Phase.KV_CACHE_ALLOC,
+    F.MISSING_OR_CORRUPT_WEIGHTS: Phase.WEIGHTS_LOADING,
+    F.CONFIG_ERROR: Phase.CONFIG,
+}
+
+
+def step_of(text: str, places: Sequence[str] = ()) -> Phase | None:
+    """The startup step ``text`` or, failing that, the frames (innermost first) name."""
+    for where in (text, *places):
+        for pattern, phase in _STEPS:
+            if pattern.search(where):
+                return phase
     return None
