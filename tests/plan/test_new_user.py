@@ -202,3 +202,36 @@ def test_sizes_need_a_unit(argv: list[str], form: str) -> None:
     assert "needs a unit" in err
     assert form in err
     assert err.count("\n") == 1
+
+
+def test_a_checkpoint_with_a_missing_shard_is_refused_unless_forced(tmp_path: Path) -> None:
+    """A missing shard was planned as a smaller model without a word: it is refused with the
+    verify problem named; --force plans the tensors that are there."""
+    from builders.safetensors import write_checkpoint
+
+    folder = write_checkpoint(tmp_path / "m", n_shards=2)
+    whole_code, whole, _ = _run(str(folder), "--gpu", "H100", "--json")
+    assert whole_code == 0
+    shards = sorted(folder.glob("*.safetensors"))
+    shards[-1].unlink()
+    code, out, err = _run(str(folder), "--gpu", "H100", "--json")
+    assert code == 2 and out == ""
+    assert "missing_shard" in err and shards[-1].name in err and "--force" in err
+    assert err.count("\n") == 1
+    code, out, _ = _run(str(folder), "--gpu", "H100", "--json", "--force")
+    assert code == 0
+    forced = json.loads(out)["model"]["weights_bytes_total"]
+    assert forced < json.loads(whole)["model"]["weights_bytes_total"]
+
+
+def test_the_moe_caveat_stands_on_the_expected_line() -> None:
+    """The MoE/MLA caveat on "expected" was only in the README: it is on the line now."""
+    _, out, _ = _run("Qwen3-30B-A3B", "--gpu", "H100", "--max-model-len", "8192")
+    line = next(x for x in out.splitlines() if x.startswith("decode expected"))
+    assert "caveat: MOE models have run well below this" in line
+    _, out, _ = _run("DeepSeek-V2-Lite", "--gpu", "H100", "--max-model-len", "8192")
+    line = next(x for x in out.splitlines() if x.startswith("decode expected"))
+    assert "caveat: MLA" in line
+    _, out, _ = _run("Llama-3.1-8B", "--gpu", "H100", "--max-model-len", "8192")
+    line = next(x for x in out.splitlines() if x.startswith("decode expected"))
+    assert "caveat" not in line

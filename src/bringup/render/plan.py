@@ -103,7 +103,20 @@ def _decode(plan: Plan) -> list[Text]:
     d = plan.decode
     if d is None:
         return [Text("decode: no memory bandwidth known for this GPU (give --memory-bandwidth)")]
-    return [Text(d.ceiling_line()), Text(d.expected_line())]
+    caveat = expected_caveat(d)
+    expected = d.expected_line() + (f"; {caveat}" if caveat else "")
+    return [Text(d.ceiling_line()), Text(expected)]
+
+
+def expected_caveat(d: DecodeSpeed) -> str | None:
+    """The caveat that goes with an MoE or MLA model's expected speed, on the line that prints
+    it (public measurements of such setups ran well below it: bench/results/decode.md)."""
+    if d.arch_class not in ("moe", "mla"):
+        return None
+    return (
+        f"caveat: {d.arch_class.upper()} models have run well below this in public "
+        "measurements: read it as a well-tuned engine's best case, and bringup bench the server"
+    )
 
 
 def _warmup(plan: Plan) -> list[Text]:
@@ -191,7 +204,12 @@ def format_compare(rows: list[CompareRow]) -> Table:
         table.add_row(name, *cells)
 
     def speed(d: DecodeSpeed | None, which: str) -> str:
-        return "-" if d is None else f"{getattr(d, which):,.1f} tok/s"
+        if d is None:
+            return "-"
+        text = f"{getattr(d, which):,.1f} tok/s"
+        if which == "expected_tokens_per_s" and expected_caveat(d):
+            text += f" ({d.arch_class.upper()}: best case)"
+        return text
 
     line("hardware", [r.hardware for r in rows])
     line("fits", [("yes" if r.fits else f"NO: {r.verdict}") for r in rows])

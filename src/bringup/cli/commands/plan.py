@@ -160,6 +160,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument(
+        "--force",
+        action="store_true",
+        help="plan a checkpoint with missing or broken weight files from the tensors that "
+        "are there (refused otherwise)",
+    )
+    parser.add_argument(
         "--list-models",
         action="store_true",
         help="list the bundled models (their Hugging Face ids, size and source) and exit",
@@ -225,7 +231,7 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
         plan_gguf.check_not_mixed(args)
         return plan_gguf.build_gguf(gguf, args, args.passthrough or ())
     revision = engine_args.get_flag(command.flags, "--revision") if command else None
-    config, tensors, _origin = _load_model(model_arg, ctx.environ, revision)
+    config, tensors, _origin = _load_model(model_arg, ctx.environ, revision, force=args.force)
     flags = command.flags if command else ()
     config, tensors = engine_flags.with_dtype(config, tensors, _flag(args, flags, "dtype"))
     arch = parse_architecture(config)
@@ -446,14 +452,44 @@ def _convert(flag: str, text: str, kind: type) -> Any:
 
 
 def _load_model(
-    name: str, environ: Mapping[str, str], revision: str | None = None
+    name: str, environ: Mapping[str, str], revision: str | None = None, *, force: bool = False
 ) -> tuple[dict[str, Any], list[TensorInfo] | None, str]:
     """(config, tensors or None, where it came from) for a path, an HF cache name or a
     bundled name (see ``adapters.model_source``)."""
     from bringup.adapters.model_source import load_model, locate_model
 
     loaded = load_model(locate_model(name, environ, revision=revision))
+    if loaded.checkpoint is not None and not force:
+        _refuse_incomplete(name, loaded.checkpoint.problems)
     return loaded.config, loaded.tensors, loaded.source.origin
+
+
+# checkpoint problems (core.checkpoint.PROBLEM_KINDS) that leave tensors out of the scan: a plan
+# of what is left would be a plan of a smaller model
+_INCOMPLETE = (
+    "missing_shard",
+    "truncated",
+    "header_invalid",
+    "header_too_large",
+    "lfs_pointer",
+    "index_tensor_missing",
+)
+
+
+def _refuse_incomplete(name: str, problems: Sequence[Any]) -> None:
+    """InputError naming the first problem that leaves weights out, if any."""
+    found = [p for p in problems if p.kind in _INCOMPLETE]
+    if not found:
+        return
+    first = found[0]
+    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    where = f"{first.file}: " if first.file else ""
+    raise InputError(
+        f"{printable(name)}: the checkpoint is incomplete ({first.kind}: {where}{first.detail}"
+        f"{more}); its plan would be a smaller model's",
+        hint=f"{first.fix} (bringup verify {printable(name)} lists them), or add --force to "
+        "plan the tensors that are there",
+    )
 
 
 def is_gguf(name: str) -> bool:
