@@ -432,3 +432,24 @@ def test_a_phase_the_log_reached_is_never_moved_back_by_a_message() -> None:
     d = _diag(lines)
     assert d.failure is not None
     assert d.failure.phase.value == "cuda_graph_capture"
+
+
+def test_a_llamacpp_server_loop_line_shows_ready_whatever_came_before() -> None:
+    lines = [
+        "srv  llama_server: server is listening on http://127.0.0.1:8080",  # before the load
+        "llama_model_loader: loaded meta data with 3 key-value pairs",
+        "srv  llama_server: model loaded",
+        "srv  update_slots: all slots are idle",
+    ]
+    d = _diag(lines)
+    assert d.outcome.value == "ready"
+    assert _diag(lines[:2]).outcome.value == "incomplete"  # listening alone is not ready
+
+
+def test_vllms_route_list_is_the_api_server_starting() -> None:
+    lines = [
+        "INFO 01-02 03:04:05 launcher.py:27] Route: /health, Methods: GET",
+        "INFO:     Application startup complete.",
+    ]
+    assert _diag(lines).outcome.value == "ready"
+    assert _diag(lines[:1]).phase.value == "api_server_starting"

@@ -267,6 +267,9 @@ PACK = Pack(
             P.READY,
             requires=P.WEIGHTS_LOADING,
         ),
+        # printed only once the model is loaded and the server's loop runs (server.cpp's
+        # load_model returned; update_slots with nothing to do), whatever was logged before
+        PhaseMarker(rx(r"(?:^|: )model loaded$|all slots are idle"), P.READY),
     ),
     progress=(
         ProgressRule(

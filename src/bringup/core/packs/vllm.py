@@ -76,6 +76,8 @@ PHASES = (
     PhaseMarker(
         rx(
             r"init engine \(profile, create kv cache, warmup model\) took|Core engine process \d+ ready|Supported[ _]tasks:|Starting vLLM (?:API )?server|Available routes are:"
+            # entrypoints/launcher.py lists the app's routes before uvicorn serves it
+            r"|^Route: /\S*, Methods: "
         ),
         P.API_SERVER_STARTING,
     ),
