@@ -98,6 +98,7 @@ def test_mxfp4_layout_depends_on_the_gpu() -> None:
     hidden 2880 -> 3072 on A100 only (Marlin's 256): experts 6.7 % larger there."""
     assert mxfp4_moe_padding((8, 0)) == (128, 256)
     assert mxfp4_moe_padding((9, 0)) == (64, 1)
+    assert mxfp4_moe_padding((9, 0), version=(0, 11)) == (128, 256)  # no triton_kernels: Marlin
     assert mxfp4_moe_padding((10, 0)) == (256, 256)
     a100 = plan("gpt-oss-120b", "A100 80GB", 4, tensor_parallel_size=4, max_model_len=16384)
     h100 = plan("gpt-oss-120b", "H100", 4, tensor_parallel_size=4, max_model_len=16384)

@@ -23,10 +23,16 @@ def test_kv_bytes_per_token_reproduce_logged_tokens() -> None:
     assert abs(row["kv_tokens_from_measured_pool_error"]) < 0.02
 
 
-def test_gpt_oss_mxfp4_weights_are_underestimated() -> None:
-    """Known gap, kept visible: MXFP4 on Hopper (Marlin repack) loads 5-8 % more than the stored bytes."""
+def test_gpt_oss_mxfp4_weights_on_hopper_before_0_12_follow_marlin_padding() -> None:
+    """0.10 on Hopper without triton_kernels loads MXFP4 through Marlin, padded (quant.py)."""
     row = evaluate(next(p for p in POINTS if p.name == "gpt-oss-120b-h100-0.10"))
-    assert -0.10 < row["weights_error"] < -0.04
+    assert abs(row["weights_error"]) < 0.01
+
+
+def test_gpt_oss_mxfp4_weights_of_the_triton_backend_are_underestimated() -> None:
+    """Known gap, kept visible: 0.14's Triton backend on Hopper loads ~6 % more than stored."""
+    row = evaluate(next(p for p in POINTS if p.name == "gpt-oss-120b-h100-0.14"))
+    assert -0.08 < row["weights_error"] < -0.04
 
 
 def test_accuracy_summary_is_computed_over_every_row() -> None:

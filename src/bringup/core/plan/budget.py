@@ -133,7 +133,9 @@ def stages_for(
     pad = (1, 1)
     quant = str((arch.quantization or {}).get("quant_method", "")).lower()
     if gpus is not None and (quant == "mxfp4" or (s.quantization or "").lower() == "mxfp4"):
-        pad = mxfp4_moe_padding(gpus.compute_capability, gpus.interconnect)
+        pad = mxfp4_moe_padding(
+            gpus.compute_capability, gpus.interconnect, parse_version(s.engine_version)
+        )
     par = Parallel(s.tensor_parallel_size, s.pipeline_parallel_size, s.enable_expert_parallel, pad)
     return weights_per_stage(tensors, arch, par)
 

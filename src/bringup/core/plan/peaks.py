@@ -60,6 +60,7 @@ reports the leave-one-out figure beside it.
 
 from __future__ import annotations
 
+from bringup.core.plan.activation import forward_peak_bytes
 from bringup.core.plan.arch import Architecture
 from bringup.units import MiB
 
@@ -120,22 +121,14 @@ def activation_peak_bytes(
 ) -> int:
     """Peak torch memory of the profile run above the weights, one rank.
 
-    The dummy forward of ``max_num_batched_tokens`` tokens: residual and normed hidden
-    states, the QKV and MLP (or fused-MoE) intermediates of one layer, and on the last stage
+    The dummy forward of ``max_num_batched_tokens`` tokens: the live tensors of one layer
+    (:func:`~bringup.core.plan.activation.forward_peak_bytes`), and on the last stage
     the logits of ``min(max_num_seqs, max_num_batched_tokens)`` rows and the sampler pass
     over them (28 bytes per element for the V1 runner, the logits alone for V2: module
     docstring), plus kernel workspaces.
     """
-    t, h, d = max_num_batched_tokens, arch.hidden_size, arch.dtype_bytes
-    hidden = 6 * t * h * d
-    qkv = t * (arch.num_heads + 2 * arch.num_kv_heads) * arch.head_dim * d // tp
-    if arch.moe is not None:
-        inter = arch.moe.intermediate_size if expert_parallel else arch.moe.intermediate_size // tp
-        routed = t * arch.moe.experts_per_token // (tp if expert_parallel else 1)
-        mlp = routed * (3 * inter + h) * d + t * arch.moe.num_experts * 4
-    else:
-        mlp = 3 * t * (arch.intermediate_size // tp) * d
-    forward = hidden + qkv + mlp
+    t = max_num_batched_tokens
+    forward = forward_peak_bytes(arch, tp, t, expert_parallel=expert_parallel)
     if last_stage:
         rows = sampler_requests(max_num_seqs, t) * padded_vocab(arch)
         # the forward's activations are freed before the sampler runs: the peak is the larger

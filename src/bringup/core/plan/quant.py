@@ -268,7 +268,9 @@ def plain(name: str, shape: tuple[int, ...], dtype_bytes: int) -> TensorInfo:
 
 
 def mxfp4_moe_padding(
-    compute_capability: tuple[int, int] | None, interconnect: str | None = None
+    compute_capability: tuple[int, int] | None,
+    interconnect: str | None = None,
+    version: tuple[int, int] = (0, 33),
 ) -> tuple[int, int]:
     """(multiple of the per-rank expert intermediate size, multiple of the hidden size) vLLM
     pads MXFP4 MoE weights to at load, by the backend it picks for the GPU
@@ -276,7 +278,11 @@ def mxfp4_moe_padding(
     ``create_weights``, 0.10-0.13):
 
     - Blackwell datacenter (SM10x, FlashInfer BF16/TRTLLM): 256 and 256;
-    - Hopper (SM90, Triton kernels): 64, hidden unpadded;
+    - Hopper (SM90, Triton kernels): 64, hidden unpadded. The Triton backend needs the
+      ``triton_kernels`` package (``has_triton_kernels()``; without it ``get_mxfp4_backend``
+      picks Marlin), which vLLM's wheel depends on only from vllm-project/vllm#27370 (merged
+      2025-10-22, after 0.11.0: "users have to install triton_kernels manually"); before 0.12
+      a pip-installed vLLM on Hopper takes the Marlin padding below;
     - Ampere/Ada and SM12x (RTX PRO 6000, GB10: the Marlin kernel, which needs n % 256 and
       k % 128): 128 and 256;
     - ROCm (Triton): 256 and 256.
@@ -288,6 +294,6 @@ def mxfp4_moe_padding(
     major, _minor = compute_capability
     if major == 10:
         return 256, 256
-    if major == 9:
+    if major == 9 and version >= (0, 12):
         return 64, 1
     return 128, 256
