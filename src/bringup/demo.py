@@ -18,6 +18,7 @@ beyond its profile run), 1024 warmup requests fit at the default 0.92 and at 0.9
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import sys
@@ -49,6 +50,7 @@ from bringup.core.probes import ProbeKind
 from bringup.core.story import Attempt, Story
 from bringup.core.vocab import Engine
 from bringup.errors import InputError
+from bringup.follow import startup_time
 from bringup.follow.types import StartupConfig
 from bringup.follow.wiring import follow_local
 from bringup.render.json_out import to_jsonable
@@ -135,9 +137,11 @@ def make_plan(readings: Path, environ: Mapping[str, str]) -> Plan:
         gpu_memory_utilization=float(UTILIZATION),
         use_v1=use_v1_from_env(environ.get("VLLM_USE_V1")),
     )
-    return assemble.gpu_plan(
+    plan = assemble.gpu_plan(
         arch, tensors, gpus, req, setup=decode.DecodeSetup(), gpu=gpu_catalog.find(gpus.name)
     )
+    startup = startup_time.for_plan(plan, MODEL, (), environ)
+    return dataclasses.replace(plan, startup=startup)
 
 
 def _model(name: str, environ: Mapping[str, str]) -> tuple[dict[str, Any], list[TensorInfo] | None]:

@@ -55,6 +55,7 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "warnings",
         "calibration",
         "sampler_warmup",
+        "startup",
     }
     assert set(data["decode"]) == DECODE_KEYS
     assert set(data["model"]) == {"architecture", "parameters", "weights_bytes_total"}

@@ -43,6 +43,7 @@ from bringup.errors import AdapterError, InputError, UsageError
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
 from bringup.render.plan import print_plan
+from bringup.render.startup_time import print_startup
 from bringup.units import parse_size
 
 # bringup's own flag -> (dest, type) for vLLM flags also read from the server command
@@ -203,6 +204,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         for warning in made.warnings:
             ctx.stderr.write(f"warning: {warning}\n")
         print_plan(made, make_console(ctx.stdout, ctx.environ))
+        if made.startup is not None:
+            print_startup(made.startup, make_console(ctx.stdout, ctx.environ))
     else:
         from bringup.cli.commands import plan_gguf
 
@@ -216,7 +219,20 @@ def fits(made: Plan | dict[str, Any]) -> bool:
 
 
 def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
-    """The plan for the parsed flags: a ``Plan`` (vLLM), or the GGUF plan's JSON object."""
+    """The plan for the parsed flags: a ``Plan`` (vLLM, with its startup prediction), or the
+    GGUF plan's JSON object."""
+    made = _make(args, ctx)
+    if not isinstance(made, Plan):
+        return made
+    from bringup.follow import startup_time
+
+    command = engine_args.parse_server_command(args.passthrough) if args.passthrough else None
+    model = args.model or (command.model if command else None) or ""
+    flags = command.flags if command else ()
+    return dataclasses.replace(made, startup=startup_time.for_plan(made, model, flags, ctx.environ))
+
+
+def _make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
     command = engine_args.parse_server_command(args.passthrough) if args.passthrough else None
     req = _requested(args, command.flags if command else (), ctx.environ)
     model_arg = args.model or (command.model if command else None)

@@ -2,7 +2,7 @@
 
 ``{"model": {...}, "settings": {...}, "per_gpu": {...}, "kv_cache": {...},
 "verdict": {"fits", "failure_class", "phase", "reason"}, "recommendations": [{"flag", "value", "why"}],
-"decode": {...} or null, "sampler_warmup": {...} or null}`` (``decode``: :class:`~bringup.core.plan.decode.DecodeSpeed`)
+"decode": {...} or null, "sampler_warmup": {...} or null, "startup": {...} or null}`` (``decode``: :class:`~bringup.core.plan.decode.DecodeSpeed`)
 (the verdict's ``failure_class`` keeps that name in JSON, as the issue spells it).
 """
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from bringup.core.plan.decode import DecodeSpeed
 from bringup.core.plan.settings import Settings
+from bringup.core.startup_time import StartupPrediction
 from bringup.core.vocab import FailureClass, Phase
 
 
@@ -120,3 +121,4 @@ class Plan:
     warnings: tuple[str, ...] = ()  # what the plan assumed (nearest version, generic architecture)
     calibration: CalibrationReport | None = None  # what --calibrate LOG changed, and from where
     sampler_warmup: SamplerWarmup | None = None  # None on a CPU, with the V0 engine, on no KV
+    startup: StartupPrediction | None = None  # time to ready, phase by phase (core.startup_time)

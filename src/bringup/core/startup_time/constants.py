@@ -1,0 +1,62 @@
+"""The fixed durations of a vLLM startup, each with where it comes from.
+
+Every figure is a median with its quartiles over many public startups, never one log: the
+timestamped vLLM startups of the corpus (``../shared/corpus/logs/vllm``, read by
+``bench/bench_startup_time.py --derive``, which prints these numbers again),. ``corpus logs/batch2`` was
+kept out of the derivation, so its score is the unseen one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """A duration: the typical value (a median) and its spread (quartiles), with its source."""
+
+    seconds: float
+    low: float
+    high: float
+    source: str
+
+    def scaled(self, factor: float) -> Band:
+        """The same band for ``factor`` times the work (graph counts, bytes)."""
+        return Band(self.seconds * factor, self.low * factor, self.high * factor, self.source)
+
+
+_CORPUS = "corpus logs/vllm"
+
+# process start to "Starting to load model": imports, config, tokenizer, device and NCCL init
+# (the first INFO/WARNING timestamp to that line; 50 startups)
+START = Band(19.5, 12.8, 39.5, f"{_CORPUS}: first line to 'Starting to load model', 50 startups")
+
+# "Model loading took ... Y seconds" minus "Loading weights took X seconds": building the model's
+# modules and post-processing the weights, outside the shard reads (33 startups)
+MODEL_INIT = Band(
+    1.9, 0.7, 34.5, f"{_CORPUS}: 'Model loading took' minus 'Loading weights took', 33 startups"
+)
+
+# "torch.compile takes N s in total", without and with "Directly load the compiled graph"
+COMPILE_COLD = Band(26.0, 13.6, 54.5, f"{_CORPUS}: 'torch.compile takes', cold cache, 10 startups")
+COMPILE_WARM = Band(14.0, 6.3, 15.7, f"{_CORPUS}: 'torch.compile takes', warm cache, 13 startups")
+
+# "Graph capturing finished in N secs" / the captured sizes (cudagraph_capture_sizes, or the
+# "Capturing CUDA graphs n/N" bar): seconds per captured size, one GPU and several (TP > 1:
+# the capture waits on the collective of every rank)
+GRAPH_ONE_GPU = Band(0.20, 0.11, 0.43, f"{_CORPUS}: capture seconds per size, TP 1, 14 startups")
+GRAPH_MANY_GPUS = Band(0.26, 0.18, 1.02, f"{_CORPUS}: capture seconds per size, TP > 1, 5 startups")
+
+# "init engine (profile, create kv cache, warmup model) took X seconds" minus its compile and
+# capture: the profile run, the KV cache allocation and the sampler warmup (18 startups)
+PROFILE = Band(9.8, 5.2, 20.9, f"{_CORPUS}: 'init engine' minus compile and capture, 18 startups")
+
+# "init engine ... took" to "Application startup complete": the API server's start (29)
+API = Band(
+    2.0, 0.5, 6.5, f"{_CORPUS}: 'init engine' to 'Application startup complete', 29 startups"
+)
+
+# when no shard is on this machine to measure: a local NVMe SSD read through the page cache
+# (the order of a datacenter NVMe drive's sequential read, 2-7 GB/s) -- an assumption, said so
+ASSUMED_STORAGE_BYTES_PER_S = 2.0e9
+ASSUMED_STORAGE_SPREAD = (0.3e9, 7.0e9)

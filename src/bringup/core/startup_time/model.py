@@ -1,0 +1,246 @@
+"""Time to ready, predicted phase by phase, from what the machine and the command say.
+
+The phases follow a vLLM startup in order (``core.vocab.Phase``):
+
+- ``start``: imports, config, device and distributed init (a fixed band, ``constants``);
+- ``weights_loading``: the shard reads, from the storage for the bytes not in the page cache
+  and from the page cache for the rest, plus building the model's modules. vLLM's default
+  loader (safetensors through mmap, one reader per rank) reads every shard on every rank; the
+  ranks share the page cache, so the storage delivers the checkpoint once and every rank reads
+  it from there. ``fastsafetensors`` and the Run:ai streamer split the files over the ranks and
+  read with several threads, which only a network file system rewards (the band's low end);
+- ``torch_compile``: absent with ``--enforce-eager`` or ``-O0``; cold or warm from the
+  engine's compile cache;
+- ``memory_profiling``: the profile run, the KV cache allocation and the sampler warmup;
+- ``cuda_graph_capture``: the sizes the plan counts x the seconds per size (GPUs only);
+- ``api_server_starting``: the API server's start.
+
+Pure: every measurement comes in through :class:`StartupSetup`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from bringup.core.startup_time import constants as c
+from bringup.core.startup_time.constants import Band
+from bringup.core.vocab import Phase
+
+
+class CompileCache(StrEnum):
+    """What the engine's compile cache holds for this model and config."""
+
+    WARM = "warm"
+    COLD = "cold"
+    UNKNOWN = "unknown"  # entries exist that cannot be told apart from this model's
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    """Where the shards are and how fast they read (``adapters.storage`` measures it)."""
+
+    kind: str  # "local", "nfs", "network", "overlay", "tmpfs"
+    fs_type: str  # the mount's type, as /proc/self/mountinfo names it ("ext4", "nfs4", ...)
+    read_bytes_per_s: float | None  # from the storage (cold pages); None: not measured
+    cached_read_bytes_per_s: float | None  # from the page cache; None: not measured
+    cached_bytes: int  # of the shards, already in the page cache (mincore)
+    total_bytes: int  # of the shards
+    measured_bytes: int = 0  # how many bytes the measurement read
+    note: str = ""  # why a rate is missing, or what was assumed
+
+
+@dataclass(frozen=True, slots=True)
+class StartupSetup:
+    """What the startup depends on."""
+
+    weights_bytes_per_rank: int
+    checkpoint_bytes: int  # all shards (every rank reads them all with vLLM's default loader)
+    world_size: int
+    storage: Storage | None  # None: no shard on this machine
+    load_format: str = "auto"
+    compile: bool = True  # False with --enforce-eager or -O0
+    compile_cache: CompileCache = CompileCache.COLD
+    compile_cache_note: str = ""
+    graphs: int = 0  # CUDA-graph sizes captured (0 on a CPU or with --enforce-eager)
+    device: str = "cuda"
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseEstimate:
+    """One phase: the typical seconds, the band around it, and why."""
+
+    phase: Phase
+    seconds: float
+    low: float
+    high: float
+    basis: str
+
+
+@dataclass(frozen=True, slots=True)
+class StartupPrediction:
+    """The ``startup`` object of ``plan --json``."""
+
+    phases: tuple[PhaseEstimate, ...]
+    total_seconds: float
+    bound_by: Phase  # the longest phase
+
+    @property
+    def low_seconds(self) -> float:
+        """The sum of the phases' low ends."""
+        return sum(p.low for p in self.phases)
+
+    @property
+    def high_seconds(self) -> float:
+        """The sum of the phases' high ends."""
+        return sum(p.high for p in self.phases)
+
+    def phase(self, phase: Phase) -> PhaseEstimate | None:
+        """The estimate of ``phase``, if it is predicted."""
+        return next((p for p in self.phases if p.phase is phase), None)
+
+
+STREAMING_FORMATS = ("runai_streamer", "runai_streamer_sharded", "fastsafetensors")
+STREAM_READERS = 16  # RUNAI_STREAMER_CONCURRENCY's default in vLLM's runai loader
+
+
+def predict(setup: StartupSetup) -> StartupPrediction:
+    """The startup's phases, in order, and the total."""
+    phases = [
+        _band(Phase.START, c.START),
+        weights(setup),
+        *_compile(setup),
+        _band(Phase.MEMORY_PROFILING, c.PROFILE),
+        *_capture(setup),
+        _band(Phase.API_SERVER_STARTING, c.API),
+    ]
+    phases = [_rounded(p) for p in phases]
+    longest = max(phases, key=lambda p: p.seconds)
+    return StartupPrediction(tuple(phases), round(sum(p.seconds for p in phases), 2), longest.phase)
+
+
+def _rounded(p: PhaseEstimate) -> PhaseEstimate:
+    return PhaseEstimate(p.phase, round(p.seconds, 2), round(p.low, 2), round(p.high, 2), p.basis)
+
+
+def _band(phase: Phase, band: Band, basis: str | None = None) -> PhaseEstimate:
+    return PhaseEstimate(phase, band.seconds, band.low, band.high, basis or band.source)
+
+
+def weights(setup: StartupSetup) -> PhaseEstimate:
+    """The weights phase: model init + cold bytes from storage + cached bytes from the cache."""
+    init = c.MODEL_INIT
+    read_bytes = _bytes_read_per_rank(setup)
+    st = setup.storage
+    if st is None or (st.read_bytes_per_s is None and st.cached_bytes < st.total_bytes):
+        return _assumed(setup, init, read_bytes, st)
+    cached_share = st.cached_bytes / st.total_bytes if st.total_bytes else 1.0
+    cold = read_bytes * (1 - cached_share)
+    warm = read_bytes - cold
+    cache_rate = st.cached_read_bytes_per_s or st.read_bytes_per_s or 0.0
+    storage_s = cold / st.read_bytes_per_s if cold and st.read_bytes_per_s else 0.0
+    cache_s = warm / cache_rate if warm and cache_rate else 0.0
+    io = storage_s + cache_s
+    # the measurement is a few hundred MB: the band is a third either way around the reads
+    low_io = io / _streaming_gain(setup) * (2 / 3)
+    basis = _weights_basis(setup, st, read_bytes, cold)
+    return PhaseEstimate(
+        Phase.WEIGHTS_LOADING, init.seconds + io, init.low + low_io, init.high + io * 4 / 3, basis
+    )
+
+
+def _bytes_read_per_rank(setup: StartupSetup) -> int:
+    """vLLM's default loader reads every shard on every rank; the streaming loaders split
+    the files over the ranks."""
+    if setup.load_format in STREAMING_FORMATS:
+        return setup.weights_bytes_per_rank
+    return max(setup.checkpoint_bytes, setup.weights_bytes_per_rank)
+
+
+def _streaming_gain(setup: StartupSetup) -> float:
+    """How much faster several reader threads may go: only a network file system serves
+    parallel streams faster than one (a local disk's readahead already keeps it busy)."""
+    st = setup.storage
+    network = st is not None and st.kind in ("nfs", "network")
+    if setup.load_format.startswith("runai_streamer") and network:
+        return float(STREAM_READERS)
+    return 1.0
+
+
+def _assumed(setup: StartupSetup, init: Band, read_bytes: int, st: Storage | None) -> PhaseEstimate:
+    rate = c.ASSUMED_STORAGE_BYTES_PER_S
+    slow, fast = c.ASSUMED_STORAGE_SPREAD
+    why = "no shard on this machine to measure" if st is None else (st.note or "not measured")
+    return PhaseEstimate(
+        Phase.WEIGHTS_LOADING,
+        init.seconds + read_bytes / rate,
+        init.low + read_bytes / fast,
+        init.high + read_bytes / slow,
+        f"{_reads(setup, read_bytes)} at an assumed {rate / 1e9:.1f} GB/s (a local NVMe SSD; "
+        f"{why}); model init: {init.source}",
+    )
+
+
+def _weights_basis(setup: StartupSetup, st: Storage, read_bytes: int, cold: float) -> str:
+    parts = [_reads(setup, read_bytes)]
+    if cold and st.read_bytes_per_s:
+        parts.append(
+            f"{_gb(int(cold))} from {_storage_name(st)} at {st.read_bytes_per_s / 1e9:.2f} GB/s "
+            f"(measured on {_gb(st.measured_bytes)} of the shards)"
+        )
+    if st.cached_bytes:
+        rate = st.cached_read_bytes_per_s
+        at = f" at {rate / 1e9:.2f} GB/s" if rate else ""
+        share = 100 * st.cached_bytes / max(1, st.total_bytes)
+        parts.append(f"{share:.0f}% already in the page cache{at}")
+    if setup.load_format != "auto":
+        parts.append(f"--load-format {setup.load_format}")
+    return "; ".join(parts)
+
+
+def _reads(setup: StartupSetup, read_bytes: int) -> str:
+    text = f"{_gb(read_bytes)} read per rank"
+    if setup.load_format not in STREAMING_FORMATS and setup.world_size > 1:
+        text += " (every rank reads every shard; the page cache shares them)"
+    return text
+
+
+def _storage_name(st: Storage) -> str:
+    names = {
+        "nfs": f"a network file system ({st.fs_type})",
+        "network": f"a network file system ({st.fs_type})",
+        "overlay": "an overlay file system (a container layer)",
+        "tmpfs": "tmpfs (memory)",
+    }
+    return names.get(st.kind, f"local storage ({st.fs_type})")
+
+
+def _compile(setup: StartupSetup) -> list[PhaseEstimate]:
+    if not setup.compile:
+        return []
+    warm = setup.compile_cache is CompileCache.WARM
+    band = c.COMPILE_WARM if warm else c.COMPILE_COLD
+    basis = f"{setup.compile_cache} compile cache"
+    if setup.compile_cache_note:
+        basis += f" ({setup.compile_cache_note})"
+    if setup.compile_cache is CompileCache.UNKNOWN:
+        low = c.COMPILE_WARM.low
+        return [
+            PhaseEstimate(
+                Phase.TORCH_COMPILE, band.seconds, low, band.high, f"{basis}; {band.source}"
+            )
+        ]
+    return [_band(Phase.TORCH_COMPILE, band, f"{basis}; {band.source}")]
+
+
+def _capture(setup: StartupSetup) -> list[PhaseEstimate]:
+    if setup.device == "cpu" or not setup.graphs:
+        return []
+    per = c.GRAPH_MANY_GPUS if setup.world_size > 1 else c.GRAPH_ONE_GPU
+    band = per.scaled(setup.graphs)
+    basis = f"{setup.graphs} graph sizes x {per.seconds:.2f} s each; {per.source}"
+    return [_band(Phase.CUDA_GRAPH_CAPTURE, band, basis)]
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB"

@@ -1,0 +1,198 @@
+"""The startup prediction for a model and a server command: the facts measured here (the
+shards' storage and page cache, the compile cache), then ``core.startup_time.predict``.
+
+``plan`` adds it to its plan (``startup`` in ``--json``); ``run``, ``up`` and ``watch`` use it
+for the progress bar, the ETA and the stall judge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bringup.core import engine_args
+from bringup.core.plan import parse_architecture, peaks
+from bringup.core.plan.result import Plan
+from bringup.core.startup_time import (
+    CompileCache,
+    StartupPrediction,
+    StartupSetup,
+    Storage,
+    predict,
+)
+from bringup.core.startup_time import flags as startup_flags
+from bringup.errors import BringupError
+
+SHARD_SUFFIXES = (".safetensors", ".bin", ".pt")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFacts:
+    """What the prediction needs of the model: its shards on disk and its shape."""
+
+    shards: tuple[str, ...]
+    checkpoint_bytes: int
+    hidden_size: int
+    layers: int
+    architecture: Any  # core.plan's Architecture (for the capture ceiling)
+
+
+def model_facts(model: str, environ: Mapping[str, str]) -> ModelFacts | None:
+    """The shards and shape of ``model`` (a folder, an HF cache name); None when unknown."""
+    from bringup.adapters.model_source import load_model, locate_model
+
+    try:
+        loaded = load_model(locate_model(model, environ))
+        arch = parse_architecture(loaded.config)
+    except (BringupError, OSError, ValueError, KeyError, TypeError):
+        return None
+    folder = loaded.source.path
+    shards: list[str] = []
+    if folder is not None and folder.is_dir():
+        shards = _shards(folder)
+    size = sum(Path(s).stat().st_size for s in shards)
+    return ModelFacts(tuple(shards), size, arch.hidden_size, arch.num_layers, arch)
+
+
+def _shards(folder: Path) -> list[str]:
+    for suffix in SHARD_SUFFIXES:
+        found = sorted(str(p) for p in folder.glob(f"*{suffix}") if p.is_file())
+        if found:
+            return found
+    return []
+
+
+def measure_storage(shards: Sequence[str]) -> Storage | None:
+    """The shards' storage, measured (None when there is none, or it cannot be read)."""
+    if not shards:
+        return None
+    from bringup.adapters import storage
+
+    with contextlib.suppress(OSError, ValueError):
+        return storage.measure(shards)
+    return None
+
+
+def predict_startup(
+    facts: ModelFacts | None,
+    flags: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    weights_bytes_per_rank: int,
+    world_size: int,
+    graphs: int,
+    device: str,
+    enforce_eager: bool = False,
+    storage: Storage | None = None,
+    checkpoint_bytes: int = 0,
+) -> StartupPrediction:
+    """The prediction for this model and command (``storage`` given, or measured now;
+    ``checkpoint_bytes``: the whole checkpoint when its shards are not here)."""
+    from bringup.adapters import compile_cache
+
+    off = startup_flags.compile_off(flags, enforce_eager)
+    cache, note = CompileCache.COLD, ""
+    if off is None and facts is not None:
+        cache, note = compile_cache.find(
+            environ, hidden_size=facts.hidden_size, layers=facts.layers
+        )
+    elif off is not None:
+        note = f"off: {off}"
+    if storage is None and facts is not None:
+        storage = measure_storage(facts.shards)
+    return predict(
+        StartupSetup(
+            weights_bytes_per_rank=weights_bytes_per_rank,
+            checkpoint_bytes=facts.checkpoint_bytes if facts and facts.shards else checkpoint_bytes,
+            world_size=world_size,
+            storage=storage,
+            load_format=startup_flags.load_format(flags),
+            compile=off is None,
+            compile_cache=cache,
+            compile_cache_note=note,
+            graphs=0 if off == "--enforce-eager" else graphs,
+            device=device,
+        )
+    )
+
+
+def for_plan(
+    plan: Plan, model: str, flags: Sequence[str], environ: Mapping[str, str]
+) -> StartupPrediction:
+    """The startup of a planned vLLM server: the plan's weights per rank and graph count."""
+    s = plan.settings
+    facts = model_facts(model, environ)
+    graphs = 0
+    if s.device != "cpu" and not s.enforce_eager:
+        version = _version(s.engine_version)
+        graphs = peaks.capture_sizes(
+            s.max_num_seqs,
+            version,
+            v0_engine=s.v0_engine,
+            max_num_batched_tokens=s.max_num_batched_tokens,
+            ceiling=peaks.capture_ceiling(facts.architecture) if facts else None,
+        )
+    return predict_startup(
+        facts,
+        flags,
+        environ,
+        weights_bytes_per_rank=plan.per_gpu.weights_bytes,
+        world_size=s.world_size,
+        graphs=graphs,
+        device=s.device,
+        enforce_eager=s.enforce_eager,
+        checkpoint_bytes=plan.model.weights_bytes_total,
+    )
+
+
+def for_command(argv: Sequence[str], environ: Mapping[str, str]) -> StartupPrediction | None:
+    """The startup of a vLLM server command (``run``, ``up``): None for another engine or
+    a model not found here. Weights per rank are the checkpoint over tp x pp."""
+    from bringup.core.vocab import Engine
+
+    command = engine_args.parse_server_command(argv)
+    if command.engine is not Engine.VLLM or not command.model:
+        return None
+    facts = model_facts(command.model, environ)
+    if facts is None:
+        return None
+    tp = _int(engine_args.get_flag(command.flags, "--tensor-parallel-size", "-tp"), 1)
+    pp = _int(engine_args.get_flag(command.flags, "--pipeline-parallel-size", "-pp"), 1)
+    device = (engine_args.get_flag(command.flags, "--device") or "").lower()
+    if device != "cuda" and _cpu_build(environ):
+        device = "cpu"
+    seqs = _int(engine_args.get_flag(command.flags, "--max-num-seqs"), 256)
+    graphs = peaks.capture_sizes(seqs, ceiling=peaks.capture_ceiling(facts.architecture))
+    return predict_startup(
+        facts,
+        command.flags,
+        environ,
+        weights_bytes_per_rank=facts.checkpoint_bytes // max(1, tp * pp),
+        world_size=max(1, tp * pp),
+        graphs=0 if device == "cpu" else graphs,
+        device=device or "cuda",
+    )
+
+
+def _cpu_build(environ: Mapping[str, str]) -> bool:
+    """vLLM's CPU build is what runs: its environment says so (``VLLM_TARGET_DEVICE=cpu``, or
+    the CPU build's own KV space variable), or no NVIDIA device exists here."""
+    if environ.get("VLLM_TARGET_DEVICE") == "cpu" or "VLLM_CPU_KVCACHE_SPACE" in environ:
+        return True
+    return not Path("/dev/nvidiactl").exists()
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text else default
+    except ValueError:
+        return default
+
+
+def _version(text: str) -> tuple[int, int]:
+    from bringup.core.plan.settings import parse_version
+
+    return parse_version(text)

@@ -1,0 +1,55 @@
+"""Finding this model's graphs in vLLM's compile cache (the layout vLLM writes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bringup.adapters.compile_cache import cache_root, find
+from bringup.core.startup_time import CompileCache
+
+GRAPH = (
+    "class GraphModule(torch.nn.Module):\n"
+    '    def forward(self, L_input_ids_: "i64[s0]", '
+    'L_self_modules_embed_tokens_parameters_weight_: "f32[512, 64]", '
+    'L_self_modules_layers_modules_0_input_layernorm_parameters_weight_: "f32[64]", '
+    'L_self_modules_layers_modules_1_input_layernorm_parameters_weight_: "f32[64]"):\n'
+)
+
+
+def _entry(root: Path, digest: str, graph: str | None) -> Path:
+    entry = root / "torch_compile_cache" / digest / "rank_0_0" / "backbone"
+    entry.mkdir(parents=True)
+    (entry / "vllm_compile_cache.py").write_text("{}\n")
+    if graph is not None:
+        (entry / "computation_graph.py").write_text(graph)
+    return entry
+
+
+def test_root_follows_vllm_envs(tmp_path: Path) -> None:
+    assert cache_root({"VLLM_CACHE_ROOT": str(tmp_path)}) == tmp_path
+    assert cache_root({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "vllm"
+    assert cache_root({"HOME": str(tmp_path)}) == tmp_path / ".cache" / "vllm"
+
+
+def test_empty_cache_is_cold(tmp_path: Path) -> None:
+    state, why = find({"VLLM_CACHE_ROOT": str(tmp_path)}, hidden_size=64, layers=2)
+    assert state is CompileCache.COLD
+    assert "no compiled graphs" in why
+
+
+def test_this_models_shape_is_warm_another_is_cold(tmp_path: Path) -> None:
+    env = {"VLLM_CACHE_ROOT": str(tmp_path)}
+    _entry(tmp_path, "0123456789", GRAPH)
+    assert find(env, hidden_size=64, layers=2)[0] is CompileCache.WARM
+    assert find(env, hidden_size=64, layers=3)[0] is CompileCache.COLD  # a layer more
+    assert find(env, hidden_size=64, layers=1)[0] is CompileCache.COLD  # a layer fewer
+    assert find(env, hidden_size=128, layers=2)[0] is CompileCache.COLD
+
+
+def test_unreadable_graph_is_unknown_and_disabled_cache_is_cold(tmp_path: Path) -> None:
+    env = {"VLLM_CACHE_ROOT": str(tmp_path)}
+    _entry(tmp_path, "abcdefabcd", None)
+    assert find(env, hidden_size=64, layers=2)[0] is CompileCache.UNKNOWN
+    _entry(tmp_path, "0123456789", GRAPH)
+    off = find({**env, "VLLM_DISABLE_COMPILE_CACHE": "1"}, hidden_size=64, layers=2)
+    assert off == (CompileCache.COLD, "VLLM_DISABLE_COMPILE_CACHE is set")

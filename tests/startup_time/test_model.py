@@ -1,0 +1,103 @@
+"""The startup prediction's arithmetic: phases present or absent, weights from the storage
+and the page cache, compile cold and warm, capture from the graph count."""
+
+from __future__ import annotations
+
+import pytest
+
+from bringup.core.startup_time import CompileCache, StartupSetup, Storage, predict
+from bringup.core.startup_time import constants as c
+from bringup.core.vocab import Phase
+
+GB = 10**9
+
+
+def _storage(cached: int = 0, total: int = 10 * GB, rate: float = 1e9) -> Storage:
+    return Storage("local", "ext4", rate, 4e9, cached, total, 256 * 2**20)
+
+
+def _setup(**kw: object) -> StartupSetup:
+    base: dict[str, object] = {
+        "weights_bytes_per_rank": 10 * GB,
+        "checkpoint_bytes": 10 * GB,
+        "world_size": 1,
+        "storage": _storage(),
+        "graphs": 51,
+    }
+    base.update(kw)
+    return StartupSetup(**base)  # type: ignore[arg-type]
+
+
+def test_phases_in_startup_order_and_total_is_their_sum() -> None:
+    p = predict(_setup())
+    phases = [e.phase for e in p.phases]
+    assert phases == sorted(phases, key=lambda ph: ph.order)
+    assert p.total_seconds == pytest.approx(sum(e.seconds for e in p.phases), abs=0.05)
+    assert all(e.low <= e.seconds <= e.high for e in p.phases)
+
+
+def test_cold_weights_read_at_the_storage_rate() -> None:
+    w = predict(_setup()).phase(Phase.WEIGHTS_LOADING)
+    assert w is not None
+    assert w.seconds == pytest.approx(c.MODEL_INIT.seconds + 10.0, abs=0.01)
+    assert "1.00 GB/s" in w.basis
+
+
+def test_cached_bytes_read_at_the_page_cache_rate() -> None:
+    cold = predict(_setup()).phase(Phase.WEIGHTS_LOADING)
+    warm = predict(_setup(storage=_storage(cached=10 * GB))).phase(Phase.WEIGHTS_LOADING)
+    assert cold is not None
+    assert warm is not None
+    assert warm.seconds == pytest.approx(c.MODEL_INIT.seconds + 2.5, abs=0.01)
+    assert "100% already in the page cache" in warm.basis
+
+
+def test_every_rank_reads_every_shard_with_the_default_loader() -> None:
+    """tp 4: 2.5 GB of weights per rank, but vLLM's safetensors loader reads all 10 GB."""
+    one = predict(_setup(weights_bytes_per_rank=int(2.5 * GB), world_size=4))
+    streamed = predict(
+        _setup(weights_bytes_per_rank=int(2.5 * GB), world_size=4, load_format="fastsafetensors")
+    )
+    a, b = one.phase(Phase.WEIGHTS_LOADING), streamed.phase(Phase.WEIGHTS_LOADING)
+    assert a is not None
+    assert b is not None
+    assert a.seconds > b.seconds
+    assert "every rank reads every shard" in a.basis
+
+
+def test_no_shards_here_assumes_a_local_ssd_and_says_so() -> None:
+    w = predict(_setup(storage=None)).phase(Phase.WEIGHTS_LOADING)
+    assert w is not None
+    assert "assumed" in w.basis
+    assert "no shard on this machine" in w.basis
+    assert w.high > 3 * w.seconds  # a wide band: nothing was measured
+
+
+def test_compile_absent_when_off_warm_shorter_than_cold() -> None:
+    off = predict(_setup(compile=False, graphs=0))
+    assert off.phase(Phase.TORCH_COMPILE) is None
+    assert off.phase(Phase.CUDA_GRAPH_CAPTURE) is None
+    cold = predict(_setup()).phase(Phase.TORCH_COMPILE)
+    warm = predict(_setup(compile_cache=CompileCache.WARM)).phase(Phase.TORCH_COMPILE)
+    assert cold is not None
+    assert warm is not None
+    assert warm.seconds < cold.seconds
+    assert warm.basis.startswith("warm compile cache")
+
+
+def test_capture_scales_with_graphs_and_is_absent_on_cpu() -> None:
+    few = predict(_setup(graphs=10)).phase(Phase.CUDA_GRAPH_CAPTURE)
+    many = predict(_setup(graphs=83)).phase(Phase.CUDA_GRAPH_CAPTURE)
+    assert few is not None
+    assert many is not None
+    assert many.seconds == pytest.approx(few.seconds * 8.3, rel=0.01)
+    assert predict(_setup(device="cpu")).phase(Phase.CUDA_GRAPH_CAPTURE) is None
+
+
+def test_bound_by_is_the_longest_phase() -> None:
+    slow = predict(_setup(storage=_storage(rate=0.05e9)))
+    assert slow.bound_by is Phase.WEIGHTS_LOADING
+    network = predict(_setup(storage=Storage("nfs", "nfs4", 0.05e9, 4e9, 0, 10 * GB, 1)))
+    w = network.phase(Phase.WEIGHTS_LOADING)
+    assert w is not None
+    assert "network file system (nfs4)" in w.basis

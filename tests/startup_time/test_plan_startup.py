@@ -1,0 +1,70 @@
+"""``bringup plan`` prints the startup prediction: the issue's JSON fields, one human line
+per phase and the total, compile absent with --enforce-eager, capture absent on a CPU."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from bringup.cli.main import Context, main
+
+from builders.safetensors import write_checkpoint
+
+
+def _plan(*argv: str, tmp_path: Path) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    env = {"NO_COLOR": "1", "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")}
+    code = main(["plan", *argv], Context(stdout=out, stderr=err, environ=env))
+    return code, out.getvalue()
+
+
+def _model(tmp_path: Path) -> Path:
+    return write_checkpoint(tmp_path / "m", n_shards=2)
+
+
+def test_json_startup_has_the_issue_fields(tmp_path: Path) -> None:
+    code, out = _plan(str(_model(tmp_path)), "--gpu", "H100", "--json", tmp_path=tmp_path)
+    startup = json.loads(out)["startup"]
+    assert code == 0
+    assert set(startup) == {"phases", "total_seconds", "bound_by"}
+    for phase in startup["phases"]:
+        assert set(phase) == {"phase", "seconds", "low", "high", "basis"}
+        assert phase["low"] <= phase["seconds"] <= phase["high"]
+    names = [p["phase"] for p in startup["phases"]]
+    assert names == [
+        "start",
+        "weights_loading",
+        "torch_compile",
+        "memory_profiling",
+        "cuda_graph_capture",
+        "api_server_starting",
+    ]
+    assert startup["total_seconds"] == round(sum(p["seconds"] for p in startup["phases"]), 2)
+    compile_basis = startup["phases"][2]["basis"]
+    assert compile_basis.startswith("cold compile cache (no compiled graphs under")
+
+
+def test_enforce_eager_drops_compile_and_capture(tmp_path: Path) -> None:
+    _, out = _plan(
+        "--gpu", "H100", "--json", "--", "vllm", "serve", str(_model(tmp_path)),
+        "--enforce-eager", tmp_path=tmp_path,
+    )  # fmt: skip
+    names = [p["phase"] for p in json.loads(out)["startup"]["phases"]]
+    assert "torch_compile" not in names
+    assert "cuda_graph_capture" not in names
+
+
+def test_human_output_is_one_line_per_phase_and_the_total(tmp_path: Path) -> None:
+    _, out = _plan(str(_model(tmp_path)), "--gpu", "H100", tmp_path=tmp_path)
+    block = out[out.index("time to ready (predicted):") :].splitlines()
+    assert [line.split()[0] for line in block[1:]] == [
+        "start",
+        "weights_loading",
+        "torch_compile",
+        "memory_profiling",
+        "cuda_graph_capture",
+        "api_server_starting",
+        "total",
+    ]
+    assert "bound by" in block[-1]
