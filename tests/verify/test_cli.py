@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from bringup.cli.main import Context, main
-from bringup.render.verify import format_count
+from bringup.render.verify import NOTHING_COMPARED, format_count
 
 from builders.safetensors import shard_name, write_checkpoint
 
@@ -58,7 +58,7 @@ def test_progress_bar_only_on_a_terminal_and_never_in_json(tmp_path: Path) -> No
             ["verify", str(tmp_path), "--hash"],
             Context(stdout=out, stderr=err, environ={"FORCE_COLOR": "1"}),
         )
-        == 0
+        == 3  # a plain folder has no published digest to compare with
     )
     assert "sha256" in err.getvalue()
     out, err = io.StringIO(), io.StringIO()
@@ -67,10 +67,24 @@ def test_progress_bar_only_on_a_terminal_and_never_in_json(tmp_path: Path) -> No
             ["verify", str(tmp_path), "--hash", "--json"],
             Context(stdout=out, stderr=err, environ={"FORCE_COLOR": "1"}),
         )
-        == 0
+        == 3
     )
     assert out.getvalue().startswith("{")
-    assert err.getvalue() == ""
+    assert err.getvalue() == f"bringup: {NOTHING_COMPARED}\n"  # no bar: only the one line
+
+
+def test_hash_with_nothing_to_compare_says_so_and_exits_3(tmp_path: Path, verify) -> None:
+    """--hash on a folder with no published digest: "nothing to compare", exit 3 (not the
+    plain OK of a checked checkpoint); --write-manifest, whose purpose is the sums, exits 0."""
+    write_checkpoint(tmp_path / "m", n_shards=2, fill=True)
+    result = verify(tmp_path / "m", "--hash")
+    assert result.code == 3
+    assert "0 compared with a published digest" in result.out
+    assert NOTHING_COMPARED in result.out
+    assert result.out.splitlines()[-1] == "OK: every header check passed; contents not checked"
+    manifest = tmp_path / "SHA256SUMS"
+    assert verify(tmp_path / "m", "--write-manifest", str(manifest)).code == 0
+    assert verify(tmp_path / "m", "--manifest", str(manifest)).code == 0
 
 
 def test_usage_and_unreadable_input_are_exit_2(tmp_path: Path, verify) -> None:

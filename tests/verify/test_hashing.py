@@ -136,4 +136,4 @@ def test_verify_hash_start_up_imports_only_what_it_uses(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert out.strip() == "0 []"
+    assert out.strip() == "3 []"  # nothing to compare with here: exit 3

@@ -12,6 +12,7 @@ from bringup.core.checkpoint import PROBLEM_KINDS, format_size
 from builders.gguf import write_tiny_llama_gguf
 from builders.safetensors import (
     header_for,
+    llama_config,
     llama_tensors,
     shard_name,
     write_checkpoint,
@@ -37,6 +38,7 @@ def test_good_checkpoint_passes(tmp_path: Path, verify) -> None:
         "parameters",
         "bytes_by_dtype",
         "problems",
+        "layouts",
     ]
     expected = llama_tensors()
     params = sum(_numel(shape) for _, shape in expected.values())
@@ -48,6 +50,7 @@ def test_good_checkpoint_passes(tmp_path: Path, verify) -> None:
         "parameters": params,
         "bytes_by_dtype": {"BF16": 2 * params},
         "problems": [],
+        "layouts": [],
     }
 
 
@@ -80,15 +83,20 @@ def test_unreferenced_file(tmp_path: Path, verify) -> None:
 
 
 def test_truncated_multi_gb_shard(tmp_path: Path, verify) -> None:
-    """A 4.8 GB sparse shard cut to 1.2 GB is truncated, with both sizes in the fix sentence."""
+    """A 4.8 GB sparse shard cut to 1.2 GB is truncated, both sizes in the detail; the fix says
+    what happened and what to do, not the problem again."""
     write_checkpoint(tmp_path, n_shards=2, hidden=16384)
     full = (tmp_path / SHARD1).stat().st_size
     assert full > 4 * 10**9
     os.truncate(tmp_path / SHARD1, 1_200_000_000)
     result = verify(tmp_path, "--json")
     assert result.kinds() == [("truncated", SHARD1)]
-    fix = result.problem("truncated")["fix"]
-    assert fix == f"fetch {SHARD1} again: the header says {full / 1e9:.2f} GB, 1.20 GB on disk"
+    problem = result.problem("truncated")
+    assert problem["detail"] == f"the header says {full / 1e9:.2f} GB, 1.20 GB on disk"
+    assert (
+        problem["fix"] == f"fetch {SHARD1} again: the download stopped before the end of the file"
+    )
+    assert problem["detail"] not in problem["fix"]
 
 
 def test_empty_file_is_truncated_and_says_empty(tmp_path: Path, verify) -> None:
@@ -190,7 +198,10 @@ def test_hash_mismatch_in_hf_cache(tmp_path: Path, verify) -> None:
     assert verify(repo, "--json").code == 0
     result = verify(repo, "--json", "--hash")
     assert result.kinds() == [("hash_mismatch", SHARD2)]
-    assert result.problem("hash_mismatch")["fix"].startswith(f"fetch {SHARD2} again")
+    fix = result.problem("hash_mismatch")["fix"]  # the repo id comes from models--org--model
+    hub = tmp_path / "hub"
+    assert fix.startswith("download it again (its contents differ from what was published")
+    assert fix.endswith(f": `hf download org/model --include {SHARD2} --cache-dir {hub}`")
 
 
 def test_config_missing(tmp_path: Path, verify) -> None:
@@ -352,6 +363,10 @@ def test_every_kind_is_covered() -> None:
         "gguf_invalid",
         "split_missing",
         "bad_magic",
+        "config_mismatch",
+        "architecture_unknown",
+        "shard_of_set",
+        "interrupted_download",
     )
     source = Path(__file__).read_text()
     assert all(f"def test_{kind}" in source for kind in PROBLEM_KINDS)
@@ -366,3 +381,142 @@ def test_bad_magic(tmp_path: Path, verify) -> None:
     assert result.problem("bad_magic")["detail"] == (
         "it does not start with the GGUF magic: its first bytes are b'PK\\x03\\x04'"
     )
+
+
+def test_config_mismatch(tmp_path: Path, verify) -> None:
+    """config.json against the tensors, each mismatching key named (vLLM fails these at load)."""
+    cases = {
+        "num_hidden_layers": {"num_hidden_layers": 3},
+        "vocab_size": {"vocab_size": 300},
+        "hidden_size": {"hidden_size": 96},
+        "num_key_value_heads": {"num_key_value_heads": 4},
+        "tie_word_embeddings": {"tie_word_embeddings": False},
+    }
+    for key, change in cases.items():
+        folder = tmp_path / key
+        config = {**llama_config(), **change}
+        tensors = llama_tensors()
+        if key == "tie_word_embeddings":
+            del tensors["lm_head.weight"]
+        write_checkpoint(folder, n_shards=2, config=config, tensors=tensors)
+        result = verify(folder, "--json")
+        assert result.code == 1, key
+        details = [p["detail"] for p in result.report["problems"] if p["kind"] == "config_mismatch"]
+        assert details, key
+        assert details[0].startswith(f"config.json says {key} "), details
+    write_checkpoint(tmp_path / "moe", n_shards=1, config={**llama_config(), "num_local_experts": 4},
+                     tensors={**llama_tensors(), **{f"model.layers.0.mlp.experts.{i}.w1.weight":
+                                                     ("BF16", (8, 64)) for i in range(8)}})  # fmt: skip
+    detail = verify(tmp_path / "moe", "--json").problem("config_mismatch")["detail"]
+    assert detail == "config.json says num_local_experts 4, but the tensors hold 8 experts"
+
+
+def test_config_mismatch_layers_names_both_counts(tmp_path: Path, verify) -> None:
+    """A config of 32 layers over tensors of 2: both counts in the sentence."""
+    write_checkpoint(tmp_path, n_shards=2, config={**llama_config(), "num_hidden_layers": 32})
+    assert verify(tmp_path, "--json").problem("config_mismatch")["detail"] == (
+        "config.json says num_hidden_layers 32, but the tensors hold 2 layers (0-1)"
+    )
+
+
+def test_mtp_layers_beside_the_stated_ones_are_not_a_mismatch(tmp_path: Path, verify) -> None:
+    """DeepSeek-style num_nextn_predict_layers: one more layer in the tensors is expected."""
+    tensors = {**llama_tensors(), "model.layers.2.eh_proj.weight": ("BF16", (64, 128))}
+    config = {**llama_config(), "num_nextn_predict_layers": 1}
+    write_checkpoint(tmp_path, n_shards=2, config=config, tensors=tensors)
+    assert verify(tmp_path, "--json").code == 0
+
+
+def test_architecture_unknown(tmp_path: Path, verify) -> None:
+    """A name vLLM's registry does not list, with the close name it does list."""
+    write_checkpoint(
+        tmp_path, n_shards=2, config={**llama_config(), "architectures": ["LlamaForCasualLM"]}
+    )
+    result = verify(tmp_path, "--json")
+    assert result.code == 1
+    problem = result.problem("architecture_unknown")
+    assert "did you mean 'LlamaForCausalLM'?" in problem["detail"]
+    assert problem["fix"] == 'set "architectures": ["LlamaForCausalLM"] in config.json'
+
+
+def test_architectures_vllm_converts_or_once_had(tmp_path: Path, verify) -> None:
+    """XForSequenceClassification of a listed XForCausalLM is converted by vLLM (no problem);
+    a name vLLM dropped is named with the last version that had it."""
+    write_checkpoint(tmp_path / "a", n_shards=2,
+                     config={**llama_config(), "architectures": ["LlamaForSequenceClassification"]})  # fmt: skip
+    assert verify(tmp_path / "a", "--json").code == 0
+    write_checkpoint(tmp_path / "b", n_shards=2,
+                     config={**llama_config(), "architectures": ["Phi3SmallForCausalLM"]})  # fmt: skip
+    detail = verify(tmp_path / "b", "--json").problem("architecture_unknown")["detail"]
+    assert "until v0.9.2" in detail
+
+
+def test_shard_of_set(tmp_path: Path, verify) -> None:
+    """One shard of three given alone: "1 of 3 shards given", the rest named."""
+    write_checkpoint(tmp_path, n_shards=3)
+    result = verify(tmp_path / shard_name(1, 3), "--json")
+    assert result.code == 1
+    problem = result.problem("shard_of_set")
+    assert problem["detail"] == (
+        f"1 of 3 shards given; the rest: {shard_name(2, 3)}, {shard_name(3, 3)} (all beside it)"
+    )
+    assert problem["fix"] == f"verify the whole checkpoint: `bringup verify {tmp_path}`"
+
+
+def test_shard_of_set_in_a_cache_gives_the_download_command(tmp_path: Path, verify) -> None:
+    """The missing shards of a set in a Hugging Face cache: the exact `hf download` command."""
+    write_checkpoint(tmp_path / "m", n_shards=3)
+    (tmp_path / "m" / shard_name(3, 3)).unlink()
+    repo = write_hf_cache(tmp_path / "hub", "org/model", tmp_path / "m")
+    shard = repo / "snapshots" / ("0" * 40) / shard_name(1, 3)
+    fix = verify(shard, "--json").problem("shard_of_set")["fix"]
+    assert fix.endswith(
+        f"`hf download org/model --include 'model-*-of-00003.safetensors' --cache-dir {tmp_path / 'hub'}`"
+    )
+
+
+def test_interrupted_download(tmp_path: Path, verify) -> None:
+    """A missing shard and a *.incomplete blob: the blob is named as an interrupted download
+    with the command that resumes it; the missing shard gets its `hf download` command."""
+    write_checkpoint(tmp_path / "m", n_shards=2)
+    repo = write_hf_cache(tmp_path / "hub", "org/model", tmp_path / "m")
+    link = repo / "snapshots" / ("0" * 40) / SHARD2
+    link.resolve().rename(repo / "blobs" / "abc123.incomplete")
+    link.unlink()
+    result = verify(repo, "--json")
+    hub = tmp_path / "hub"
+    blob = result.problem("interrupted_download")
+    assert blob["file"] == str(repo / "blobs" / "abc123.incomplete")
+    assert blob["detail"].startswith("an interrupted download: ")
+    assert (
+        blob["fix"]
+        == f"resume it: run `hf download org/model --cache-dir {hub}` again; it continues the *.incomplete file"
+    )
+    missing = result.problem("missing_shard")["fix"]
+    assert missing.endswith(f"`hf download org/model --include {SHARD2} --cache-dir {hub}`")
+
+
+def test_mistral_layout_is_recognised_not_failed(tmp_path: Path, verify) -> None:
+    """HF shards with the index beside consolidated.safetensors and params.json (Mistral's
+    official repos): vLLM loads what the index names; recognised as a layout, exit 0."""
+    write_checkpoint(tmp_path, n_shards=2)
+    write_safetensors(tmp_path / "consolidated.safetensors", llama_tensors())
+    (tmp_path / "params.json").write_text(json.dumps({"dim": 64, "n_layers": 2}))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\0" * 64)
+    (tmp_path / "original").mkdir()
+    result = verify(tmp_path, "--json")
+    assert result.code == 0, result.report["problems"]
+    layouts = result.report["layouts"]
+    assert any(note.startswith("Mistral format beside the Hugging Face shards") for note in layouts)
+    assert any(note.startswith("original/") for note in layouts)
+    assert any("PyTorch .bin" in note for note in layouts)
+
+
+def test_mistral_format_alone_needs_no_config(tmp_path: Path, verify) -> None:
+    """consolidated.safetensors + params.json + tekken.json: what vLLM's mistral format reads."""
+    write_safetensors(tmp_path / "consolidated.safetensors", llama_tensors())
+    (tmp_path / "params.json").write_text(json.dumps({"dim": 64}))
+    (tmp_path / "tekken.json").write_text("{}")
+    result = verify(tmp_path, "--json")
+    assert result.code == 0, result.report["problems"]
+    assert "--load-format mistral" in result.report["layouts"][0]

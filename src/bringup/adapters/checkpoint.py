@@ -11,13 +11,17 @@ its snapshots; a single ``.safetensors`` file; a ``.gguf`` file (part 1 of a spl
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import stat
+from importlib import resources
 from pathlib import Path
 from typing import BinaryIO
 
 from bringup.adapters import files
-from bringup.core import safetensors
+from bringup.core import layouts, safetensors
+from bringup.core.architectures import Registry, check_architecture, registries
 from bringup.core.checkpoint import (
     INDEX_NAME,
     Checkpoint,
@@ -30,6 +34,7 @@ from bringup.core.checkpoint import (
     parse_config,
     parse_index,
 )
+from bringup.core.config_tensors import check_config_tensors
 from bringup.errors import InputError
 
 MAX_JSON_BYTES = 64 * 1024 * 1024  # config.json and the index are small; refuse absurd ones
@@ -131,6 +136,7 @@ def scan_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         return _scan_gguf(root)
     if not _is_dir(root):
         tensors, problems, size = read_safetensors(root, root.name)
+        problems += layouts.shard_of_set(root.name, _names_beside(root), str(root.parent))
         return Checkpoint(
             root=str(root),
             format="safetensors",
@@ -138,7 +144,7 @@ def scan_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
             tensors=tuple(tensors),
             config=None,
             gguf_metadata=None,
-            problems=tuple(problems + check_duplicates(tensors)),
+            problems=tuple(problems + check_duplicates(tensors) + _interrupted(root.parent)),
             file_sizes={root.name: size},
         )
     weights = _weight_names(root)
@@ -200,9 +206,16 @@ def _scan_folder(root: Path, weights: list[str]) -> Checkpoint:
         problems += [_dangling(root, n) for n in weights if n not in present]
         loaded = set(present)
     tensors = [t for name in present if name in loaded for t in by_file.get(name, ())]
+    listing = [c.name for c in _listdir(root)]
+    layout = layouts.recognise(listing, weights, weight_map, _is_dir(root / "original"))
+    problems = [p for p in problems if not layout.accepts(p)]
     config, found = parse_config(_read_text(root / "config.json"))
-    problems += check_duplicates(tensors) + found + check_tokenizer(c.name for c in _listdir(root))
+    found = [p for p in found if not layout.accepts(p)]
+    problems += check_duplicates(tensors) + found + check_tokenizer(listing)
     problems += check_quantization(config, tensors)
+    if not any(p.kind in DAMAGE for p in problems):  # partial tensors say nothing of the config
+        problems += check_config_tensors(config, tensors)
+    problems += check_architecture(config, vllm_registries()) + _interrupted(root)
     return Checkpoint(
         root=str(root),
         format="safetensors",
@@ -212,7 +225,36 @@ def _scan_folder(root: Path, weights: list[str]) -> Checkpoint:
         gguf_metadata=None,
         problems=tuple(problems),
         file_sizes=sizes,
+        layouts=layout.notes,
     )
+
+
+DAMAGE = frozenset(
+    {"missing_shard", "truncated", "header_invalid", "header_too_large", "lfs_pointer",
+     "index_tensor_missing", "offsets_invalid"}
+)  # fmt: skip
+
+
+@functools.cache
+def vllm_registries() -> list[Registry]:
+    """vLLM's model registries, per version (bringup/data/vllm_architectures.json)."""
+    text = resources.files("bringup.data").joinpath("vllm_architectures.json").read_text()
+    return registries(json.loads(text))
+
+
+def _names_beside(path: Path) -> list[str]:
+    return [c.name for c in _listdir(path.parent)]
+
+
+def _interrupted(folder: Path) -> list[Problem]:
+    """``blobs/*.incomplete`` of the Hugging Face cache repo ``folder`` is in, if any."""
+    repo = next((p for p in (folder, *folder.parents) if p.name.startswith("models--")), None)
+    blobs = repo / "blobs" if repo is not None else None
+    if blobs is None or not _is_dir(blobs):
+        return []
+    parts = [(c.name, st.st_size) for c in _listdir(blobs) if c.name.endswith(".incomplete")
+             and (st := stat_or_none(c)) is not None]  # fmt: skip
+    return [layouts.interrupted(str(blobs / name), size) for name, size in sorted(parts)]
 
 
 def _dangling(root: Path, name: str) -> Problem:

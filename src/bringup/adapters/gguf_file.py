@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from bringup.adapters import files
-from bringup.core.checkpoint import Checkpoint, Problem, TensorInfo, fetch_again, format_size
+from bringup.core.checkpoint import (
+    STOPPED,
+    Checkpoint,
+    Problem,
+    TensorInfo,
+    fetch_again,
+    format_size,
+)
 from bringup.core.safetensors import LFS_MAGIC
 from bringup.errors import InputError
 
@@ -219,7 +226,7 @@ def _past_end(name: str, end: int, size: int) -> Problem:
         name,
         f"tensor data runs past the end of the file: the tensor table says "
         f"{format_size(end)}, {format_size(size)} on disk",
-        fetch_again(name, f"the tensor table says {format_size(end)}, {format_size(size)} on disk"),
+        fetch_again(name, STOPPED),
     )
 
 
@@ -456,12 +463,7 @@ def _truncated(name: str, expected: int, size: int, *, in_header: bool = False) 
         "truncated",
         name,
         what,
-        fetch_again(
-            name,
-            f"it is {format_size(size)} of {format_size(expected)}"
-            if not in_header
-            else "it is cut inside its header",
-        ),
+        fetch_again(name, STOPPED),
     )
 
 

@@ -9,6 +9,8 @@ about, what is wrong, and one sentence saying what to do.
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +33,10 @@ PROBLEM_KINDS: tuple[str, ...] = (
     "gguf_invalid",  # a GGUF file does not parse, or its tensor data runs past the end
     "split_missing",  # a part of a split GGUF is absent
     "bad_magic",  # a GGUF file that does not start with the GGUF magic
+    "config_mismatch",  # config.json disagrees with the tensors (layers, sizes, heads, experts)
+    "architecture_unknown",  # config.json names an architecture vLLM's registry does not list
+    "shard_of_set",  # one shard of a set given alone
+    "interrupted_download",  # a Hugging Face cache blob left *.incomplete
 )
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -91,6 +97,7 @@ class Checkpoint:
     gguf_metadata: dict[str, Any] | None  # GGUF key/values (no big arrays); None for safetensors
     problems: tuple[Problem, ...] = ()
     file_sizes: Mapping[str, int] = field(default_factory=dict)  # weight file -> bytes on disk
+    layouts: tuple[str, ...] = ()  # layouts engines accept that were recognised (not problems)
 
     @property
     def parameters(self) -> int:
@@ -119,6 +126,47 @@ def format_size(n_bytes: int) -> str:
 def fetch_again(file: str, why: str) -> str:
     """The standard fix for a damaged file: fetch it again, saying why."""
     return f"fetch {file} again: {why}"
+
+
+STOPPED = "the download stopped before the end of the file"
+
+
+def hf_download(repo_id: str, include: str | None = None, cache_dir: str | None = None) -> str:
+    """``hf download ORG/NAME --include FILE [--cache-dir DIR]``, quoted for a shell."""
+    words = ["hf", "download", repo_id]
+    words += ["--include", include] if include else []
+    words += ["--cache-dir", cache_dir] if cache_dir else []
+    return shlex.join(words)
+
+
+def with_download_commands(
+    problems: Sequence[Problem], repo_id: str | None, cache_dir: str | None = None
+) -> tuple[Problem, ...]:
+    """Each "fetch X again" fix as the exact ``hf download`` command, when the repo is known
+    (a Hugging Face cache folder ``models--ORG--NAME`` says it)."""
+    if repo_id is None:
+        return tuple(problems)
+    out = []
+    for p in problems:
+        m = _FETCH.match(p.fix)
+        if m is not None:
+            command = hf_download(repo_id, m["file"], cache_dir)
+            why = f" ({m['why']})" if m["why"] else ""
+            p = Problem(p.kind, p.file, p.detail, f"download it again{why}: `{command}`")
+        out.append(p)
+    return tuple(out)
+
+
+_FETCH = re.compile(r"^fetch (?P<file>\S+) again(?:: (?P<why>.*))?$", re.DOTALL)
+
+
+def repo_id_of(path: str) -> tuple[str, str] | None:
+    """(``ORG/NAME``, the hub folder) for a path inside ``.../models--ORG--NAME/``."""
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if part.startswith("models--") and len(part) > len("models--"):
+            return part[len("models--") :].replace("--", "/", 1), "/".join(parts[:i]) or "/"
+    return None
 
 
 # ---------------------------------------------------------------- index and shards
@@ -444,6 +492,7 @@ class VerifyReport:
     parameters: int
     bytes_by_dtype: dict[str, int]
     problems: tuple[Problem, ...]
+    layouts: tuple[str, ...] = ()  # recognised layouts the engines accept, one line each
 
 
 def build_report(checkpoint: Checkpoint, extra: Sequence[Problem] = ()) -> VerifyReport:
@@ -458,4 +507,5 @@ def build_report(checkpoint: Checkpoint, extra: Sequence[Problem] = ()) -> Verif
         parameters=checkpoint.parameters,
         bytes_by_dtype=checkpoint.bytes_by_dtype,
         problems=problems,
+        layouts=checkpoint.layouts,
     )

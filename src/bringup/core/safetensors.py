@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from bringup.core.checkpoint import Problem, TensorInfo, fetch_again, format_size
+from bringup.core.checkpoint import STOPPED, Problem, TensorInfo, fetch_again, format_size
 
 LENGTH_BYTES = 8
 PREFIX_BYTES = 1024  # enough for the length and a whole git-lfs pointer file
@@ -100,11 +100,7 @@ def read_prefix(prefix: bytes, file_size: int, file: str) -> Prefix:
                 file,
                 f"the header alone needs {format_size(LENGTH_BYTES + length)}, "
                 f"{format_size(file_size)} on disk",
-                fetch_again(
-                    file,
-                    f"the header says at least {format_size(LENGTH_BYTES + length)}, "
-                    f"{format_size(file_size)} on disk",
-                ),
+                fetch_again(file, STOPPED),
             ),
         )
     return Prefix(int(length), None)
@@ -232,9 +228,7 @@ def _check_spans(
                 "truncated",
                 file,
                 f"the header says {format_size(expected)}, {format_size(on_disk)} on disk",
-                fetch_again(
-                    file, f"the header says {format_size(expected)}, {format_size(on_disk)} on disk"
-                ),
+                fetch_again(file, STOPPED),
             )
         )
     elif cursor < data_size:

@@ -31,6 +31,12 @@ class HashStats:
     compared: int  # files that had a published digest to compare with
 
 
+NOTHING_COMPARED = (
+    "--hash: nothing to compare with: no published digest here (not a Hugging Face cache "
+    "with blob names, and no --manifest), so the sha256 sums were computed but not checked"
+)
+
+
 def format_count(n: int) -> str:
     """A parameter count as people say it: ``'8.03B'``, ``'106.8K'``, ``'512'``."""
     for div, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
@@ -68,8 +74,14 @@ def format_hash_line(stats: HashStats) -> str:
 def report_lines(report: VerifyReport, root: str, stats: HashStats | None) -> list[Line]:
     """The summary, then each problem with its fix, then the verdict, as styled pieces."""
     lines: list[Line] = [[(line, None)] for line in format_summary(report, root)]
+    lines += [[(f"  layout: {printable(note)}", None)] for note in report.layouts]
     if stats is not None:
         lines.append([(format_hash_line(stats), None)])
+        if stats.compared == 0:
+            lines.append([(f"  {NOTHING_COMPARED}", "yellow")])
+    if report.ok and stats is not None and stats.compared == 0:
+        lines.append([("OK", "green"), (": every header check passed; contents not checked", None)])
+        return lines
     if report.ok:
         lines.append(
             [("OK", "green"), (": every check passed; the checkpoint is complete and intact", None)]

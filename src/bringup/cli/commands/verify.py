@@ -1,14 +1,18 @@
 """``bringup verify PATH``: prove a checkpoint is complete and intact before an engine reads it.
 
-Exit codes: 0 no problems, 1 problems found, 2 usage error or unreadable input.
+Exit codes: 0 no problems, 1 problems found, 2 usage error or unreadable input, 3 no problems
+but ``--hash`` had nothing to compare with (no published digest, no ``--manifest``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import time
 from pathlib import Path
 
+from bringup import exit_codes
 from bringup.adapters import files, hashing
 from bringup.adapters.checkpoint import scan_checkpoint
 from bringup.cli.main import Context
@@ -19,6 +23,8 @@ from bringup.core.checkpoint import (
     Problem,
     build_report,
     check_hashes,
+    repo_id_of,
+    with_download_commands,
 )
 from bringup.errors import UsageError
 from bringup.render import verify as render
@@ -63,13 +69,35 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.hash or manifest is not None or args.write_manifest:
         extra, stats = _hash(checkpoint, manifest, args, ctx)
     report = build_report(checkpoint, extra)
+    report = dataclasses.replace(report, problems=_with_commands(report.problems, checkpoint, ctx))
     if args.json:
         from bringup.render.json_out import print_json
 
         print_json(report, ctx.stdout)
+        if stats is not None and stats.compared == 0:
+            ctx.stderr.write(f"bringup: {render.NOTHING_COMPARED}\n")
     else:
         render.print_report(ctx.stdout, ctx.environ, report, checkpoint.root, stats)
-    return 0 if report.ok else 1
+    if not report.ok:
+        return exit_codes.EXIT_FAILED
+    unchecked = stats is not None and stats.compared == 0 and not args.write_manifest
+    return exit_codes.EXIT_INCOMPLETE if unchecked else exit_codes.EXIT_READY
+
+
+def _with_commands(
+    problems: tuple[Problem, ...], checkpoint: Checkpoint, ctx: Context
+) -> tuple[Problem, ...]:
+    """ "Fetch X again" as the exact `hf download` command when the cache names the repo."""
+    found = repo_id_of(checkpoint.root)
+    if found is None:
+        return problems
+    repo, hub = found
+    home = ctx.environ.get("HF_HOME") or os.path.join(
+        ctx.environ.get("HOME", "~"), ".cache/huggingface"
+    )
+    default = ctx.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+    same = os.path.realpath(os.path.expanduser(default)) == os.path.realpath(hub)
+    return with_download_commands(problems, repo, None if same else hub)
 
 
 def _hash(
