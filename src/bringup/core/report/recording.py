@@ -72,6 +72,8 @@ class Recording:
         lane = self.lane(name)
         lane.see(event.t)
         if isinstance(event, PhaseReached):
+            if not lane.phases and event.phase.value != "start":
+                lane.phases.append((0.0, "start", 1))  # a startup is in start until it says more
             lane.phases.append((event.t, event.phase.value, event.line_number))
         elif isinstance(event, Progress):
             lane.progress.append((event.t, event.phase.value, event.done, event.total, event.unit))

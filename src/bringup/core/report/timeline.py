@@ -20,7 +20,7 @@ from bringup.units import format_bytes, format_seconds
 WIDTH = 960
 LEFT = 150  # room for the lane's labels
 RIGHT = 30
-TOP = 48
+TOP = 72
 LANE_HEIGHT = 190
 AXIS = 36
 PHASE_BAR = 26
@@ -77,7 +77,7 @@ def draw(lanes: Sequence[Lane], title: str, unit: str = "s") -> str:
             f'viewBox="0 0 {box.width} {box.height}" font-family="sans-serif" font-size="12">'
         ),
         f'<rect width="{box.width}" height="{box.height}" fill="#ffffff"/>',
-        f'<text x="{LEFT}" y="24" font-size="15" font-weight="bold">{escape(title)}</text>',
+        f'<text x="{LEFT}" y="22" font-size="15" font-weight="bold">{escape(title)}</text>',
     ]
     for i, lane in enumerate(shown):
         out += _lane(lane, TOP + i * LANE_HEIGHT, scale)
