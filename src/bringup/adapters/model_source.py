@@ -13,7 +13,11 @@ Hugging Face repo id and reads the hub cache. :func:`locate_model` does the same
    ids, its name or the last part of an id, case-insensitively
    (``meta-llama/Llama-3.1-70B-Instruct`` → ``Llama-3.1-70B``).
 
-Nothing is downloaded. :func:`load_model` then reads what the planner needs: the config and,
+4. with ``hub=True`` (``plan``), an ``org/name`` found nowhere above is read from the Hugging
+   Face Hub: its ``config.json`` and safetensors headers, never the weights
+   (``adapters.hf_hub``).
+
+Nothing else touches the network. :func:`load_model` then reads what the planner needs: the config and,
 where weights are on disk, the tensor headers.
 """
 
@@ -22,7 +26,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,7 +34,7 @@ from bringup.adapters import files
 from bringup.core.checkpoint import Checkpoint, TensorInfo
 from bringup.errors import InputError
 
-SourceKind = Literal["config", "checkpoint", "gguf", "bundled"]
+SourceKind = Literal["config", "checkpoint", "gguf", "bundled", "hub"]
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
@@ -42,6 +46,8 @@ class ModelSource:
     kind: SourceKind
     path: Path | None  # the file or folder (None for a bundled config)
     origin: str  # one human line: "Hugging Face cache: /…/snapshots/abc", "bundled config …"
+    endpoint: str | None = None  # kind "hub": the Hub to read it from
+    revision: str | None = None  # kind "hub": --revision
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +150,11 @@ def find_in_hf_cache(
 
 
 def locate_model(
-    name: str, environ: Mapping[str, str], *, revision: str | None = None
+    name: str, environ: Mapping[str, str], *, revision: str | None = None, hub: bool = False
 ) -> ModelSource:
-    """Where ``name`` leads (see the module docstring); InputError when nowhere."""
+    """Where ``name`` leads (see the module docstring); InputError when nowhere. ``hub``: an
+    ``org/name`` found nowhere here is read from the Hugging Face Hub (``adapters.hf_hub``:
+    config and safetensors headers, no weights) unless ``HF_HUB_OFFLINE`` is set."""
     path = Path(name).expanduser()
     st = _stat(path)
     if st is not None:
@@ -166,6 +174,12 @@ def locate_model(
     bundled = model_catalog.find(name)
     if bundled is not None:
         return ModelSource(name, "bundled", None, f"bundled config {bundled.name}")
+    if hub and _is_repo_id(name):
+        from bringup.adapters import hf_hub
+
+        if not hf_hub.offline(environ):
+            url = hf_hub.endpoint(environ)
+            return ModelSource(name, "hub", None, f"Hugging Face Hub {url}: {name}", url, revision)
     searched = ", ".join(str(p) for p in hf_cache_dirs(environ))
     raise InputError(
         f"no such model: {name} (not a path; not in the Hugging Face cache at {searched}; "
@@ -196,6 +210,12 @@ def load_model(source: ModelSource) -> LoadedModel:
         config = bundled_config(source.name)
         assert config is not None
         return LoadedModel(source, config)
+    if source.kind == "hub":
+        from bringup.adapters import hf_hub
+
+        env = {"HF_ENDPOINT": source.endpoint or hf_hub.DEFAULT_ENDPOINT}
+        got = hf_hub.read_model(source.name, env, source.revision)
+        return LoadedModel(replace(source, origin=got.origin), got.config, got.tensors)
     assert source.path is not None
     if source.kind == "config":
         return LoadedModel(source, read_config_file(source.path))

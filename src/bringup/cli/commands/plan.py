@@ -474,7 +474,7 @@ def _load_model(
     bundled name (see ``adapters.model_source``)."""
     from bringup.adapters.model_source import load_model, locate_model
 
-    loaded = load_model(locate_model(name, environ, revision=revision))
+    loaded = load_model(locate_model(name, environ, revision=revision, hub=True))
     if loaded.checkpoint is not None and not force:
         _refuse_incomplete(name, loaded.checkpoint.problems)
     return loaded.config, loaded.tensors, loaded.source.origin
