@@ -145,7 +145,7 @@ def bench_hash_one(tmp: Path, gb: float) -> list[str]:
         "|---|---|---|---|",
         f"| `openssl dgst -sha256` | {best['openssl']:.0f} | {med['openssl']:.0f} | 1.00 |",
         (
-            f"| `hash_file()` (1 MiB readinto, hashlib) | {best['hash_file']:.0f} | {med['hash_file']:.0f} | "
+            f"| `hash_file()` (mmap, 16 MiB steps, hashlib) | {best['hash_file']:.0f} | {med['hash_file']:.0f} | "
             f"{med['hash_file'] / med['openssl']:.2f} |"
         ),
         (
@@ -212,62 +212,84 @@ def _process(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def bench_hash_process(tmp: Path, gib: float = 1.0, runs: int = 5) -> list[str]:
-    """Whole processes, same run, interleaved: `bringup verify FILE --hash` against
-    `openssl dgst -sha256 FILE` on one file, and on several files with every core busy."""
+def bench_hash_process(
+    tmp: Path, gib: float = 1.0, runs: int = 5, trees: dict[str, Path] | None = None
+) -> list[str]:
+    """Whole processes, same run, interleaved: `bringup verify --hash` against `openssl dgst
+    -sha256` on one file of ``gib`` GiB, and on ``gib`` GiB of shards (openssl on them in one
+    process, and one process per core), for this tree and every other ``trees`` entry."""
     cpus = os.cpu_count() or 1
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), NO_COLOR="1")
-    # as installed: a pip install compiles bytecode; a checkout run with PYTHONDONTWRITEBYTECODE
-    # (set on this machine) would recompile every bringup module on every start
-    compiled = subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", str(ROOT / "src" / "bringup")],
-        capture_output=True,
-        check=False,
-    )
-    bringup = [str(Path(sys.executable).with_name("bringup"))]
-    if not Path(bringup[0]).exists():
-        bringup = [sys.executable, "-m", "bringup"]
+    trees = {"this tree": ROOT / "src", **(trees or {})}
+    for src in trees.values():  # as installed: a pip install compiles bytecode
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(src / "bringup")],
+            capture_output=True,
+            check=False,
+        )
     one = write_random(tmp / "one.safetensors", int(gib * 2**30))
     folder = tmp / "several"
     folder.mkdir()
+    n_shards = max(2, cpus)
     several = [
         write_random(
-            folder / f"model-{i + 1:05d}-of-{2 * cpus:05d}.safetensors", int(gib * 2**30 / cpus)
+            folder / f"model-{i + 1:05d}-of-{n_shards:05d}.safetensors",
+            int(gib * 2**30 / n_shards),
         )
-        for i in range(2 * cpus)
+        for i in range(n_shards)
     ]
-    for p in [one, *several]:
-        subprocess.run(["cat", str(p)], stdout=subprocess.DEVNULL, check=True)  # page cache warm
-    cases = {
-        "one: openssl dgst -sha256": ["openssl", "dgst", "-sha256", str(one)],
-        "one: bringup verify FILE --hash": [*bringup, "verify", str(one), "--hash"],
-        "several: openssl dgst, one process per core (xargs -P)": [
-            "sh",
-            "-c",
-            f'ls "$0"/*.safetensors | xargs -P {cpus} -n 1 openssl dgst -sha256',
-            str(folder),
-        ],
-        "several: bringup verify DIR --hash": [*bringup, "verify", str(folder), "--hash"],
+    for path in [one, *several]:
+        subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # page cache warm
+    cases: dict[str, tuple[list[str], dict[str, str]]] = {
+        "one: openssl dgst -sha256": (["openssl", "dgst", "-sha256", str(one)], {}),
+        "several: openssl dgst -sha256 (all shards, one process)": (
+            ["openssl", "dgst", "-sha256", *map(str, several)],
+            {},
+        ),
+        "several: openssl dgst, one process per core (xargs -P)": (
+            [
+                "sh",
+                "-c",
+                f'ls "$0"/*.safetensors | xargs -P {cpus} -n 1 openssl dgst -sha256',
+                str(folder),
+            ],
+            {},
+        ),
+        "largest shard alone: openssl dgst -sha256": (
+            ["openssl", "dgst", "-sha256", str(several[0])],
+            {},
+        ),
     }
+    for name, src in trees.items():
+        env = {"PYTHONPATH": str(src), "NO_COLOR": "1"}
+        argv = [sys.executable, "-m", "bringup", "verify"]
+        cases[f"one: bringup verify FILE --hash ({name})"] = ([*argv, str(one), "--hash"], env)
+        cases[f"several: bringup verify DIR --hash ({name})"] = (
+            [*argv, str(folder), "--hash"],
+            env,
+        )
     samples: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
     load_start = os.getloadavg()[0]
-    for _ in range(runs):  # interleaved: both tools see the same neighbours
-        for name, argv in cases.items():
-            samples[name].append(_process(argv, env))
+    for _ in range(runs):  # interleaved: every case sees the same neighbours
+        for name, (argv, extra) in cases.items():
+            samples[name].append(_process(argv, dict(os.environ, **extra)))
     load_end = os.getloadavg()[0]
     med = {
         k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
         for k, v in samples.items()
     }
-    sizes = {"one": one.stat().st_size, "several": sum(p.stat().st_size for p in several)}
+    sizes = {
+        "one": one.stat().st_size,
+        "several": sum(p.stat().st_size for p in several),
+        "largest shard alone": several[0].stat().st_size,
+    }
     lines = [
-        f"## `--hash` as a whole process vs `openssl dgst -sha256` (median of {runs}, interleaved)",
+        f"## `--hash` as a whole process vs `openssl dgst -sha256`, {gib:g} GiB (median of {runs}, interleaved)",
         "",
         (
-            f"One {sizes['one'] / 2**30:.2f} GiB file, and {len(several)} files of "
+            f"One {sizes['one'] / 2**30:.2f} GiB file, and {len(several)} shards of "
             f"{sizes['several'] / len(several) / 2**20:.0f} MiB ({cpus} CPUs), page cache warm; "
             "wall clock and CPU (user+sys) of each whole process, bringup's start-up included "
-            f"(bytecode compiled as an install does: {'yes' if compiled.returncode == 0 else 'no'}). "
+            "(bytecode compiled, as an install does). "
             f"Load average {load_start:.1f} at the start, {load_end:.1f} at the end (shared machine)."
         ),
         "",
@@ -280,9 +302,16 @@ def bench_hash_process(tmp: Path, gib: float = 1.0, runs: int = 5) -> list[str]:
         lines.append(
             f"| {name} | {wall:.2f} s | {sizes[kind] / wall / 1e6:,.0f} | {cpu:.2f} | {ref / wall:.2f}x |"
         )
-    lines += ["", "Goal: at least 0.95x openssl on one file and on several.", ""]
-    for p in [one, *several]:
-        p.unlink()
+    lines += [
+        "",
+        (
+            "Goal: at least 0.95x openssl on one file and on several; on several shards, about the "
+            "wall time of the largest shard alone when there are cores enough."
+        ),
+        "",
+    ]
+    for path in [one, *several]:
+        path.unlink()
     return lines
 
 
@@ -294,7 +323,18 @@ def main() -> int:
     parser.add_argument(
         "--only-process", action="store_true", help="only the whole-process --hash comparison"
     )
+    parser.add_argument(
+        "--process-gib", default="1,10", help="sizes (GiB) of the whole-process comparison"
+    )
+    parser.add_argument(
+        "--tree", action="append", default=[], help="NAME=SRC: another tree's src/ beside this one"
+    )
     args = parser.parse_args()
+    trees = {n: Path(s) for n, _, s in (t.partition("=") for t in args.tree)}
+    by_size = [
+        (lambda t, g=float(g): bench_hash_process(t, g, trees=trees))
+        for g in args.process_gib.split(",")
+    ]
     if shutil.which("openssl") is None:
         print("openssl is not installed; the comparison needs it", file=sys.stderr)
         return 2
@@ -311,13 +351,13 @@ def main() -> int:
         "",
     ]
     with tempfile.TemporaryDirectory(prefix="bench-verify-", dir="/tmp") as tmp:
-        benches: list[Callable[[Path], list[str]]] = [bench_hash_process]
+        benches: list[Callable[[Path], list[str]]] = list(by_size)
         if not args.only_process:
             benches = [
                 bench_headers,
                 lambda t: bench_hash_one(t, args.hash_gb),
                 lambda t: bench_hash_many(t, args.hash_gb),
-                bench_hash_process,
+                *by_size,
             ]
         for bench in benches:
             section = bench(Path(tmp))

@@ -28,7 +28,8 @@ def _diagnose(name: str, *, screen: bool = True) -> Any:
     exp = EXPECTED[name]
     data = (LOGS / name).read_bytes()
     if "exit_code" in exp or not screen:
-        analyzer = LogAnalyzer(screen=screen)
+        # without the screen, every line is read: the after-ready screen is off too
+        analyzer = LogAnalyzer(screen=screen, after_ready=screen)
         for line in _lines(data):
             analyzer.feed(line)
         return analyzer.finish(exp.get("exit_code"))

@@ -17,7 +17,7 @@ from builders.safetensors import shard_name, write_checkpoint, write_hf_cache
 
 
 def test_hash_file_streams_exactly(tmp_path: Path) -> None:
-    """A file read in many small buffers hashes to hashlib's sha256 of its bytes, and reports every byte."""
+    """A file hashed in steps hashes to hashlib's sha256 of its bytes, and reports every byte."""
     data = bytes(range(256)) * 1000 + b"tail"
     path = tmp_path / "f.bin"
     path.write_bytes(data)
@@ -137,3 +137,67 @@ def test_verify_hash_start_up_imports_only_what_it_uses(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "3 []"  # nothing to compare with here: exit 3
+
+
+def _big(tmp_path: Path, mib: int) -> tuple[Path, bytes]:
+    data = hashlib.sha256(b"seed").digest() * (mib * 32768)
+    path = tmp_path / "big.safetensors"
+    path.write_bytes(data)
+    return path, data
+
+
+def test_mapped_and_read_paths_give_the_same_digests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file hashed from its mapping, and one that cannot be mapped (read into a buffer),
+    give hashlib's digests of its bytes, every byte reported once."""
+    import mmap
+
+    from bringup.adapters import hashing
+
+    path, data = _big(tmp_path, 40)
+    seen: list[int] = []
+    mapped = hash_file(path, git_sha1=True, progress=seen.append)
+    assert mapped.sha256 == hashlib.sha256(data).hexdigest()
+    assert sum(seen) == len(data)
+    assert max(seen) == hashing.MAP_STEP  # it went through the mapping, step by step
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise OSError("no mmap on this file system")
+
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    seen.clear()
+    read = hash_file(path, git_sha1=True, progress=seen.append)
+    assert read == mapped
+    assert max(seen) == hashing.BUFFER_BYTES
+
+
+def test_a_file_that_shrinks_while_mapped_is_refused_not_a_crash(tmp_path: Path) -> None:
+    """Truncated while hashed (a page past its new end would be SIGBUS): one clear error."""
+    path, _ = _big(tmp_path, 40)
+
+    def truncate(_n: int) -> None:
+        with path.open("r+b") as f:
+            f.truncate(1 << 20)
+
+    with pytest.raises(InputError, match="changed while it was hashed"):
+        hash_file(path, progress=truncate)
+
+
+def test_a_file_that_grows_while_hashed_is_refused(tmp_path: Path) -> None:
+    """Bytes written while it is hashed are not read, and the file is named as changing."""
+    path, _ = _big(tmp_path, 20)
+
+    def grow(_n: int) -> None:
+        with path.open("ab") as f:
+            f.write(b"x" * 1024)
+
+    with pytest.raises(InputError, match="changed while it was hashed"):
+        hash_file(path, progress=grow)
+
+
+def test_empty_file_hashes(tmp_path: Path) -> None:
+    """An empty file (nothing to map) has the empty input's digest."""
+    path = tmp_path / "empty"
+    path.write_bytes(b"")
+    assert hash_file(path).sha256 == hashlib.sha256(b"").hexdigest()

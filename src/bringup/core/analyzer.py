@@ -121,11 +121,16 @@ class _SafeGroups(dict[str, str]):
 class LogAnalyzer:
     """Feed lines; get events as they happen and a ``Diagnosis`` at any moment."""
 
-    def __init__(self, engine: Engine | None = None, *, screen: bool = True) -> None:
+    def __init__(
+        self, engine: Engine | None = None, *, screen: bool = True, after_ready: bool = True
+    ) -> None:
         self._pack: Pack | None = packs.get(engine) if engine is not None else None
         self._use_screen = screen
         # the automaton of the pack's screen (None: every line is read)
         self._screen = _screen_of(self._pack) if screen and self._pack is not None else None
+        # once ready, only lines that can still change the verdict are read (see AfterReady)
+        self._use_after_ready = after_ready
+        self._after_ready = _after_ready_of(self._pack) if after_ready else None
         self._number = 0
         self._version: str | None = None
         self._pending: list[tuple[int, str]] = []
@@ -202,6 +207,14 @@ class LogAnalyzer:
             self._last = (number, line)
         if self._pack is None:
             return self._detect(number, line)
+        after = self._after_ready
+        if (
+            after is not None
+            and self._phase is Phase.READY
+            and not self._in_source
+            and not after.may_matter(line, self._version is None)
+        ):
+            return []
         screen = self._screen
         if (
             screen is not None
@@ -227,6 +240,37 @@ class LogAnalyzer:
         """Record the last non-blank line (the fast path skips lines; exits point here)."""
         self._number = max(self._number, number)
         self._last = (number, line)
+
+    def read_block(self, data: bytes, first: int, screen: tuple[str, ...] | None) -> None:
+        """Feed the lines of ``data`` (line ``first`` first) that can matter: with ``screen``,
+        only lines holding one of its tokens (never decoded otherwise); once the start is
+        ready, only lines holding an after-ready token, until the state says otherwise (a
+        restart, a traceback's source lines): the whole-log reader's loop."""
+        pos, number = 0, first
+        while pos < len(data):
+            ready = self._after_ready_tokens()
+            tokens = ready if ready is not None else screen
+            spans = (
+                logline.line_spans(data, pos, number)
+                if tokens is None
+                else logline.candidate_spans(
+                    data, tokens, pos, number, also=screen if ready is not None else None
+                )
+            )
+            for n, end, line in spans:
+                self.feed_numbered(n, line)
+                if self._after_ready_tokens() is not ready:  # read on with the other tokens
+                    pos, number = end, n + 1
+                    break
+            else:
+                return
+
+    def _after_ready_tokens(self) -> tuple[str, ...] | None:
+        """The tokens a line must hold to be read now: the after-ready ones when they apply."""
+        after = self._after_ready
+        if after is None or self._phase is not Phase.READY or self._in_source:
+            return None
+        return after.tokens(self._version is None)
 
     def diagnosis(self) -> Diagnosis:
         """The verdict so far (``incomplete`` while the startup is still going)."""
@@ -278,6 +322,7 @@ class LogAnalyzer:
         assert pack.engine is not None
         self._pack = pack
         self._screen = _screen_of(pack) if self._use_screen else None
+        self._after_ready = _after_ready_of(pack) if self._use_after_ready else None
         self._attempt = 1
         self._reset_attempt()
         events: list[Event] = [EngineEvent(pack.engine.value, None)]
@@ -898,11 +943,9 @@ def diagnose_bytes(data: bytes, engine: Engine | None = None) -> Diagnosis:
     pack = packs.get(engine) if engine is not None else detect_bytes(data)
     analyzer = LogAnalyzer(pack.engine if pack is not None else None)
     if pack is None or pack.screen is None or logline.needs_full_read(data):
-        for number, line in enumerate(logline.iter_lines(data), start=1):
-            analyzer.feed_numbered(number, line)
+        analyzer.read_block(data, 1, None)
         return analyzer.finish(whole_log=True)
-    for number, line in logline.candidates(data, pack.screen):
-        analyzer.feed_numbered(number, line)
+    analyzer.read_block(data, 1, pack.screen)
     last = logline.last_line(data)
     if last is not None:
         analyzer.note_last(*last)
@@ -914,6 +957,79 @@ def detect_bytes(data: bytes) -> Pack | None:
     tokens = tuple(t for pack in packs.all_packs() for t in pack.detect)
     first = logline.find_first(data, tokens)
     return detect_engine(first[1]) if first is not None else None
+
+
+# Once a start is ready, a phase line, a heartbeat or a hang point can no longer change the
+# verdict (a phase never goes back within an attempt; a hang is judged only before ready), so
+# the tables a line must match to matter then are these, with ``version`` while none is known,
+# and the analyzer's own traceback checks (the exception line, a frame, the traceback's head, a
+# chained traceback's separator).
+_AFTER_READY_TABLES = ("restart", "exclusions", "progress", "signatures", "facts")
+_OWN_CHECKS = (_EXCEPTION, _FRAME, re.compile(re.escape(_TRACEBACK)), *map(re.compile, _CHAINED))
+
+
+class AfterReady:
+    """What a line must hold to matter once the start is ready: one of the strings every
+    match of those tables' patterns needs (``packs.index.required``), read off the pack, and
+    one of the pack's screen tokens (a line the screen skips stays skipped). A serving
+    journal's stats, access and request lines hold none, so after ready they cost one
+    automaton pass and are never parsed. Built only when every such pattern has such strings
+    (else every line is read as before)."""
+
+    def __init__(self, with_version: tuple[str, ...], without: tuple[str, ...]) -> None:
+        self._tokens = {True: with_version, False: without}
+        self._finders = {k: logline.line_finder(v) for k, v in self._tokens.items()}
+
+    def tokens(self, need_version: bool) -> tuple[str, ...]:
+        """The tokens, with the version patterns' while the version is not known."""
+        return self._tokens[need_version]
+
+    def may_matter(self, line: str, need_version: bool) -> bool:
+        """Whether ``line`` holds a token (a JSON record may hide its text: it always may)."""
+        return bool(self._finders[need_version].find_matches_as_indexes(line)) or (
+            line.startswith("{")
+        )
+
+
+_AFTER_READY: dict[int, tuple[Pack, AfterReady | None]] = {}
+
+
+def _after_ready_of(pack: Pack | None) -> AfterReady | None:
+    """The pack's :class:`AfterReady`, built once; None for no pack, or when a pattern that
+    can still matter has no required strings."""
+    if pack is None:
+        return None
+    found = _AFTER_READY.get(id(pack))
+    if found is None or found[0] is not pack:
+        found = (pack, _build_after_ready(pack))
+        _AFTER_READY[id(pack)] = found
+    return found[1]
+
+
+def _build_after_ready(pack: Pack) -> AfterReady | None:
+    index = pack_index.of(pack)
+    own: set[str] = set()
+    for pattern in _OWN_CHECKS:
+        strings = pack_index.required(pattern)
+        if strings is None:  # pragma: no cover - the analyzer's own patterns all have some
+            return None
+        own |= strings
+    base = index.required_of(_AFTER_READY_TABLES)
+    version = index.required_of(("version",))
+    if base is None or version is None:
+        return None
+    return AfterReady(_fewest(own | base | version), _fewest(own | base))
+
+
+def _fewest(strings: set[str] | frozenset[str]) -> tuple[str, ...]:
+    """The strings that hold no other of them: a line holds one of ``strings`` exactly when it
+    holds one of these (fewer, shorter tokens make a faster automaton)."""
+    by_length = sorted(strings, key=len)
+    kept: list[str] = []
+    for s in by_length:
+        if not any(k in s for k in kept):
+            kept.append(s)
+    return tuple(sorted(kept))
 
 
 @cache

@@ -198,12 +198,8 @@ class _Feed:
         analyzer = self.analyzer
         assert analyzer is not None
         pack = self.pack
-        if pack is None or pack.screen is None or self.full:
-            for i, line in enumerate(logline.iter_lines(data)):
-                analyzer.feed_numbered(first + i, line)
-            return
-        for number, line in logline.candidates(data, pack.screen):
-            analyzer.feed_numbered(first + number - 1, line)
+        full = pack is None or pack.screen is None or self.full
+        analyzer.read_block(data, first, None if full or pack is None else pack.screen)
 
     def finish(self) -> Diagnosis:
         if self.analyzer is None:  # no line names an engine: every line is read as is

@@ -158,6 +158,18 @@ class RuleIndex:
         """Every required string in the automaton (for tests and benchmarks)."""
         return self._strings
 
+    def required_of(self, names: Sequence[str]) -> frozenset[str] | None:
+        """The strings one of which every text a rule of tables ``names`` matches contains;
+        None when some rule of them has no such strings (it can match anything)."""
+        found: set[str] = set()
+        for name in names:
+            for rule in self.tables[name]:
+                strings = required(_pattern(rule))
+                if strings is None or not all(strings):
+                    return None
+                found |= strings
+        return frozenset(found)
+
 
 def _pattern(rule: Any) -> re.Pattern[str]:
     """A table's rule is a pattern, or holds one (a signature, a phase marker, a fact rule)."""
