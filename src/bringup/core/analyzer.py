@@ -973,63 +973,72 @@ class AfterReady:
     match of those tables' patterns needs (``packs.index.required``), read off the pack, and
     one of the pack's screen tokens (a line the screen skips stays skipped). A serving
     journal's stats, access and request lines hold none, so after ready they cost one
-    automaton pass and are never parsed. Built only when every such pattern has such strings
-    (else every line is read as before)."""
+    automaton pass and are never parsed. Worked out when a start first is ready (a start that
+    fails never pays for it); None when a pattern that can still matter has no such strings
+    (every line is then read as before)."""
 
-    def __init__(self, with_version: tuple[str, ...], without: tuple[str, ...]) -> None:
-        self._tokens = {True: with_version, False: without}
-        self._finders = {k: logline.line_finder(v) for k, v in self._tokens.items()}
+    def __init__(self, pack: Pack) -> None:
+        self._pack = pack
+        self._built = False
+        self._tokens: dict[bool, tuple[str, ...]] | None = None
+        self._finders: dict[bool, ahocorasick_rs.AhoCorasick] = {}
 
-    def tokens(self, need_version: bool) -> tuple[str, ...]:
+    def tokens(self, need_version: bool) -> tuple[str, ...] | None:
         """The tokens, with the version patterns' while the version is not known."""
-        return self._tokens[need_version]
+        if not self._built:
+            self._build()
+        return self._tokens[need_version] if self._tokens is not None else None
 
     def may_matter(self, line: str, need_version: bool) -> bool:
         """Whether ``line`` holds a token (a JSON record may hide its text: it always may)."""
+        if self.tokens(need_version) is None:
+            return True
         return bool(self._finders[need_version].find_matches_as_indexes(line)) or (
             line.startswith("{")
         )
 
+    def _build(self) -> None:
+        self._built = True
+        index = pack_index.of(self._pack)
+        own: set[str] = set()
+        for pattern in _OWN_CHECKS:
+            strings = pack_index.required(pattern)
+            if strings is None:  # pragma: no cover - the analyzer's own patterns all have some
+                return
+            own |= strings
+        base = index.required_of(_AFTER_READY_TABLES)
+        version = index.required_of(("version",))
+        if base is None or version is None:
+            return
+        self._tokens = {True: _fewest(own | base | version), False: _fewest(own | base)}
+        self._finders = {k: logline.line_finder(v) for k, v in self._tokens.items()}
 
-_AFTER_READY: dict[int, tuple[Pack, AfterReady | None]] = {}
+
+_AFTER_READY: dict[int, tuple[Pack, AfterReady]] = {}
 
 
 def _after_ready_of(pack: Pack | None) -> AfterReady | None:
-    """The pack's :class:`AfterReady`, built once; None for no pack, or when a pattern that
-    can still matter has no required strings."""
+    """The pack's :class:`AfterReady`, one per pack; None for no pack."""
     if pack is None:
         return None
     found = _AFTER_READY.get(id(pack))
     if found is None or found[0] is not pack:
-        found = (pack, _build_after_ready(pack))
+        found = (pack, AfterReady(pack))
         _AFTER_READY[id(pack)] = found
     return found[1]
 
 
-def _build_after_ready(pack: Pack) -> AfterReady | None:
-    index = pack_index.of(pack)
-    own: set[str] = set()
-    for pattern in _OWN_CHECKS:
-        strings = pack_index.required(pattern)
-        if strings is None:  # pragma: no cover - the analyzer's own patterns all have some
-            return None
-        own |= strings
-    base = index.required_of(_AFTER_READY_TABLES)
-    version = index.required_of(("version",))
-    if base is None or version is None:
-        return None
-    return AfterReady(_fewest(own | base | version), _fewest(own | base))
-
-
 def _fewest(strings: set[str] | frozenset[str]) -> tuple[str, ...]:
     """The strings that hold no other of them: a line holds one of ``strings`` exactly when it
-    holds one of these (fewer, shorter tokens make a faster automaton)."""
-    by_length = sorted(strings, key=len)
-    kept: list[str] = []
-    for s in by_length:
-        if not any(k in s for k in kept):
-            kept.append(s)
-    return tuple(sorted(kept))
+    holds one of these (fewer tokens make a faster automaton). One automaton pass over each
+    string finds the others it holds."""
+    ordered = sorted(strings)
+    finder = ahocorasick_rs.AhoCorasick(ordered)
+    return tuple(
+        s
+        for i, s in enumerate(ordered)
+        if all(j == i for j, _, _ in finder.find_matches_as_indexes(s, overlapping=True))
+    )
 
 
 @cache

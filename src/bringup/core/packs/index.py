@@ -120,7 +120,7 @@ class RuleIndex:
             self.tables[name] = table
             self._layout[name] = (bit, (1 << len(table)) - 1, table)
             for rule in table:
-                strings = getattr(rule, "required", None) or required(_pattern(rule))
+                strings = _rule_required(rule)
                 if strings is None or not all(strings):
                     always |= 1 << bit
                 else:
@@ -164,11 +164,16 @@ class RuleIndex:
         found: set[str] = set()
         for name in names:
             for rule in self.tables[name]:
-                strings = required(_pattern(rule))
+                strings = _rule_required(rule)
                 if strings is None or not all(strings):
                     return None
                 found |= strings
         return frozenset(found)
+
+
+def _rule_required(rule: Any) -> frozenset[str] | None:
+    """A rule's required strings: its own (a message-table rule knows them), else its pattern's."""
+    return getattr(rule, "required", None) or required(_pattern(rule))
 
 
 def _pattern(rule: Any) -> re.Pattern[str]:
