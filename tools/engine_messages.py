@@ -139,8 +139,11 @@ STARTUP_PATH: dict[str, tuple[str, ...]] = {
     ),
     "tgi": (
         "launcher/src/*.rs",
-        "router/src/*.rs",
-        "backends/v3/src/*.rs",
+        "router/src/server.rs",
+        "router/src/main.rs",
+        "backends/v3/src/main.rs",
+        "backends/v3/src/lib.rs",
+        "backends/v3/src/backend.rs",
         "server/text_generation_server/cli.py",
         "server/text_generation_server/server.py",
         "server/text_generation_server/models/__init__.py",
@@ -161,11 +164,14 @@ STARTUP_PATH: dict[str, tuple[str, ...]] = {
         "ggml/src/ggml-cuda/ggml-cuda.cu",
         "common/arg.cpp",
         "common/common.cpp",
-        "tools/server/server*.cpp",
+        "tools/server/server.cpp",
+        "tools/server/server-context.cpp",
+        "tools/server/server-http.cpp",
         "examples/server/server.cpp",
     ),
     "ollama": (
-        "server/*.go",
+        "server/sched.go",
+        "server/routes.go",
         "llm/*.go",
         "runner/*.go",
         "runner/*/*.go",
@@ -186,16 +192,25 @@ RUNTIME_FUNCTIONS = re.compile(
     r"|_copy_pooler_output\w*|_update_states|_prepare_inputs|get_output\w*|_?verify_\w*signature"
     r"|put|copy_to_buffer|allocate_buf|deserialize|_validate_monotonic_id|__getitem__|__getattr__"
     r"|__setattr__|get_handle|batch_isend_irecv|_populate_metadata|scale_\w*|_process_\w*output\w*"
-    r"|handle_\w*request\w*|_handle_\w*|update_\w*|_serve_\w*|stream\w*|decode\w*"
+    r"|handle_\w*request\w*|_handle_mm_cache_miss|update_\w*|_serve_\w*|stream\w*|decode\w*"
     r"|detokeni\w*|_run_\w*step|run_busy_loop|_process_engine_step|forward\w*|infer\w*|completion\w*"
     r"|chat\w*|tokenize\w*|embed\w*|score\w*|encode|\w*_loras?|\w*prompt_adapters?|start_profile"
     r"|stop_profile|profile|validate_outputs?|_validate_token_prompt|_validate_model_inputs"
     r"|add_logger|remove_logger|_has_remaining_steps|_process_request|handle_new_input"
     r"|get_decoding_config|check_health|start_background_loop|run_output_handler_loop"
-    r"|_enqueue_task|hash_request_tokens|popleft|remove|__reduce__|signal_handler"
+    r"|_enqueue_task|hash_request_tokens|popleft|remove|__reduce__|signal_handler|test\w*"
+    r"|prefill|filterbatch|clearcache|health\w*|\w*handler|\w*state_(?:read|write|load|save|get|set)\w*"
+    r"|\w*_seq_\w*|\w*restore\w*|\w*save\w*|apply\w*template|filter_send_generations|allocate|free"
+    r"|evict|insert_|split_node|add_node_to_parent|remove_node|detokeni\w*|embedding\w*"
+    r"|\w*chat\w*|\w*stream\w*|\w*tool_?calls?\w*|\w*media\w*|normalize|llama_decode|llama_encode"
+    r"|graph_compute|process_ubatch|process_mtmd_chunk|process_single_task|opt_\w+|memory_update"
+    r"|get_sub_batch|common_tokenize|common_replay_last_token|output_resolve_row|get_embeddings\w*"
+    r"|extract_layer_inputs|find_slot|set_input_\w+|iterate|handle_completions\w*|ex_wrapper|dsv4_\w+"
+    r"|parse_\w+_response|fs_write_atomic|getServerStatusRetry|scheduleRunner"
     r"|_invoke_utility_method|call_utility\w*|_gather_mm_embeddings|get_model|raise_if_nan_logits"
     r"|\w*sleep\w*|shutdown\w*|monitor_workers|enqueue_output|get_persistent\w*"
-    r"|_ensure_workspace_size|_get_workspace_id|_reset_caches|reinitialize_distributed)$"
+    r"|_ensure_workspace_size|_get_workspace_id|_reset_caches|reinitialize_distributed)$",
+    re.IGNORECASE,
 )
 _LANG = {".py": "python", ".rs": "rust", ".go": "go", ".cpp": "cpp", ".cu": "cpp", ".c": "cpp"}
 _SKIP = re.compile(r"(?:^|/)(?:tests?|test_\w+\.py|\w+_test\.go|benches)(?:/|$)")

@@ -60,7 +60,8 @@ _NEGATIVE = (
 _CAPACITY = (
     r"(?:not enough|insufficient|no (?:available|free)|too (?:small|large|long|many)|larger than"
     r"|exceed|greater than|more than|at least|smaller than|less than|negative|zero|cannot hold"
-    r"|cannot fit|does not fit|doesn't fit|out of|ran out|exhausted|is needed|are needed)"
+    r"|cannot fit|does not fit|doesn't fit|out of|ran out|exhausted|is needed|are needed"
+    r"|failed to find a slot)"
 )
 # what a check says of a setting (not "failed" or "error": those say something broke)
 _REFUSAL = (
@@ -68,7 +69,7 @@ _REFUSAL = (
     r"|not allowed|invalid|expected|exceed|too (?:large|small|many|few|long)|greater than"
     r"|larger than|less than|smaller than|at least|at most|not divisible|divisible by"
     r"|mutually exclusive|not equal|cannot be used|not enabled|out of range|not set"
-    r"|does not match|doesn't match|cannot use)"
+    r"|does not match|doesn't match|cannot use|cannot be|is true but|are (?:both )?set|both be)"
 )
 _HARDWARE = (
     r"(?:compute capability|device capability|GPU architecture|\bsm_?\d{2}|\bSM ?\d{2}\b|Volta"
@@ -83,21 +84,33 @@ _HARDWARE = (
 # the files that validate arguments and the model's configuration, per engine
 _CONFIG_LAYER = _rx(
     r"(?:^|/)config(?:s)?(?:/|\.py$)|arg_utils\.py$|cli_args\.py$|server_args\.py$"
-    r"|/cli\.py$|entrypoints/cli/|/arg\.cpp$|launcher/src/|(?:^|/)envconfig/|arg_groups/"
+    r"|/cli\.py$|entrypoints/cli/|/arg\.cpp$|(?:^|/)envconfig/|arg_groups/"
     r"|model_config\.py$|load_config\.py$|/registry\.py$|quantization/__init__\.py$"
 )
+# the command-line parsers alone (a file they cannot open is a flag's value)
+_ARG_PARSERS = _rx(r"/arg\.cpp$|arg_utils\.py$|cli_args\.py$|server_args\.py$|arg_groups/")
 
 RULES: tuple[Rule, ...] = (
     # -- what ran out: the resource named decides, wherever the check is --------------------
+    # an allocation on the device failed, whatever it was for (the KV cache's buffer too)
+    Rule(
+        "allocation-failed",
+        "cuda_oom",
+        text=_rx(r"failed to allocate|cudaMalloc|memory allocation failed"),
+        not_text=_rx(r"host memory|\bRAM\b|system memory|CPU (?:memory|buffer)|pinned"),
+    ),
     Rule(
         "memory-exhausted",
         "cuda_oom",
         text=_rx(
-            r"out of memory|\bOOM\b|not enough (?:GPU |device |CUDA )?memory|insufficient (?:GPU |"
+            r"out.of.memory|\bOOM\b|not enough (?:GPU |device |CUDA )?memory|insufficient (?:GPU |"
             r"device )?memory|failed to allocate|cudaMalloc|memory allocation failed|unable to "
             r"allocate|cannot allocate"
         ),
-        not_text=_rx(r"kv.?cache|cache blocks|host memory|\bRAM\b|system memory|CPU memory"),
+        not_text=_rx(
+            r"kv.?cache|cache blocks|host memory|\bRAM\b|system memory|CPU memory|max_total_tokens"
+            r"|total tokens"
+        ),
     ),
     Rule(
         "kv-cache-capacity",
@@ -132,7 +145,7 @@ RULES: tuple[Rule, ...] = (
         "port-taken",
         "port_in_use",
         text=_rx(
-            r"address already in use|\bport\b.{0,40}(?:in use|already|not available|occupied|taken)"
+            r"address already in use|(?:\b|_)port\b.{0,40}(?:in use|already|not available|occupied|taken)"
             r"|EADDRINUSE|(?:failed|unable|couldn't|could not) (?:to )?bind|bind (?:failed|error)"
         ),
     ),
@@ -159,7 +172,8 @@ RULES: tuple[Rule, ...] = (
         "resources-requested",
         "config_error",
         text=_rx(
-            r"not enough resources|enough GPUs|exceeds the total number of available"
+            r"not enough resources|enough GPUs|not enough \w+ devices|only found … \w+ devices"
+            r"|exceeds the total number of available"
             r"|placement group|unique IP address|(?:number|count) of (?:GPUs|devices).{0,60}"
             + _NEGATIVE
             + r"|\bray\b.{0,40}"
@@ -181,7 +195,9 @@ RULES: tuple[Rule, ...] = (
         text=_rx(
             r"no (?:CUDA |GPU |HIP |ROCm )?(?:GPUs?|devices?|accelerators?) (?:found|available|"
             r"detected)|(?:CUDA|GPU|device) is not available|failed to infer device"
-            r"|no CUDA-capable device|no usable GPU"
+            r"|no CUDA-capable device|no usable GPU|no \w+ backend found|no backends are loaded"
+            r"|runtime (?:DLL|library) (?:not )?found|no (?:host )?\S+ runtime|no suitable buffer type"
+            r"|device … not found"
         ),
     ),
     Rule(
@@ -190,6 +206,12 @@ RULES: tuple[Rule, ...] = (
         text=_rx(r"trust.remote.code|custom code"),
     ),
     # -- the checkpoint: files absent, unreadable, or not what the architecture expects ----
+    # "failed to load model" with no reason of its own sums up the loader's line before it
+    Rule(
+        "load-summary",
+        "engine_core_died",
+        text=_rx(r"failed to load (?:the )?models?\b"),
+    ),
     # a quantization check: the method asked for and the checkpoint's do not agree (a flag)
     Rule(
         "quantization-setting",
@@ -213,19 +235,25 @@ RULES: tuple[Rule, ...] = (
             r"mmap|locate).{0,60}(?:weights?|checkpoint|safetensors|shards?|files?|model|gguf|"
             r"tensor|vocab|tokenizer)"
             r"|(?:invalid|unknown|no such|not found|no supported).{0,60}(?:repository|repo id"
-            r"|local directory|config format|model path)"
+            r"|local directory|config format|model path)|error loading (?:model|vocab|tensor|weights)"
+            r"|invalid (?:magic|header|split file|gguf|tensor|checkpoint|weights?|model file)"
+            r"|\bread (?:\w+ )?metadata|no projector tensors|missing model metadata|out of array bounds"
+            r"|incompatible with your version|no longer compatible|illegal split|pre-tokenizer"
+            r"|list of splits|file is NULL|LoRA|adapter"
         ),
+        not_path=_ARG_PARSERS,
     ),
     Rule(
         "loader-layer",
         "missing_or_corrupt_weights",
         path=_rx(
-            r"model_loader/|model-loader|weight_utils|/weights\.py$|utils/hub\.py$|gguf\.cpp$"
+            r"model_loader/|model-loader|weight_utils|/weights\.py$|utils/hub\.py$|gguf\.cpp$|fs/ggml/"
             r"|llama-model-loader|/hub\.py$"
         ),
         not_text=_rx(
             r"not supported|unsupported|does not support|only supported|--|quantization|"
-            r"must be|should be|is required|tensor.?parallel|pipeline"
+            r"must be|should be|is required|tensor.?parallel|pipeline|^\W*invalid|backend"
+            r"|expected (?:one of|names)|configuration"
         ),
     ),
     # -- the arguments or the model's configuration ------------------------------------------
@@ -272,7 +300,11 @@ RULES: tuple[Rule, ...] = (
             r"failed during .{0,30}initiali[sz]ation|health check failed|not (?:alive|running)"
             r"|killed|signal|fatal error|^\W*\w+ failed\.?$|worker failed with error|hit an exception"
             r"|failed to initiali[sz]e|(?:have|has) not started|did not start|failed to launch"
-            r"|errored|background loop|task failed|exception in worker|error executing method|\w+ failed: …$"
+            r"|errored|background loop|task failed|exception in worker|error executing method"
+            r"|no longer running|error starting|unable to (?:connect|warm ?up|get|clear) .{0,30}shards?"
+            r"|error when initiali[sz]ing|failed to spawn|failed to load (?:the )?models?\b"
+            r"|cannot start|couldn't start|startup failed|disconnected|standard error output"
+            r"|not responding|encountered an error|error loading llama server|\w+ failed: …$"
         ),
     ),
     Rule(
@@ -292,7 +324,9 @@ RULES: tuple[Rule, ...] = (
             r"not (?:supported|recognized)|requires? .{0,40}(?:installed|version|>=|to be installed)"
             r"|is not installed|install .{0,40}(?:with|via|using) pip|pip install|requires installation"
             r"|not specified|cannot be used with|cannot use .{0,60}(?:mode|with)|cho+se from|^\W*invalid\b"
-            r"|unable to .{0,40}because|unsupported \w+ (?:config|method|format|type|dtype"
+            r"|unable to .{0,40}because|unsupported (?:model )?architecture|argument validation"
+            r"|not found in PATH|binary not found|compiled without|please (?:define|choose|remove|unset)"
+            r"|not implemented for|requires? .{0,40}to be set|cannot both be|was requested, but|unsupported \w+ (?:config|method|format|type|dtype"
             r"|mode|backend)|unknown \w+ (?:\w+ )?(?:backend|method|mode)|environment variable|\bVLLM_[A-Z_]+|\bSGLANG_[A-Z_]+|\bOLLAMA_[A-Z_]+"
         ),
     ),

@@ -287,7 +287,10 @@ def _functions(text: str, lang: str) -> list[tuple[int, str]]:
         rx = re.compile(r"^func\s+(?:\([^)]*\)\s*)?(\w+)", re.M)
     else:
         rx = re.compile(r"^[\w:<>,*& ]+?\b(\w+)\s*\([^;{]*\)\s*(?:const\s*)?\{", re.M)
-    return [(m.start(), m.group(1)) for m in rx.finditer(text)]
+    return [(m.start(), m.group(1)) for m in rx.finditer(text) if m.group(1) not in _KEYWORDS]
+
+
+_KEYWORDS = frozenset({"if", "for", "while", "switch", "else", "catch", "return", "do", "try"})
 
 
 def regex_sites(file: str, text: str, lang: str) -> Iterator[Site]:

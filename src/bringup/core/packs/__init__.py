@@ -71,9 +71,11 @@ def _with_common(pack: Pack) -> Pack:
         screen += _signature_screen(common.EARLY + common.SIGNATURES, screen)
     # the engine's own messages last: a hand-written signature says more where both match
     own = messages.signatures(pack.engine) if pack.engine is not None else ()
+    first = tuple(s for s in pack.signatures if not s.fallback)
+    last = tuple(s for s in pack.signatures if s.fallback)
     return dataclasses.replace(
         pack,
-        signatures=common.EARLY + pack.signatures + common.SIGNATURES + own,
+        signatures=common.EARLY + first + common.SIGNATURES + own + last,
         facts=pack.facts + common.FACTS,
         screen=screen,
     )

@@ -418,12 +418,23 @@ PACK = Pack(
         Signature(
             "weights",
             rx(
-                r"error loading model: (?P<reason>.*)|failed to open (?P<path>\S+?): No such file|invalid magic characters|GGUF file version \d+ is (?:too high|extremely large)|tensor '[^']+' data is not within the file bounds"
+                r"failed to open (?P<path>\S+?): No such file|invalid magic characters|GGUF file version \d+ is (?:too high|extremely large)|tensor '[^']+' data is not within the file bounds"
             ),
             F.MISSING_OR_CORRUPT_WEIGHTS,
             "The GGUF file is missing, truncated or not GGUF.",
             r.redownload,
             P.WEIGHTS_LOADING,
+        ),
+        # what the loader threw follows the colon: the message tables read it (packs.messages);
+        # a reason they do not know is the file's
+        Signature(
+            "load_failed",
+            rx(r"error loading model: (?P<reason>.*)"),
+            F.MISSING_OR_CORRUPT_WEIGHTS,
+            "The GGUF file is missing, truncated or not GGUF.",
+            r.redownload,
+            P.WEIGHTS_LOADING,
+            fallback=True,
         ),
         Signature(
             "config",
@@ -446,7 +457,9 @@ PACK = Pack(
             is_wrapper=True,
         ),
     ),
-    exclusions=(rx(r"chat template|chat_template"),),
+    # a chat template the server cannot use is replaced (chatml) and printed at start; the
+    # argument parser's "the supplied chat template is not supported" is fatal (its message table)
+    exclusions=(rx(r"chat template.*falling back|falling back to chatml|init: chat template"),),
     frames=(),
     http=LLAMA_SERVER_HTTP,
     http_variants=MappingProxyType(

@@ -20,8 +20,9 @@ from functools import cache
 from importlib import resources
 from typing import cast
 
+from bringup.core.diagnosis import Remedy
 from bringup.core.packs import remedies as r
-from bringup.core.packs.types import RemedyBuilder, Signature
+from bringup.core.packs.types import RemedyBuilder, RemedyContext, Signature
 from bringup.core.vocab import Engine, FailureClass, Phase
 
 F = FailureClass
@@ -56,6 +57,17 @@ _MEANING: dict[FailureClass, tuple[str, RemedyBuilder]] = {
     F.HOST_OOM: ("host memory ran out", r.host_oom),
     F.ENGINE_CORE_DIED: ("a process of the engine stopped", r.engine_died),
 }
+
+
+@cache
+def _owned(builder: RemedyBuilder) -> RemedyBuilder:
+    """The class's remedy with only the flags the engine has (the classes' remedies are shared
+    by every engine's tables; SGLang has no --gpu-memory-utilization)."""
+
+    def build(ctx: RemedyContext) -> tuple[Remedy, ...]:
+        return r.own(ctx.flags, builder(ctx))
+
+    return build
 
 
 def _rows(engine: Engine) -> Iterator[dict[str, object]]:
@@ -98,6 +110,9 @@ def _version_key(name: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", name.rpartition("-")[2]))
 
 
+_CARRIER = re.compile(r":\s*\{\}\W*$")
+
+
 def _literal_length(pattern: str) -> int:
     return sum(len(run) for run in _literals(pattern))
 
@@ -108,6 +123,7 @@ def signatures(engine: Engine) -> tuple[Signature, ...]:
     more specific message is tried before a shorter one its text contains)."""
     name = _NAMES[engine]
     seen: dict[str, Signature] = {}
+    carriers: set[str] = set()
     for row in _rows(engine):
         pattern = str(row["pattern"])
         if pattern in seen:
@@ -115,16 +131,25 @@ def signatures(engine: Engine) -> tuple[Signature, ...]:
         cls = FailureClass(str(row["class"]))
         meaning, remedy = _MEANING[cls]
         where = f"{row['file']}:{row['line']}"
+        if _CARRIER.search(str(row["template"])):
+            carriers.add(f"code:{where}")
         seen[pattern] = Signature(
             f"code:{where}",
             cast("re.Pattern[str]", _Lazy(pattern)),
             cls,
             f"{name} stopped at its own check in {where}: {meaning}.",
-            remedy,
+            _owned(remedy),
             Phase(str(row["phase"])) if row.get("phase") else None,
             # a death or a failed start is a summary: the line that says why comes first
             is_wrapper=cls is F.ENGINE_CORE_DIED,
             required=frozenset({max(_literals(pattern), key=len)}),
             loud_only=True,
         )
-    return tuple(sorted(seen.values(), key=lambda s: -_literal_length(s.pattern.pattern)))
+    # a message that ends in another message ("error loading model: {}") goes after the
+    # messages it may carry
+    return tuple(
+        sorted(
+            seen.values(),
+            key=lambda s: (s.name in carriers, -_literal_length(s.pattern.pattern)),
+        )
+    )

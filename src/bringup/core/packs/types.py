@@ -216,6 +216,9 @@ class Signature:
     # the line states a cause only when it is not logged at DEBUG/INFO/WARNING (an engine's
     # raise or error-log text: the same words in a warning are advice, not the failure)
     loud_only: bool = False
+    # a catch-all whose line may carry a more specific message of the engine's own tables
+    # (llama.cpp's "error loading model: <what the loader threw>"): tried after the tables
+    fallback: bool = False
 
 
 @dataclass(frozen=True)
