@@ -159,8 +159,7 @@ class LogAnalyzer:
         self._in_source: set[str] = set()  # processes whose next indented line is source code
         self._chained = False  # a chained traceback began, in the failing process, after it
         self._failure_key = ""  # the process the failure came from
-        self._frames: dict[str, list[str]] = {}
-        self._places: dict[str, list[str]] = {}  # the frames' "file function", innermost last
+        self._frames: dict[str, list[tuple[str, str]]] = {}  # (file, function), innermost last
         self._errors: list[LogLine] = []  # error lines no signature explained, newest last
         self._offers: list[Failure] = []  # every cause offered in this attempt (candidates)
         self._heartbeats = 0
@@ -351,11 +350,8 @@ class LogAnalyzer:
         frame = _FRAME.match(msg)
         if frame:
             frames = self._frames.setdefault(key, [])
-            frames.append(frame.group("func"))
+            frames.append((frame.group("file"), frame.group("func")))
             del frames[:-_MAX_FRAMES]
-            places = self._places.setdefault(key, [])
-            places.append(f"{frame.group('file')} {frame.group('func')}")
-            del places[:-_MAX_FRAMES]
             self._in_source.add(key)
             return events
         if key in self._in_source:
@@ -371,7 +367,6 @@ class LogAnalyzer:
             return events
         if msg.startswith(_TRACEBACK):
             self._frames[key] = []
-            self._places[key] = []
             if ll.level in _QUIET_LEVELS:
                 self._quiet_tb.add(key)  # logged with exc_info at WARNING: not a cause
             else:
@@ -522,7 +517,7 @@ class LogAnalyzer:
     def _offer_exception(
         self, pack: Pack, kind: str, text: str, ll: LogLine, key: str, events: list[Event]
     ) -> None:
-        cause = causes.classify(kind, text, self._frames.get(key, ()))
+        cause = causes.classify(kind, text, [f for _, f in self._frames.get(key, ())])
         cls_of = cause.failure_class if cause is not None else None
         phase = self._failure_phase(pack, None, key, text, cls_of)
         ctx = RemedyContext({"type": kind}, dict(self._facts), phase, pack.flags)
@@ -621,13 +616,13 @@ class LogAnalyzer:
         reached = self._current_phase_in(pack)
         phase = fixed or self._frame_phase(pack, key)
         if phase is None and reached is Phase.START:
-            places = self._places.get(key, ())
-            phase = causes.step_of(text, places[::-1]) or causes.CLASS_PHASE.get(cls)
+            places = [f"{file} {func}" for file, func in reversed(self._frames.get(key, ()))]
+            phase = causes.step_of(text, places) or causes.CLASS_PHASE.get(cls)
         phase = phase or reached
         return reached if phase.order < reached.order else phase
 
     def _frame_phase(self, pack: Pack, key: str) -> Phase | None:
-        frames = set(self._frames.get(key, ()))
+        frames = {func for _, func in self._frames.get(key, ())}
         if not frames:
             return None
         for rule in pack.frames:
