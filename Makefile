@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install real demo demo-service test lint typecheck unit bench clean
+.PHONY: install real demo demo-service test lint typecheck unit docs man bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,11 +36,20 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q
 
-test: real lint typecheck unit
+# the docs site (strict: a broken link or page fails), and the examples the pages show rerun
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	$(BIN)/python scripts/docs_examples.py --check
+
+# the man page, generated from the parser (man/bringup.1)
+man: $(STAMP)
+	$(BIN)/python scripts/build_man.py
+
+test: real lint typecheck unit docs man
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 	$(BIN)/python bench/collect_results.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist site man src/*.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -14,7 +14,7 @@ import pytest
 
 from bringup import demo
 from bringup.cli.main import Context, main
-from bringup.render.json_out import to_jsonable
+from bringup.render.json_out import dumps
 
 
 def test_demo_tells_the_story() -> None:
@@ -90,5 +90,5 @@ def test_the_demo_plans_what_bringup_plan_plans(tmp_path, environ) -> None:
     code = main(demo.plan_argv(readings), Context(stdout=out, stderr=err, environ=environ))
     assert code == 1, err.getvalue()  # the warmup OOM: it does not fit
     planned = json.loads(out.getvalue())
-    assert json.loads(json.dumps(to_jsonable(demo.make_plan(readings, environ)))) == planned
+    assert json.loads(dumps(demo.make_plan(readings, environ))) == planned
     assert planned["decode"] is not None  # the catalog knows the GPU: the speed is compared too

@@ -32,6 +32,7 @@ def test_json_has_exactly_the_issue_fields() -> None:
     obj = json.loads(out)
     assert code == 1
     assert set(obj) == {
+        "schema_version",
         "engine",
         "engine_version",
         "outcome",

@@ -45,6 +45,7 @@ def test_json_has_exactly_the_issue_fields() -> None:
     data = json.loads(out)
     assert code == 1
     assert set(data) == {
+        "schema_version",
         "model",
         "settings",
         "per_gpu",

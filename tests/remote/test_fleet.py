@@ -144,6 +144,7 @@ def test_fleet_json_has_one_row_per_service(
     ]
     llama, qwen, mistral, big = rows
     assert set(llama) == {
+        "schema_version",
         "host",
         "unit",
         "state",

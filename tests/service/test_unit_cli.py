@@ -171,6 +171,7 @@ def test_install_under_root_writes_there_and_never_touches_the_live_manager(
     assert runner.calls == []
     result = json.loads(out.getvalue())
     assert result == {
+        "schema_version": 1,
         "name": "vllm-b",
         "unit_path": str(unit_file),
         "env_file": str(env_file),

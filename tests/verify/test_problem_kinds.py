@@ -31,6 +31,7 @@ def test_good_checkpoint_passes(tmp_path: Path, verify) -> None:
     assert result.code == 0, result.out
     report = result.report
     assert list(report) == [
+        "schema_version",
         "ok",
         "format",
         "files",
@@ -43,6 +44,7 @@ def test_good_checkpoint_passes(tmp_path: Path, verify) -> None:
     expected = llama_tensors()
     params = sum(_numel(shape) for _, shape in expected.values())
     assert report == {
+        "schema_version": 1,
         "ok": True,
         "format": "safetensors",
         "files": 3,

@@ -33,19 +33,23 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--url",
+        metavar="URL",
         help="server base URL (default: the command's --host/--port, else the engine's default port)",
     )
     parser.add_argument(
         "--model",
+        metavar="NAME",
         help="the model the smoke request names (default: the server's /v1/models, else the command's); for Ollama, which loads a model at the first request that names it, the model to load",
     )
     parser.add_argument(
         "--stall",
+        metavar="DURATION",
         default="300s",
         help="no phase, progress or GPU memory change for this long = stalled (default 300s; 0 = never)",
     )
     parser.add_argument(
         "--deadline",
+        metavar="DURATION",
         default="2h",
         help="the whole startup must be ready within this (default 2h; 0 = none)",
     )
@@ -54,6 +58,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--api-key",
+        metavar="KEY",
         help="API key for the probes (default: OPENAI_API_KEY or VLLM_API_KEY, else the server's own --api-key; for up, the unit's command and EnvironmentFile=)",
     )
     parser.add_argument(

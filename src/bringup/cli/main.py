@@ -21,9 +21,10 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 from bringup import __version__, exit_codes
+from bringup.cli import help_text
 from bringup.errors import BringupError
 
 # name -> one-line help. The order is the order of the story: verify, plan, guard, run...
@@ -41,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "bench": "measure what a ready server delivers, beside what the hardware allows",
     "demo": "the whole story on a machine without a GPU, with the engine twin",
     "twin": "run the engine twin (a stand-in vLLM for tests and demos)",
+    "completion": "print the shell completion script for bash, zsh or fish",
 }
 
 EXIT_USAGE = exit_codes.EXIT_USAGE
@@ -60,10 +62,20 @@ class Context:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so errors print as one line."""
+    """argparse that raises instead of exiting, so errors print as one line; an unknown
+    option gets the one it most likely meant, a server command without ``--`` the ``--``."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise BringupError(f"{self.prog}: {message}", hint=f"see `{self.prog} --help`")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: object = None) -> Any:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            raise BringupError(
+                f"{self.prog}: unrecognized arguments: {' '.join(extras)}",
+                hint=help_text.unrecognized_hint(self, extras) or f"see `{self.prog} --help`",
+            )
+        return parsed
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -81,14 +93,30 @@ def _top_parser() -> argparse.ArgumentParser:
 
 def command_parser(name: str) -> argparse.ArgumentParser:
     """The argument parser of one command (imports its module)."""
+    parser = _Parser(
+        prog=f"bringup {name}",
+        description=COMMANDS[name],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    fill_parser(name, parser)
+    return parser
+
+
+def fill_parser(name: str, parser: argparse.ArgumentParser) -> None:
+    """Add command ``name``'s arguments and exit codes to ``parser`` (its own, or a subparser
+    of the tree that completion, the man page and the docs are made from)."""
+    add_arguments(name, parser)
+    parser.epilog = "\n\n".join(p for p in (parser.epilog, help_text.epilog(name)) if p)
+
+
+def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    """Command ``name``'s own arguments, and the remote ones where it runs over ``--host``."""
     module = importlib.import_module(f"bringup.cli.commands.{name}")
-    parser = _Parser(prog=f"bringup {name}", description=COMMANDS[name])
     module.add_arguments(parser)
     if name in REMOTE_COMMANDS:
         from bringup.cli import remote
 
         remote.add_remote_arguments(parser)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
@@ -99,6 +127,11 @@ def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
         return _dispatch(args, ctx)
     except BringupError as exc:
         ctx.stderr.write(f"bringup: error: {exc}\n")
+        if "--json" in _split_dashes(args)[0]:  # scripts read one object, as for any outcome
+            from bringup.render.json_out import write_line
+
+            error = {"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
+            write_line(error, ctx.stdout)
         return exc.exit_code
     except KeyboardInterrupt:
         ctx.stderr.write("bringup: interrupted\n")
@@ -123,7 +156,9 @@ def _dispatch(args: list[str], ctx: Context) -> int:
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        raise BringupError(f"unknown command {name!r}", hint="see `bringup --help` for the list")
+        meant = help_text.closest(name, COMMANDS)
+        hint = f"did you mean `bringup {meant}`?" if meant else "see `bringup --help` for the list"
+        raise BringupError(f"unknown command {name!r}", hint=hint)
     parser = command_parser(name)
     if rest and rest[0] in ("-h", "--help"):
         parser.print_help(ctx.stdout)

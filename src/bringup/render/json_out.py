@@ -1,4 +1,9 @@
-"""Dataclasses and enums to JSON, the same way for every command's ``--json``."""
+"""Dataclasses and enums to JSON, the same way for every command's ``--json``.
+
+Every object written goes through here and gets ``schema_version`` first (each element of a
+list written at the top): scripts can rely on it. Raise ``SCHEMA_VERSION`` when a field is
+removed or changes meaning, never for a field added.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import enum
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
+
+SCHEMA_VERSION = 1
 
 
 def to_jsonable(value: Any) -> Any:
@@ -36,9 +43,29 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+def versioned(value: Any) -> Any:
+    """``value`` as JSON values, with ``schema_version`` first in it (or in each object of it).
+
+    >>> versioned({"outcome": "ready"}), versioned([{"a": 1}, 2])
+    ({'schema_version': 1, 'outcome': 'ready'}, [{'schema_version': 1, 'a': 1}, 2])
+    """
+    data = to_jsonable(value)
+    if isinstance(data, dict):
+        return {"schema_version": SCHEMA_VERSION, **data}
+    if isinstance(data, list):
+        return [versioned(item) if isinstance(item, dict) else item for item in data]
+    return data
+
+
 def dumps(value: Any, *, indent: int | None = 2) -> str:
-    """Serialise ``value`` (dataclasses allowed) to a JSON string."""
-    return json.dumps(to_jsonable(value), indent=indent, ensure_ascii=False)
+    """Serialise ``value`` (dataclasses allowed) to a JSON string, with ``schema_version``."""
+    return json.dumps(versioned(value), indent=indent, ensure_ascii=False, default=str)
+
+
+def write_line(value: Any, stream: TextIO) -> None:
+    """One JSON Lines object (compact, one line, with ``schema_version``), flushed."""
+    stream.write(dumps(value, indent=None) + "\n")
+    stream.flush()
 
 
 def print_json(value: Any, stream: TextIO, *, indent: int | None = 2) -> None:

@@ -6,7 +6,6 @@ never decide anything.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
@@ -30,6 +29,7 @@ from bringup.core.probes import ProbeKind, probe_fields
 from bringup.core.startup import StartupSnapshot, summary_json
 from bringup.core.verdict import State
 from bringup.render.console import make_console
+from bringup.render.json_out import write_line
 from bringup.units import format_bytes, format_seconds
 
 
@@ -112,8 +112,7 @@ class JsonLinesObserver:
         self.stream = stream
 
     def _write(self, obj: Mapping[str, Any]) -> None:
-        self.stream.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
-        self.stream.flush()
+        write_line(obj, self.stream)
 
     def event(self, event: LiveEvent) -> None:
         self._write(event.to_json())

@@ -7,13 +7,13 @@ own lines echoed as ``[node 1] ...``; ``--json``: JSON Lines, every event carryi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from bringup.core.live import ClusterEvent, NodesResult
 from bringup.core.nodes import ClusterPlan, NodeProblem
 from bringup.core.vocab import Phase
+from bringup.render.json_out import write_line
 from bringup.render.live import PHASE_WORDS, format_failure, format_probe
 from bringup.units import format_seconds
 
@@ -128,8 +128,7 @@ class JsonNodesObserver:
         self.stream = stream
 
     def _write(self, obj: Mapping[str, Any]) -> None:
-        self.stream.write(json.dumps(obj, default=str) + "\n")
-        self.stream.flush()
+        write_line(obj, self.stream)
 
     def event(self, event: ClusterEvent) -> None:
         self._write(event.to_json())

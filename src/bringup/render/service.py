@@ -6,12 +6,12 @@ Lines on stdout with ``--json`` and as ``bringup:`` lines for people.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, TextIO
 
 from bringup.core.attempts import RetryEvent
 from bringup.core.retry_policy import Change, Decision
+from bringup.render.json_out import write_line
 from bringup.render.live import format_failure, format_probe
 from bringup.units import format_bytes
 
@@ -44,8 +44,7 @@ class RetryReporter:
 
     def retry(self, event: RetryEvent) -> None:
         if self.as_json:
-            self.stdout.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
-            self.stdout.flush()
+            write_line(event.to_json(), self.stdout)
         self._say(format_retry(event, self.retries))
 
     def stop(self, decision: Decision) -> None:

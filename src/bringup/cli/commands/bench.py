@@ -31,23 +31,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", metavar="URL", help="the server, e.g. http://127.0.0.1:8000")
     parser.add_argument(
         "--model",
+        metavar="NAME",
         help="served model name (default: the first /v1/models lists);"
         " a local checkpoint folder or config.json also feeds the plan's prediction",
     )
-    parser.add_argument("--input-tokens", type=int, default=512, help="prompt length (512)")
+    parser.add_argument(
+        "--input-tokens", metavar="TOKENS", type=int, default=512, help="prompt length (512)"
+    )
     parser.add_argument(
         "--dataset",
         metavar="FILE",
         help='prompts from a ShareGPT JSON or a JSONL of {"prompt": ...} (as vllm bench '
         "serve takes them) instead of made-up prompts of --input-tokens",
     )
-    parser.add_argument("--output-tokens", type=int, default=128, help="tokens per answer (128)")
-    parser.add_argument("--concurrency", default="1,2,4,8,16", help="levels, e.g. 1,2,4,8,16")
     parser.add_argument(
-        "--requests", type=int, help="requests per level (default 4 x concurrency, at least 8)"
+        "--output-tokens", metavar="TOKENS", type=int, default=128, help="tokens per answer (128)"
     )
-    parser.add_argument("--duration", default="60s", help="bound on the whole run (60s)")
-    parser.add_argument("--api-key", help="bearer token (default $OPENAI_API_KEY or $VLLM_API_KEY)")
+    parser.add_argument(
+        "--concurrency", metavar="LIST", default="1,2,4,8,16", help="levels, e.g. 1,2,4,8,16"
+    )
+    parser.add_argument(
+        "--requests",
+        metavar="N",
+        type=int,
+        help="requests per level (default 4 x concurrency, at least 8)",
+    )
+    parser.add_argument(
+        "--duration", metavar="DURATION", default="60s", help="bound on the whole run (60s)"
+    )
+    parser.add_argument(
+        "--api-key", metavar="KEY", help="bearer token (default $OPENAI_API_KEY or $VLLM_API_KEY)"
+    )
     parser.add_argument(
         "--endpoint",
         choices=("completions", "chat"),
@@ -65,17 +79,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what `plan` accepts: a bundled model name, a model folder, an HF cache name, "
         "a GGUF file or any config JSON",
     )
-    plan.add_argument("--gpu", help="GPU model, e.g. H100, L40S, 'RTX PRO 6000'")
+    plan.add_argument("--gpu", metavar="NAME", help="GPU model, e.g. H100, L40S, 'RTX PRO 6000'")
     plan.add_argument(
         "--device",
         choices=("cuda", "cpu"),
         default="cuda",
         help="cpu: the server decodes on this machine's CPU (vLLM CPU, llama.cpp)",
     )
-    plan.add_argument("--gpus", type=int, help="number of GPUs the server uses (default: -tp)")
+    plan.add_argument(
+        "--gpus", metavar="N", type=int, help="number of GPUs the server uses (default: -tp)"
+    )
     plan.add_argument(
         "-tp",
         "--tensor-parallel-size",
+        metavar="N",
         dest="tp",
         type=int,
         help="tensor parallel size (default: --gpus, else 1)",
@@ -83,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     plan.add_argument(
         "-pp",
         "--pipeline-parallel-size",
+        metavar="N",
         dest="pp",
         type=int,
         default=1,
@@ -96,6 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     plan.add_argument(
         "-dcp",
         "--decode-context-parallel-size",
+        metavar="N",
         dest="dcp",
         type=int,
         default=1,
@@ -104,6 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     plan.add_argument(
         "-q",
         "--quantization",
+        metavar="METHOD",
         help="the server's --quantization (sets the weight format of a bundled model, as in plan)",
     )
     plan.add_argument("--interconnect", choices=decode.INTERCONNECTS, help="link between GPUs")

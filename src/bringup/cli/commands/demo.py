@@ -7,19 +7,20 @@ server was alive, the recommended setting reached ready and the model answered);
 from __future__ import annotations
 
 import argparse
-import json
 
 from bringup.cli.main import Context
 from bringup.core.story import Story
 from bringup.demo import tell
 from bringup.errors import UsageError
 from bringup.render.demo import format_attempt, format_plan, format_summary, story_json
+from bringup.render.json_out import write_line
 from bringup.render.live import make_observer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--time-scale",
+        metavar="FACTOR",
         type=float,
         default=0.05,
         help="the twin's pace: 0.05 replays a ~5-minute vLLM startup in ~15 s (default)",
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for line in _narration(story):
         say(line)
     if args.json:
-        ctx.stdout.write(json.dumps(story_json(story), default=str) + "\n")
+        write_line(story_json(story), ctx.stdout)
     return 0 if story.told else 1
 
 

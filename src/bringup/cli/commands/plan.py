@@ -61,6 +61,33 @@ _VLLM_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
     (("--dtype",), "dtype", str),
     (("--speculative-config",), "speculative_config", str),
 )
+# dest -> (metavar: the value's unit, help) of each flag above
+_FLAG_HELP: dict[str, tuple[str, str]] = {
+    "tensor_parallel_size": ("N", "GPUs each copy of the model is split over (default 1)"),
+    "pipeline_parallel_size": ("N", "pipeline stages, each on its own tp GPUs (default 1)"),
+    "gpu_memory_utilization": (
+        "FRACTION",
+        "share of each GPU's memory vLLM may use, 0 to 1 (default 0.92 from vLLM 0.33, else 0.9)",
+    ),
+    "max_model_len": ("TOKENS", "longest request in tokens, or auto (default: the model's context)"),
+    "max_num_seqs": ("N", "requests in one batch (default by GPU: 1024 on 70 GiB or more, else 256)"),
+    "max_num_batched_tokens": (
+        "TOKENS",
+        "tokens in one forward step, the profile run's size (default by GPU: 8192 or 2048)",
+    ),
+    "kv_cache_dtype": (
+        "DTYPE",
+        "element type of the KV cache: auto (the model's), fp8, fp8_e4m3, fp8_e5m2 (default auto)",
+    ),
+    "quantization": (
+        "METHOD",
+        "how the weights are stored when the config does not say: fp8, awq, gptq, mxfp4, nvfp4, ...",
+    ),
+    "block_size": ("TOKENS", "tokens per KV cache block (default: vLLM's, 16)"),
+    "cpu_offload_gb": ("GIB", "GiB of each GPU's weights kept in CPU memory (default 0)"),
+    "dtype": ("DTYPE", "the weights' type: auto (the config's), bfloat16, float16, float32"),
+    "speculative_config": ("JSON", "vLLM's speculative decoding config, as JSON"),
+}
 # read by plan itself (the weights' type, speculative decoding), not part of Requested
 _NOT_REQUESTED = ("dtype", "speculative_config")
 
@@ -93,9 +120,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "engine settings (vLLM's names; also read from the command after --)"
     )
     for names, dest, kind in _VLLM_FLAGS:
-        eng.add_argument(*names, dest=dest, type=kind, default=None)
-    eng.add_argument("--enable-expert-parallel", action="store_true", default=None)
-    eng.add_argument("--enforce-eager", action="store_true", default=None)
+        metavar, text = _FLAG_HELP.get(dest, (None, None))  # type: ignore[arg-type]
+        eng.add_argument(*names, dest=dest, type=kind, default=None, metavar=metavar, help=text)
+    eng.add_argument(
+        "--enable-expert-parallel",
+        action="store_true",
+        default=None,
+        help="MoE experts spread whole over the GPUs (expert parallel) instead of each split",
+    )
+    eng.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        default=None,
+        help="no CUDA graphs: no graph pool in memory, a slower decode",
+    )
     eng.add_argument(
         "--device",
         choices=("cuda", "cpu"),

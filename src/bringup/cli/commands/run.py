@@ -46,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--grace",
+        metavar="DURATION",
         default="10s",
         help="SIGTERM to SIGKILL grace when stopping the server (default 10s)",
     )
@@ -67,11 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--join-timeout",
+        metavar="DURATION",
         default="60s",
         help="with --nodes: a node that has not joined the group this long after node 0 waits for the others fails (default 60s; one at the rendezvous with node 0 fails after 30s at most; 0 = never)",
     )
     parser.add_argument(
         "--ray-port",
+        metavar="PORT",
         type=int,
         default=6379,
         help="with --nodes and --distributed-executor-backend ray: the Ray head's port on node 0 (default 6379)",

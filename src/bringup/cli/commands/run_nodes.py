@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import shlex
 import threading
@@ -49,6 +48,7 @@ from bringup.core.vocab import Engine
 from bringup.errors import UsageError
 from bringup.follow.nodes import RAY, NodesConfig, NodesObserver, follow_nodes
 from bringup.follow.nodes_retry import DeferredSummary, retry_nodes
+from bringup.render.json_out import write_line
 from bringup.render.nodes import (
     BothObservers,
     JsonNodesObserver,
@@ -335,5 +335,4 @@ def _facts_line(f: NodeFacts) -> str:
 
 def _json(args: argparse.Namespace, ctx: Context, obj: dict[str, object]) -> None:
     if args.json:
-        ctx.stdout.write(json.dumps(obj) + "\n")
-        ctx.stdout.flush()
+        write_line(obj, ctx.stdout)

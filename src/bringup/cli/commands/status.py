@@ -71,10 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--url",
+        metavar="URL",
         help="server base URL (default: the ExecStart's --host/--port, else the engine's default)",
     )
     parser.add_argument(
         "--api-key",
+        metavar="KEY",
         help="API key for the probe (default: the unit's --api-key or VLLM_API_KEY, from its EnvironmentFile= when it is a ${NAME}, else OPENAI_API_KEY or VLLM_API_KEY)",
     )
     parser.add_argument(

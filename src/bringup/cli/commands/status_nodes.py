@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import shlex
 
 from bringup.adapters import files
@@ -24,6 +23,7 @@ from bringup.core import engine_args
 from bringup.core.nodes import Node, NodeStatus, nodes_exit_code, parse_node_status, parse_nodes
 from bringup.core.probes import ProbeKind
 from bringup.errors import BringupError
+from bringup.render.json_out import write_line
 
 # $1 the runs root, $2 the rank: the newest run folder of that rank, and what it says now
 _SCRIPT = r"""d=$(ls -d "$1"/*-rank"$2" 2>/dev/null | sort | tail -n 1)
@@ -57,7 +57,7 @@ def nodes_status(args: argparse.Namespace, ctx: Context) -> int:
             "nodes": [s.to_json() for s in statuses],
             "api": {"url": url, "ok": api_ok, "error": api_error},
         }
-        ctx.stdout.write(json.dumps(obj) + "\n")
+        write_line(obj, ctx.stdout)
         return code
     out = ctx.stdout
     for s in statuses:

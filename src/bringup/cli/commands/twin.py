@@ -44,14 +44,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="what happens: " + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items()),
     )
-    parser.add_argument("--host", help="address to bind (default 0.0.0.0)")
+    parser.add_argument("--host", metavar="ADDR", help="address to bind (default 0.0.0.0)")
     parser.add_argument(
-        "--port", type=int, help="port to bind early and listen on when ready (default 8000)"
+        "--port",
+        metavar="PORT",
+        type=int,
+        help="port to bind early and listen on when ready (default 8000)",
     )
     parser.add_argument(
         "--tp",
         "--tensor-parallel-size",
         "-tp",
+        metavar="N",
         dest="tp",
         type=int,
         help="tensor-parallel size: one worker process per rank when > 1 (default 4)",
@@ -67,9 +71,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="GPU readings file to write memory into (created with 4 GPUs when missing)",
     )
-    parser.add_argument("--max-num-seqs", type=int, help="vLLM --max-num-seqs (default 1024)")
     parser.add_argument(
-        "--max-num-batched-tokens", type=int, help="vLLM --max-num-batched-tokens (default 8192)"
+        "--max-num-seqs", metavar="N", type=int, help="vLLM --max-num-seqs (default 1024)"
+    )
+    parser.add_argument(
+        "--max-num-batched-tokens",
+        metavar="TOKENS",
+        type=int,
+        help="vLLM --max-num-batched-tokens (default 8192)",
     )
     parser.add_argument(
         "--gpu-memory-utilization",
@@ -82,7 +91,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-model-len", type=int, metavar="L", help="vLLM --max-model-len (default 196608)"
     )
-    parser.add_argument("--model", help=f"served model name (default {DEFAULT_MODEL})")
+    parser.add_argument(
+        "--model", metavar="NAME", help=f"served model name (default {DEFAULT_MODEL})"
+    )
     parser.add_argument(
         "--token-rate",
         type=float,

@@ -55,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--start-timeout",
+        metavar="DURATION",
         default="60s",
         help="how long the unit may take to begin a new run after start/restart (default 60s)",
     )

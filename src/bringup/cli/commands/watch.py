@@ -27,13 +27,17 @@ from bringup.render.live import make_observer
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument(
-        "--unit", help="a systemd unit (systemctl show + journalctl -u NAME -o json -f)"
+        "--unit",
+        metavar="NAME",
+        help="a systemd unit (systemctl show + journalctl -u NAME -o json -f)",
     )
-    what.add_argument("--container", help="a docker container (docker inspect + docker logs -f)")
+    what.add_argument(
+        "--container", metavar="NAME", help="a docker container (docker inspect + docker logs -f)"
+    )
     what.add_argument(
         "--log", metavar="FILE", help="a log file, followed like tail -F (renames, truncation)"
     )
-    what.add_argument("--pid", type=int, help="a process id: liveness only, no log")
+    what.add_argument("--pid", metavar="PID", type=int, help="a process id: liveness only, no log")
     add_common(parser)
     parser.add_argument(
         "--from-end",

@@ -1,0 +1,159 @@
+"""A command line that helps: help texts with units, exit codes in --help, did-you-mean, the
+``--`` hint, usage errors as JSON, shell completion and the man page made from the parser."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bringup.cli.main import COMMANDS, Context, command_parser, main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(argv: list[str], stdin: str = "") -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    ctx = Context(stdout=out, stderr=err, stdin=io.StringIO(stdin), environ={"NO_COLOR": "1"})
+    code = main(argv, ctx)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    found: list[argparse.Action] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _actions(sub)
+        elif not isinstance(action, argparse._HelpAction):
+            found.append(action)
+    return found
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_option_has_help_and_a_unit(name: str) -> None:
+    """No bare ``--max-model-len MAX_MODEL_LEN``: each option says what it is, and each value
+    its kind (a metavar such as TOKENS, DURATION, SIZE, or its choices)."""
+    for action in _actions(command_parser(name)):
+        assert action.help, (name, action.option_strings or action.dest)
+        if action.option_strings and action.nargs != 0:
+            assert action.metavar is not None or action.choices is not None, (
+                name,
+                action.option_strings,
+            )
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_help_ends_with_exit_codes(name: str) -> None:
+    """Each command's --help lists its exit codes."""
+    code, out, _ = _run([name, "--help"])
+    assert code == 0
+    assert "exit codes:\n  0" in out
+
+
+def test_unknown_command_did_you_mean() -> None:
+    """``bringup plna``: the command meant, from the parser's own names."""
+    code, _, err = _run(["plna"])
+    assert code == 2
+    assert "did you mean `bringup plan`?" in err
+
+
+def test_unknown_option_did_you_mean() -> None:
+    """``plan --tp 2``: vLLM's short -tp."""
+    code, _, err = _run(["plan", "--tp", "2", "MiniMax-M2.5"])
+    assert code == 2
+    assert "did you mean -tp?" in err
+    code, _, err = _run(["plan", "MiniMax-M2.5", "--max-num-seq", "8", "--gpu-memry", "80GiB"])
+    assert "did you mean --gpu-memory?" in err
+
+
+def test_server_command_without_dashes() -> None:
+    """``bringup run vllm serve x``: the ``--`` it needs, with the command as given."""
+    code, _, err = _run(["run", "vllm", "serve", "x"])
+    assert code == 2
+    assert "the server command goes after `--`: bringup run [options] -- vllm serve x" in err
+
+
+def test_usage_error_under_json_is_one_object() -> None:
+    """A bad flag with --json: one JSON object on stdout, exit 2, and the line on stderr."""
+    code, out, err = _run(["plan", "--json", "--tp", "2", "MiniMax-M2.5"])
+    assert code == 2
+    obj = json.loads(out)
+    assert obj["schema_version"] == 1
+    assert obj["exit_code"] == 2
+    assert "unrecognized arguments: --tp" in obj["error"]
+    assert obj["hint"].startswith("did you mean -tp?")
+    assert err.startswith("bringup: error:")
+    code, out, _ = _run(["diagnose", "--json", "/nonexistent/log"])
+    assert code == 2
+    assert json.loads(out)["error"].startswith("no such log file")
+
+
+def _bash_complete(script: Path, words: list[str]) -> list[str]:
+    line = " ".join(words)
+    program = (
+        f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
+        f'COMP_LINE="{line}"; COMP_POINT=${{#COMP_LINE}}; _shtab_bringup; '
+        'printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    proc = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True)
+    return proc.stdout.split()
+
+
+def test_bash_completion_completes_commands_and_options(tmp_path: Path) -> None:
+    """The generated bash script, sourced in a real bash, completes from the parser."""
+    code, out, _ = _run(["completion", "bash"])
+    assert code == 0
+    script = tmp_path / "bringup.bash"
+    script.write_text(out)
+    assert _bash_complete(script, ["bringup", "pl"]) == ["plan"]
+    assert _bash_complete(script, ["bringup", "plan", "--max-mo"]) == ["--max-model-len"]
+    assert "--retry" in _bash_complete(script, ["bringup", "run", "--re"])
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_zsh_and_fish_scripts_know_every_command(shell: str) -> None:
+    """zsh and fish scripts name every command and an option of each."""
+    code, out, _ = _run(["completion", shell])
+    assert code == 0
+    for name in COMMANDS:
+        assert name in out
+    assert "max-model-len" in out
+    if shutil.which(shell):
+        subprocess.run([shell, "-n"], input=out, text=True, check=True)
+
+
+def test_completion_install_writes_where_the_shell_looks(tmp_path: Path) -> None:
+    """--install: the user's bash-completion folder (XDG_DATA_HOME), said where."""
+    out, err = io.StringIO(), io.StringIO()
+    environ = {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    ctx = Context(stdout=out, stderr=err, stdin=io.StringIO(), environ=environ)
+    assert main(["completion", "bash", "--install"], ctx) == 0
+    path = tmp_path / "data" / "bash-completion" / "completions" / "bringup"
+    assert "_shtab_bringup" in path.read_text()
+    assert str(path) in out.getvalue()
+
+
+@pytest.mark.skipif(shutil.which("man") is None, reason="man is not installed")
+def test_man_page_renders_every_command(tmp_path: Path) -> None:
+    """scripts/build_man.py (argparse-manpage) makes a page ``man`` renders, with every
+    command, its options and the exit status section."""
+    page = tmp_path / "bringup.1"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "build_man.py"), str(page)], check=True)
+    text = subprocess.run(
+        ["man", "-l", str(page)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"MANWIDTH": "100", "PATH": "/usr/bin:/bin"},
+    ).stdout
+    for name in COMMANDS:
+        assert f"bringup {name}" in text
+    assert "EXIT STATUS" in text
+    assert "--max-model-len" in text or "-max-model-len" in text
