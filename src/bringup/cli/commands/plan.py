@@ -69,8 +69,14 @@ _FLAG_HELP: dict[str, tuple[str, str]] = {
         "FRACTION",
         "share of each GPU's memory vLLM may use, 0 to 1 (default 0.92 from vLLM 0.33, else 0.9)",
     ),
-    "max_model_len": ("TOKENS", "longest request in tokens, or auto (default: the model's context)"),
-    "max_num_seqs": ("N", "requests in one batch (default by GPU: 1024 on 70 GiB or more, else 256)"),
+    "max_model_len": (
+        "TOKENS",
+        "longest request in tokens, or auto (default: the model's context)",
+    ),
+    "max_num_seqs": (
+        "N",
+        "requests in one batch (default by GPU: 1024 on 70 GiB or more, else 256)",
+    ),
     "max_num_batched_tokens": (
         "TOKENS",
         "tokens in one forward step, the profile run's size (default by GPU: 8192 or 2048)",
@@ -120,7 +126,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "engine settings (vLLM's names; also read from the command after --)"
     )
     for names, dest, kind in _VLLM_FLAGS:
-        metavar, text = _FLAG_HELP.get(dest, (None, None))  # type: ignore[arg-type]
+        metavar, text = _FLAG_HELP.get(dest, (None, None))
         eng.add_argument(*names, dest=dest, type=kind, default=None, metavar=metavar, help=text)
     eng.add_argument(
         "--enable-expert-parallel",
