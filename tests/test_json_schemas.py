@@ -99,4 +99,6 @@ def test_schema_vocabularies_are_the_codes() -> None:
     assert diagnose["failure"]["properties"]["class"]["enum"] == classes
     assert schema("summary")["properties"]["phase"]["enum"] == phases
     problems = schema("verify")["properties"]["problems"]["items"]["properties"]
-    assert sorted(problems["kind"]["enum"]) == sorted(PROBLEM_KINDS)
+    assert sorted(problems["kind"]["enum"]) == sorted(PROBLEM_KINDS), (
+        "update docs/schemas/verify.json"
+    )
