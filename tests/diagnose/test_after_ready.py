@@ -8,6 +8,7 @@ runtime failure after ready is still seen, and the serving lines really are skip
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,17 @@ from bringup.core.vocab import Engine, Outcome
 
 from builders import serving_journal
 
-SHARED = Path(__file__).parents[3] / "shared" / "corpus" / "logs"
+ROOT = Path(__file__).parents[2]
+# the shared corpus, read in place: $BRINGUP_CORPUS, else beside the checkout or its worktree folder
+_PLACES = [os.environ.get("BRINGUP_CORPUS", ""), ROOT.parent / "shared" / "corpus"]
+SHARED = next(
+    (
+        Path(p) / "logs"
+        for p in [*_PLACES, ROOT.parent.parent / "shared" / "corpus"]
+        if p and (Path(p) / "logs").is_dir()
+    ),
+    ROOT / "no-corpus",
+)
 
 
 def _every_line(data: bytes, *, after_ready: bool) -> tuple[Diagnosis, int]:
