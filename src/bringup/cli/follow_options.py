@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import threading
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from bringup.cli import report_flags, report_options
 from bringup.cli.main import Context
@@ -101,7 +102,16 @@ def config_from(args: argparse.Namespace, ctx: Context, argv: tuple[str, ...]) -
         gpus_from=args.gpus_from,
         notify=getattr(args, "notify", False),
         environ=ctx.environ,
+        predictor=_live_prediction,
     )
+
+
+def _live_prediction(argv: Sequence[str], environ: Mapping[str, str]) -> Any:
+    """``follow.startup_time.live_prediction``, imported when a start is followed (it
+    brings the planner with it; other commands need not pay for the import)."""
+    from bringup.follow.startup_time import live_prediction
+
+    return live_prediction(argv, environ)
 
 
 def attempt_observers(

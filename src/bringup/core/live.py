@@ -3,8 +3,9 @@
 Each event is one JSON Lines object (``to_json``): ``{"event": NAME, "t": seconds, ...}``.
 Renderers match on the type; ``name`` and ``fields`` give the JSON view.
 
-    PhaseReached  phase      a new phase (from the log)
-    Progress      progress   n of m shards, graphs, layers
+    PhaseReached  phase      a new phase (from the log); with a prediction, its predicted time
+    Progress      progress   n of m shards, graphs, layers; with a prediction, the ETA
+    SlowPhase     slow       a phase ran past its predicted high end, and the facts' reason
     GpuSample     gpu        GPU memory moved
     ProbeSeen     probe      an HTTP probe's answer (news only: the same refusal is said once)
     FailureFound  failure    the verdict's root cause (or a stall, a death)
@@ -56,9 +57,15 @@ class PhaseReached(_Event):
     t: float
     phase: Phase
     line_number: int
+    predicted_seconds: float | None = None  # the prediction's phase this one opens, if any
+    predicted_high_seconds: float | None = None
 
     def _fields(self) -> dict[str, Any]:
-        return {"phase": self.phase, "line_number": self.line_number}
+        out: dict[str, Any] = {"phase": self.phase, "line_number": self.line_number}
+        if self.predicted_seconds is not None:
+            out["predicted_seconds"] = round(self.predicted_seconds, 2)
+            out["predicted_high_seconds"] = round(self.predicted_high_seconds or 0.0, 2)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +76,41 @@ class Progress(_Event):
     done: int
     total: int
     unit: str
+    eta_seconds: float | None = None  # with a prediction: the weights phase's time left
+    bytes_per_second: float | None = None  # the weights read so far, per second
 
     def _fields(self) -> dict[str, Any]:
-        return {"phase": self.phase, "done": self.done, "total": self.total, "unit": self.unit}
+        out: dict[str, Any] = {
+            "phase": self.phase,
+            "done": self.done,
+            "total": self.total,
+            "unit": self.unit,
+        }
+        if self.eta_seconds is not None:
+            out["eta_seconds"] = round(self.eta_seconds, 1)
+        if self.bytes_per_second is not None:
+            out["bytes_per_second"] = round(self.bytes_per_second)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SlowPhase(_Event):
+    """A phase ran past its prediction's high end (said once per phase)."""
+
+    name: ClassVar[str] = "slow"
+    t: float
+    phase: Phase  # the prediction's phase (``weights_loading``, ``torch_compile``, ...)
+    elapsed_seconds: float
+    predicted_high_seconds: float
+    reason: str
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "elapsed_seconds": round(self.elapsed_seconds, 1),
+            "predicted_high_seconds": round(self.predicted_high_seconds, 1),
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +187,9 @@ class Exited(_Event):
         return {"code": self.code}
 
 
-LiveEvent = PhaseReached | Progress | GpuSample | ProbeSeen | FailureFound | Ready | Exited
+LiveEvent = (
+    PhaseReached | Progress | SlowPhase | GpuSample | ProbeSeen | FailureFound | Ready | Exited
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,9 @@ The rules (issue 5):
   engine died), and so is an exit after ready;
 - stalled (class ``timeouts``) when no new phase, no progress line and no GPU memory
   change arrived for ``stall_seconds``; a slow load that keeps progressing is never cut off;
+  with a startup prediction (``StartupPolicy.prediction``) the limit is several times the
+  phase's expected gap between progress lines, ``stall_seconds`` its floor
+  (``core.startup_time.live``), and a phase past its predicted high end is said once;
 - stalled when ``deadline_seconds`` have passed without ready.
 """
 
@@ -49,9 +52,12 @@ from bringup.core.live import (
     ProbeSeen,
     Progress,
     Ready,
+    SlowPhase,
     failure_fields,
 )
 from bringup.core.probes import ProbeKind, ProbeObservation
+from bringup.core.startup_time import StartupPrediction
+from bringup.core.startup_time.live import Expectation
 from bringup.core.verdict import State, Verdict
 from bringup.core.vocab import FailureClass, Outcome, Phase
 
@@ -80,6 +86,8 @@ class StartupPolicy:
     # names ``fallback_model`` and is what loads it; the log's "listening" is not ready then
     model_on_request: bool = False
     missing_model: str | None = None  # the remedy when the smoke's model is not there ({model})
+    prediction: StartupPrediction | None = None  # time to ready (core.startup_time), if known
+    checkpoint_bytes: int = 0  # the shards' size (the weights' GB/s), with a prediction
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +143,9 @@ class StartupMachine:
         self._probe_keys: dict[ProbeKind, tuple[Any, ...]] = {}
         self._live_latencies: list[float] = []  # recent ok liveness probes, for "usual"
         self._loading = False  # model_on_request: the model's load began (after listening)
+        self.expect = (
+            Expectation(policy.prediction, policy.checkpoint_bytes) if policy.prediction else None
+        )
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -245,10 +256,29 @@ class StartupMachine:
         if isinstance(event, ProgressEvent):
             self._last_activity = now
             self.progress = event
-            return [Progress(now - self.start, event.phase, event.done, event.total, event.unit)]
+            return [self._progress(event, now)]
         if isinstance(event, FailureEvent):
             return self._on_failure(event.failure, now, tentative=event.tentative)
         return []
+
+    def _progress(self, event: ProgressEvent, now: float) -> Progress:
+        t = now - self.start
+        est = (
+            self.expect.on_progress(event.phase, event.done, event.total, t)
+            if self.expect
+            else None
+        )
+        eta = None if est is None else est.eta_seconds
+        rate = None if est is None or self.expect is None else self.expect.bytes_per_second(est)
+        return Progress(t, event.phase, event.done, event.total, event.unit, eta, rate)
+
+    def _stall_limit(self) -> float | None:
+        """``--stall``, or with a prediction several expected gaps with it as the floor."""
+        floor = self.policy.stall_seconds
+        if self.expect is None:
+            return floor
+        total = self.progress.total if self.progress is not None else None
+        return self.expect.stall_limit(floor, total)
 
     def on_gpu(self, readings: Sequence[GpuReading], now: float) -> list[LiveEvent]:
         """A GPU sample arrived; a memory change counts as progress. Reported when it moved."""
@@ -329,7 +359,7 @@ class StartupMachine:
     def stall_due(self, now: float) -> bool:
         """Whether ``tick(now)`` would call the startup stalled (the follower then looks for
         stopped processes to name)."""
-        stall = self.policy.stall_seconds
+        stall = self._stall_limit()
         return (
             not self.is_terminal
             and self.state is not State.READY
@@ -352,7 +382,7 @@ class StartupMachine:
             return self._fail(self._pending[0], now, State.FAILED)
         if self.state is State.READY:
             return []
-        stall = self.policy.stall_seconds
+        stall = self._stall_limit()
         if stall is not None and now - self._last_activity >= stall:
             failure = self._stall_failure(stall, "no new phase, progress line or GPU memory change")
             if stopped:
@@ -372,7 +402,15 @@ class StartupMachine:
         deadline = self.policy.deadline_seconds
         if deadline is not None and now - self.start >= deadline:
             return self._fail(self._deadline_failure(deadline, now), now, State.STALLED)
-        return []
+        return self._slow(now)
+
+    def _slow(self, now: float) -> list[LiveEvent]:
+        """The phase under way ran past its predicted high end: said once, with the reason."""
+        slow = self.expect.slow(now - self.start) if self.expect else None
+        if slow is None:
+            return []
+        est, elapsed = slow
+        return [SlowPhase(now - self.start, est.phase, elapsed, est.high, est.slow_reason)]
 
     # -- internals -------------------------------------------------------------------------
 
@@ -389,10 +427,17 @@ class StartupMachine:
         self.phase = phase
         self.progress = None
         self.spans.append(PhaseSpan(phase, now - self.start, event.entry.line_number))
+        est = self.expect.on_phase(phase, now - self.start) if self.expect else None
         if phase is Phase.READY and self._next_probe is ProbeKind.HEALTH:
             # the log says the server listens ("Application startup complete."): the health
             # probe that waits for a refused connect's interval goes now
             self._next_probe_at = min(self._next_probe_at, now)
+        if est is not None:
+            return [
+                PhaseReached(
+                    now - self.start, phase, event.entry.line_number, est.seconds, est.high
+                )
+            ]
         return [PhaseReached(now - self.start, phase, event.entry.line_number)]
 
     def _on_failure(self, failure: Failure, now: float, *, tentative: bool) -> list[LiveEvent]:

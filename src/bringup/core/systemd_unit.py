@@ -48,6 +48,7 @@ class UnitSpec:
     limit_memlock: str | None = None  # LimitMEMLOCK=: "infinity" or bytes
     restart_seconds: float = 30.0
     timeout_start_seconds: float = 1200.0
+    timeout_start_note: str = ""  # where TimeoutStartSec= comes from (a comment), if said
     timeout_stop_seconds: float = 60.0
     watchdog_seconds: float | None = None
     start_limit_interval_seconds: float = 1800.0
@@ -158,6 +159,7 @@ def render_unit(spec: UnitSpec) -> str:
         f"SuccessExitStatus={STOPPED_BY_SIGTERM}",
         "Restart=on-failure",
         f"RestartSec={format_seconds(spec.restart_seconds)}",
+        *([f"# {spec.timeout_start_note}"] if spec.timeout_start_note else []),
         f"TimeoutStartSec={format_seconds(spec.timeout_start_seconds)}",
         f"TimeoutStopSec={format_seconds(spec.timeout_stop_seconds)}",
     ]

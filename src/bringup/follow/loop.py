@@ -42,6 +42,7 @@ from bringup.core.phase_words import status_text
 from bringup.core.probes import ProbeObservation
 from bringup.core.server_exit import ServerExit
 from bringup.core.startup import StartupMachine, StartupPolicy, summary_json
+from bringup.core.startup_time.live import summary_line as startup_note
 from bringup.core.verdict import State
 from bringup.core.vocab import Engine
 from bringup.errors import BringupError
@@ -178,6 +179,7 @@ class _Follower:
                 wrapper_grace_seconds=self.config.wrapper_grace_seconds,
                 probe_interval_seconds=self.config.probe_interval_seconds,
                 fallback_model=fallback,
+                **self._prediction(command),
             ),
             self.clock.monotonic(),
         )
@@ -194,6 +196,16 @@ class _Follower:
                 "no command and no --url: probes start once the log names the engine "
                 "(its default port), or give --url or --engine"
             )
+
+    def _prediction(self, command: list[str]) -> dict[str, Any]:
+        """The startup prediction's policy fields (and a note saying it), when there is one."""
+        predictor = self.config.predictor
+        found = predictor(command, self.config.environ) if predictor and command else None
+        if found is None:
+            return {}
+        prediction, checkpoint_bytes = found
+        self.observer.note(startup_note(prediction))
+        return {"prediction": prediction, "checkpoint_bytes": checkpoint_bytes}
 
     def _decide_engine(self, engine: Engine) -> int:
         """The engine is decided, once: from --engine or the command, else the first log line

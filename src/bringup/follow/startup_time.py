@@ -11,11 +11,9 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.core import engine_args
-from bringup.core.plan import parse_architecture, peaks
-from bringup.core.plan.result import Plan
 from bringup.core.startup_time import (
     CompileCache,
     StartupPrediction,
@@ -25,6 +23,9 @@ from bringup.core.startup_time import (
 )
 from bringup.core.startup_time import flags as startup_flags
 from bringup.errors import BringupError
+
+if TYPE_CHECKING:
+    from bringup.core.plan.result import Plan
 
 SHARD_SUFFIXES = (".safetensors", ".bin", ".pt")
 
@@ -43,6 +44,7 @@ class ModelFacts:
 def model_facts(model: str, environ: Mapping[str, str]) -> ModelFacts | None:
     """The shards and shape of ``model`` (a folder, an HF cache name); None when unknown."""
     from bringup.adapters.model_source import load_model, locate_model
+    from bringup.core.plan import parse_architecture
 
     try:
         loaded = load_model(locate_model(model, environ))
@@ -123,6 +125,8 @@ def for_plan(
     plan: Plan, model: str, flags: Sequence[str], environ: Mapping[str, str]
 ) -> StartupPrediction:
     """The startup of a planned vLLM server: the plan's weights per rank and graph count."""
+    from bringup.core.plan import peaks
+
     s = plan.settings
     facts = model_facts(model, environ)
     graphs = 0
@@ -148,9 +152,28 @@ def for_plan(
     )
 
 
+def live_prediction(
+    argv: Sequence[str], environ: Mapping[str, str]
+) -> tuple[StartupPrediction, int] | None:
+    """``for_command`` for the follower: (the prediction, the shards' bytes), or None when
+    there is none; a model that cannot be read here gives none (the start goes on)."""
+    try:
+        found = _for_command(argv, environ)
+    except (BringupError, OSError, ValueError):
+        return None
+    return None if found is None else (found[0], found[1].checkpoint_bytes)
+
+
 def for_command(argv: Sequence[str], environ: Mapping[str, str]) -> StartupPrediction | None:
     """The startup of a vLLM server command (``run``, ``up``): None for another engine or
     a model not found here. Weights per rank are the checkpoint over tp x pp."""
+    found = _for_command(argv, environ)
+    return None if found is None else found[0]
+
+
+def _for_command(
+    argv: Sequence[str], environ: Mapping[str, str]
+) -> tuple[StartupPrediction, ModelFacts] | None:
     from bringup.core.vocab import Engine
 
     command = engine_args.parse_server_command(argv)
@@ -164,9 +187,11 @@ def for_command(argv: Sequence[str], environ: Mapping[str, str]) -> StartupPredi
     device = (engine_args.get_flag(command.flags, "--device") or "").lower()
     if device != "cuda" and _cpu_build(environ):
         device = "cpu"
+    from bringup.core.plan import peaks
+
     seqs = _int(engine_args.get_flag(command.flags, "--max-num-seqs"), 256)
     graphs = peaks.capture_sizes(seqs, ceiling=peaks.capture_ceiling(facts.architecture))
-    return predict_startup(
+    prediction = predict_startup(
         facts,
         command.flags,
         environ,
@@ -175,6 +200,7 @@ def for_command(argv: Sequence[str], environ: Mapping[str, str]) -> StartupPredi
         graphs=0 if device == "cpu" else graphs,
         device=device or "cuda",
     )
+    return prediction, facts
 
 
 def _cpu_build(environ: Mapping[str, str]) -> bool:

@@ -3,15 +3,18 @@ small interfaces of every dependency (source, prober, GPUs, clock, sd_notify, ob
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bringup.core.live import LiveEvent, StartupResult
 from bringup.core.probes import ProbeKind, ProbeObservation
 from bringup.core.startup import StartupSnapshot
+from bringup.core.startup_time import StartupPrediction
 from bringup.core.vocab import Engine
 from bringup.errors import UsageError
+
+Predictor = Callable[[Sequence[str], Mapping[str, str]], "tuple[StartupPrediction, int] | None"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class StartupConfig:
     # After a failure verdict, how long the server may take to finish dying by itself (and
     # report its own exit status) before bringup sends SIGTERM; None: grace_seconds.
     exit_wait_seconds: float | None = None
+    # the startup prediction for a server command and environment: (prediction, the shards'
+    # bytes), or None (``follow.startup_time.live_prediction``); None here: no prediction
+    predictor: Predictor | None = None
 
 
 class Prober(Protocol):

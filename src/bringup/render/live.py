@@ -22,6 +22,7 @@ from bringup.core.live import (
     ProbeSeen,
     Progress,
     Ready,
+    SlowPhase,
     StartupResult,
 )
 from bringup.core.phase_words import PHASE_WORDS, status_text
@@ -30,6 +31,7 @@ from bringup.core.startup import StartupSnapshot, summary_json
 from bringup.core.verdict import State
 from bringup.render.console import make_console
 from bringup.render.json_out import write_line
+from bringup.render.startup_live import predicted_words, rate_and_eta, slow_line, weights_bar
 from bringup.units import format_bytes, format_seconds
 
 
@@ -144,13 +146,17 @@ class PlainObserver:
 
     def event(self, event: LiveEvent) -> None:
         if isinstance(event, PhaseReached):
-            self._say(event.t, f"phase {event.phase}: {PHASE_WORDS[event.phase]}")
+            words = f"phase {event.phase}: {PHASE_WORDS[event.phase]}{predicted_words(event)}"
+            self._say(event.t, words)
+        elif isinstance(event, SlowPhase):
+            self._say(event.t, slow_line(event))
         elif isinstance(event, Progress):
             if event.done == event.total or event.t - self._last_progress_t >= 1.0:
                 self._last_progress_t = event.t
                 self._say(
                     event.t,
-                    f"{PHASE_WORDS[event.phase]} {event.done}/{event.total} {event.unit}",
+                    f"{PHASE_WORDS[event.phase]} {event.done}/{event.total} {event.unit}"
+                    f"{rate_and_eta(event)}",
                 )
         elif isinstance(event, GpuSample):
             if event.t - self._last_gpu_t >= self.gpu_every_seconds:
@@ -197,6 +203,7 @@ class RichObserver:
         self._live.start()
         self._last_refresh = -1e9
         self._last_line = ""
+        self._weights: Progress | None = None  # the weights' last progress, for the bar
 
     def event(self, event: LiveEvent) -> None:
         if isinstance(event, FailureFound):
@@ -209,9 +216,12 @@ class RichObserver:
                 Text(f"READY in {format_seconds(event.t)}: the model answered", style="bold green")
             )
         elif isinstance(event, PhaseReached):
-            self.console.print(
-                Text(f"[{format_seconds(event.t):>7}] {PHASE_WORDS[event.phase]}", style="cyan")
-            )
+            words = f"{PHASE_WORDS[event.phase]}{predicted_words(event)}"
+            self.console.print(Text(f"[{format_seconds(event.t):>7}] {words}", style="cyan"))
+        elif isinstance(event, SlowPhase):
+            self.console.print(Text(f"bringup: {slow_line(event)}", style="yellow"))
+        elif isinstance(event, Progress) and event.eta_seconds is not None:
+            self._weights = event
 
     def line(self, stream: str, text: str) -> None:
         if text.strip():
@@ -239,6 +249,8 @@ class RichObserver:
             until = spans[i + 1].t if i + 1 < len(spans) else m.elapsed_seconds
             phases.add_row(span.phase.value, format_seconds(span.t), format_seconds(until - span.t))
         parts: list[RenderableType] = [head, phases]
+        if self._weights is not None and m.progress is not None:
+            parts.append(weights_bar(self._weights))
         for g in m.gpus:
             share = g.memory_used_bytes / g.memory_total_bytes if g.memory_total_bytes else 0.0
             bar = "█" * int(share * 30) + "·" * (30 - int(share * 30))

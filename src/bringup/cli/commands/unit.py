@@ -91,8 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "--timeout-start",
         "TimeoutStartSec=",
-        default="20m",
-        note="bringup run extends it while loading progresses",
+        note="default: 1.5 x the predicted startup's high end for a vLLM command whose model is "
+        "here (bringup plan), else 20m; bringup run extends it while loading progresses",
     )
     add_duration(parser, "--timeout-stop", "TimeoutStopSec=", default="60s")
     add_duration(
@@ -303,7 +303,7 @@ def _spec(
     env_file: str | None,
 ) -> su.UnitSpec:
     bringup = _bringup_path(args, ctx)
-    timeout_start = parse_duration(args.timeout_start)
+    timeout_start, timeout_note = _timeout_start(args, ctx, argv)
     guard_timeout = parse_duration(args.guard_timeout)
     if guard_timeout >= timeout_start:
         raise UsageError(
@@ -332,11 +332,31 @@ def _spec(
         user=args.user,
         restart_seconds=parse_duration(args.restart_sec),
         timeout_start_seconds=timeout_start,
+        timeout_start_note=timeout_note,
         timeout_stop_seconds=parse_duration(args.timeout_stop),
         watchdog_seconds=parse_duration(args.watchdog_sec) if args.watchdog_sec else None,
         start_limit_interval_seconds=parse_duration(args.start_limit_interval),
         start_limit_burst=args.start_limit_burst,
     )
+
+
+def _timeout_start(
+    args: argparse.Namespace, ctx: Context, argv: list[su.Word]
+) -> tuple[float, str]:
+    """--timeout-start, else from the startup prediction of the server command, else 20m."""
+    if args.timeout_start:
+        return parse_duration(args.timeout_start), ""
+    from bringup.core.startup_time.service import start_timeout
+    from bringup.follow.startup_time import live_prediction
+
+    start = wrappers.command_start(argv) or 0
+    found = live_prediction([w for w in argv[start:] if isinstance(w, str)], ctx.environ)
+    if found is None:
+        return DEFAULT_TIMEOUT_START, ""
+    return start_timeout(found[0], parse_duration(args.guard_timeout))
+
+
+DEFAULT_TIMEOUT_START = 1200.0  # 20 minutes: no prediction for the command
 
 
 def _check_model(args: argparse.Namespace, argv: list[su.Word]) -> None:

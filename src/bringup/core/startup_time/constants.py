@@ -45,7 +45,7 @@ COMPILE_WARM = Band(14.0, 6.3, 15.7, f"{_CORPUS}: 'torch.compile takes', warm ca
 # "Capturing CUDA graphs n/N" bar): seconds per captured size, one GPU and several (TP > 1:
 # the capture waits on the collective of every rank)
 GRAPH_ONE_GPU = Band(0.20, 0.11, 0.43, f"{_CORPUS}: capture seconds per size, TP 1, 14 startups")
-GRAPH_MANY_GPUS = Band(0.26, 0.18, 1.02, f"{_CORPUS}: capture seconds per size, TP > 1, 5 startups")
+GRAPH_MANY_GPUS = Band(0.55, 0.22, 1.12, f"{_CORPUS}: capture seconds per size, TP > 1, 6 startups")
 
 # "init engine (profile, create kv cache, warmup model) took X seconds" minus its compile and
 # capture: the profile run, the KV cache allocation and the sampler warmup (18 startups)

@@ -20,7 +20,7 @@ Pure: every measurement comes in through :class:`StartupSetup`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from bringup.core.startup_time import constants as c
@@ -75,6 +75,9 @@ class PhaseEstimate:
     low: float
     high: float
     basis: str
+    # why this phase may run long, from the facts (live says it when the phase passes
+    # ``high``); for people and the live follower only, not in JSON
+    slow_reason: str = field(default="", metadata={"json": None})
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +123,13 @@ def predict(setup: StartupSetup) -> StartupPrediction:
 
 
 def _rounded(p: PhaseEstimate) -> PhaseEstimate:
-    return PhaseEstimate(p.phase, round(p.seconds, 2), round(p.low, 2), round(p.high, 2), p.basis)
+    return PhaseEstimate(
+        p.phase, round(p.seconds, 2), round(p.low, 2), round(p.high, 2), p.basis, p.slow_reason
+    )
 
 
-def _band(phase: Phase, band: Band, basis: str | None = None) -> PhaseEstimate:
-    return PhaseEstimate(phase, band.seconds, band.low, band.high, basis or band.source)
+def _band(phase: Phase, band: Band, basis: str | None = None, why: str = "") -> PhaseEstimate:
+    return PhaseEstimate(phase, band.seconds, band.low, band.high, basis or band.source, why)
 
 
 def weights(setup: StartupSetup) -> PhaseEstimate:
@@ -145,8 +150,31 @@ def weights(setup: StartupSetup) -> PhaseEstimate:
     low_io = io / _streaming_gain(setup) * (2 / 3)
     basis = _weights_basis(setup, st, read_bytes, cold)
     return PhaseEstimate(
-        Phase.WEIGHTS_LOADING, init.seconds + io, init.low + low_io, init.high + io * 4 / 3, basis
+        Phase.WEIGHTS_LOADING,
+        init.seconds + io,
+        init.low + low_io,
+        init.high + io * 4 / 3,
+        basis,
+        _weights_slow_reason(st, cold / read_bytes if read_bytes else 0.0),
     )
+
+
+SLOW_STORAGE_BYTES_PER_S = 0.5e9  # below a SATA SSD's sequential read
+
+
+def _weights_slow_reason(st: Storage, cold_share: float) -> str:
+    """What the facts say about a slow weights phase."""
+    if st.kind in ("nfs", "network"):
+        return f"the shards are on a network file system ({st.fs_type})"
+    rate = st.read_bytes_per_s
+    if cold_share >= 0.5 and rate is not None and rate < SLOW_STORAGE_BYTES_PER_S:
+        return (
+            f"a cold page cache on slow storage: {100 * cold_share:.0f}% of the shards were not "
+            f"in the page cache, and {_storage_name(st)} reads {rate / 1e9:.2f} GB/s"
+        )
+    if cold_share >= 0.5:
+        return f"a cold page cache: {100 * cold_share:.0f}% of the shards were read from storage"
+    return "the storage or the CPU is busier than when it was measured"
 
 
 def _bytes_read_per_rank(setup: StartupSetup) -> int:
@@ -178,6 +206,7 @@ def _assumed(setup: StartupSetup, init: Band, read_bytes: int, st: Storage | Non
         init.high + read_bytes / slow,
         f"{_reads(setup, read_bytes)} at an assumed {rate / 1e9:.1f} GB/s (a local NVMe SSD; "
         f"{why}); model init: {init.source}",
+        "the storage is slower than the local SSD assumed (it was not measured)",
     )
 
 
@@ -220,6 +249,11 @@ def _compile(setup: StartupSetup) -> list[PhaseEstimate]:
         return []
     warm = setup.compile_cache is CompileCache.WARM
     band = c.COMPILE_WARM if warm else c.COMPILE_COLD
+    why = (
+        "a warm compile cache, yet slow: the cached graphs may be another config's"
+        if warm
+        else "a cold compile cache: torch.compile builds every graph"
+    )
     basis = f"{setup.compile_cache} compile cache"
     if setup.compile_cache_note:
         basis += f" ({setup.compile_cache_note})"
@@ -227,10 +261,10 @@ def _compile(setup: StartupSetup) -> list[PhaseEstimate]:
         low = c.COMPILE_WARM.low
         return [
             PhaseEstimate(
-                Phase.TORCH_COMPILE, band.seconds, low, band.high, f"{basis}; {band.source}"
+                Phase.TORCH_COMPILE, band.seconds, low, band.high, f"{basis}; {band.source}", why
             )
         ]
-    return [_band(Phase.TORCH_COMPILE, band, f"{basis}; {band.source}")]
+    return [_band(Phase.TORCH_COMPILE, band, f"{basis}; {band.source}", why)]
 
 
 def _capture(setup: StartupSetup) -> list[PhaseEstimate]:
@@ -239,7 +273,8 @@ def _capture(setup: StartupSetup) -> list[PhaseEstimate]:
     per = c.GRAPH_MANY_GPUS if setup.world_size > 1 else c.GRAPH_ONE_GPU
     band = per.scaled(setup.graphs)
     basis = f"{setup.graphs} graph sizes x {per.seconds:.2f} s each; {per.source}"
-    return [_band(Phase.CUDA_GRAPH_CAPTURE, band, basis)]
+    why = f"{setup.graphs} graph sizes to capture; fewer with a smaller --max-num-seqs"
+    return [_band(Phase.CUDA_GRAPH_CAPTURE, band, basis, why)]
 
 
 def _gb(n: int) -> str:
