@@ -58,6 +58,14 @@ class HttpProber:
         """Release connections."""
         self._client.close()
 
+    def get_text(self, path: str, limit: int = 4_000_000) -> str | None:
+        """GET ``path`` (``/metrics``, ``/v1/models``): its text on 200, else None."""
+        try:
+            response = self._client.get(self.base_url + path, timeout=self._health_timeout)
+        except httpx2.HTTPError:
+            return None
+        return response.text[:limit] if response.status_code == 200 else None
+
     def probe(
         self, kind: ProbeKind, *, health_path: str = "/health", model: str | None = None
     ) -> ProbeObservation:

@@ -39,6 +39,27 @@ SHOW_PROPERTIES = (
 )
 
 
+_NO_MANAGER = (
+    "has not been booted with systemd",  # PID 1 is not systemd (a container, a chroot, WSL)
+    "Failed to connect to bus",  # no manager to talk to (no user session for --user)
+    "Failed to connect to user scope bus",
+)
+
+
+def no_service_manager(stderr: str) -> str | None:
+    """systemctl's line saying there is no systemd to ask, or None (any other failure).
+
+    >>> no_service_manager("System has not been booted with systemd as init system (PID 1). Can't operate.\\nFailed to connect to bus: Host is down\\n")
+    "System has not been booted with systemd as init system (PID 1). Can't operate."
+    """
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for marker in _NO_MANAGER:
+        for line in lines:
+            if marker in line:
+                return line
+    return None
+
+
 def parse_show(text: str) -> dict[str, str]:
     """``systemctl show`` output (``Key=value`` lines) as a dict."""
     out: dict[str, str] = {}

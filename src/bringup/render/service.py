@@ -65,6 +65,8 @@ def format_status(report: Mapping[str, Any]) -> list[str]:
     """The human ``bringup status`` lines from its JSON object."""
     if report.get("container"):
         return _format_container(report)
+    if report.get("state") is None:
+        return _format_direct(report)
     s = report["state"]
     lines = [f"{report['unit']}: {report['verdict'].upper()}: {report['why']}"]
     pid = f", main pid {s['main_pid']}" if s.get("main_pid") else ""
@@ -90,6 +92,33 @@ def _format_container(report: Mapping[str, Any]) -> list[str]:
         facts.append(f"health {s['health']}")
     lines.append(f"  state:   {s['status']} ({', '.join(facts) or '-'})")
     return lines + _format_rest(report)
+
+
+def _format_direct(report: Mapping[str, Any]) -> list[str]:
+    """``status --url`` / ``--pid``: a server no unit runs."""
+    subject = f"pid {report['pid']}" if report.get("pid") else str(report.get("url"))
+    lines = [f"{subject}: {report['verdict'].upper()}: {report['why']}"]
+    proc = report.get("process")
+    if proc:
+        by = proc["started_by_bringup"]
+        started = f"started by bringup run (pid {by})" if by else "not started by bringup run"
+        lines.append(f"  process: {proc['status']}, {started}: {' '.join(proc['command'])}")
+        lines.append(f"  log:     {proc['log'] or proc['log_note']}")
+        lines += _format_rest(report)[:1]
+        if report.get("failure"):
+            lines += ["  " + line for line in format_failure(report["failure"])]
+    if report.get("models"):
+        lines.append(f"  models:  {', '.join(report['models'])}")
+    probe = report.get("probe")
+    if probe is not None:
+        lines.append(f"  probe:   {format_probe(probe)} at {probe['url']}")
+    metrics = report.get("metrics")
+    if metrics:
+        shown = [f"{k} {v:g}" for k, v in metrics.items() if v is not None]
+        lines.append(f"  metrics: {', '.join(shown) or 'none of the load figures'}")
+    elif probe is not None and probe.get("ok"):
+        lines.append("  metrics: the server has no /metrics")
+    return lines
 
 
 def _format_rest(report: Mapping[str, Any]) -> list[str]:

@@ -38,7 +38,7 @@ from bringup.core.live import failure_fields
 from bringup.core.probes import ProbeKind, ProbeObservation, probe_fields
 from bringup.core.systemd_unit import unit_name
 from bringup.core.vocab import Engine, Phase
-from bringup.errors import BringupError, UsageError
+from bringup.errors import AdapterError, BringupError, UsageError
 from bringup.render.json_out import print_json
 from bringup.render.service import print_status
 
@@ -72,7 +72,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--url",
         metavar="URL",
-        help="server base URL (default: the ExecStart's --host/--port, else the engine's default)",
+        help="server base URL (default: the ExecStart's --host/--port, else the engine's default); "
+        "without NAME: look at any server there (health, models, a smoke request, /metrics)",
+    )
+    parser.add_argument(
+        "--pid",
+        type=int,
+        metavar="PID",
+        help="a server process (e.g. started by `bringup run` in tmux): the process, its log "
+        "when its output goes to a file, and its API",
     )
     parser.add_argument(
         "--api-key",
@@ -95,8 +103,13 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
         return nodes_status(args, ctx)
     if args.container:
         return container_status(args, ctx, runner)
+    if args.pid is not None or (args.url and not args.name):
+        return direct_status(args, ctx)
     if not args.name:
-        raise UsageError("give a unit NAME (or --container NAME, or --hosts FILE for the fleet)")
+        raise UsageError(
+            "give a unit NAME (or --url URL or --pid PID for a server no unit runs, "
+            "--container NAME, or --hosts FILE for the fleet)"
+        )
     unit = unit_name(args.name) + ".service"
 
     def look_unit() -> dict[str, Any]:
@@ -120,6 +133,24 @@ def container_status(args: argparse.Namespace, ctx: Context, runner: Runner | No
 
     subject = {"container": args.container, "unit": None}
     return _answer(args, ctx, look_container, subject, "docker")
+
+
+def direct_status(args: argparse.Namespace, ctx: Context) -> int:
+    """``--url URL`` or ``--pid PID``: a server no unit runs."""
+    from bringup.cli.commands import status_direct
+
+    if args.pid is not None:
+        status_direct.check_pid_args(args)
+        return _answer(
+            args,
+            ctx,
+            lambda: status_direct.pid_look(args.pid, args, ctx),
+            {"unit": None},
+            "the process",
+        )
+    return _answer(
+        args, ctx, lambda: status_direct.url_look(args.url, args, ctx), {"unit": None}, "the server"
+    )
 
 
 def _runner(args: argparse.Namespace, ctx: Context, runner: Runner | None) -> Runner:
@@ -153,19 +184,16 @@ def _answer(
 def look(unit: str, runner: Runner, args: argparse.Namespace, ctx: Context) -> dict[str, Any]:
     """Gather the facts and derive the verdict: the ``--json`` object."""
     user = ["--user"] if args.user else []
-    props = service.parse_show(
-        check(
-            runner.run(
-                [
-                    "systemctl",
-                    *user,
-                    "show",
-                    unit,
-                    "--property=" + ",".join(service.SHOW_PROPERTIES),
-                ]
-            )
-        ).stdout
+    shown = runner.run(
+        ["systemctl", *user, "show", unit, "--property=" + ",".join(service.SHOW_PROPERTIES)]
     )
+    no_manager = service.no_service_manager(shown.stderr) if shown.returncode else None
+    if no_manager is not None:
+        raise AdapterError(
+            f"no systemd to ask here: {no_manager}",
+            hint="for a server no unit runs, use `bringup status --url URL` or `--pid PID`",
+        )
+    props = service.parse_show(check(shown).stdout)
     state = service.UnitState.from_show(props)
     argv = _server_argv(runner, user, unit, props)
     engine = engine_args.parse_server_command(argv).engine if argv else None
