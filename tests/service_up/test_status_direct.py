@@ -71,12 +71,15 @@ def run_in_background(tmp_path: Path) -> Iterator[Started]:
             proc.wait()
 
 
-def _until_ready(*args: str) -> tuple[int, dict[str, object]]:
+def _until_ready(*args: str, phase: str | None = None) -> tuple[int, dict[str, object]]:
+    """Poll until ready (and, with ``phase``, until the log shows it: the API may answer
+    before bringup run has written the engine's ready line to the file)."""
     deadline = time.monotonic() + 90
     while True:
         code, out, _ = status(*args, "--json")
         report = json.loads(out)
-        if code == 0 or time.monotonic() > deadline:
+        done = code == 0 and (phase is None or report.get("phase") == phase)
+        if done or time.monotonic() > deadline:
             return code, report
         time.sleep(0.3)
 
@@ -100,7 +103,7 @@ def test_status_url_looks_at_any_server(run_in_background: Started) -> None:
 def test_status_pid_reads_the_process_and_its_log(run_in_background: Started) -> None:
     """--pid of bringup run (or of the server it started): alive, started by bringup, the
     phase from the log file its output goes to, and the API its command line names."""
-    code, report = _until_ready("--pid", str(run_in_background.proc.pid))
+    code, report = _until_ready("--pid", str(run_in_background.proc.pid), phase="ready")
     assert code == 0, report
     process = report["process"]
     assert isinstance(process, dict)

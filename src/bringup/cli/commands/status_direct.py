@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 from typing import Any
 
 from bringup.adapters import process_look
@@ -23,7 +24,7 @@ from bringup.core.endpoint import resolve_url, server_api_key
 from bringup.core.live import failure_fields
 from bringup.core.probes import ProbeKind, ProbeObservation, probe_fields
 from bringup.core.server_metrics import parse_metrics
-from bringup.core.vocab import Outcome
+from bringup.core.vocab import Outcome, Phase
 from bringup.errors import UsageError
 
 
@@ -46,7 +47,7 @@ def pid_look(pid: int, args: argparse.Namespace, ctx: Context) -> dict[str, Any]
     argv = list(seen.server_argv)
     engine = engine_args.parse_server_command(argv).engine if argv else None
     url = args.url or resolve_url(None, argv, _port(engine))
-    diagnosis, log_note = _log(seen, engine)
+    diagnosis, log_phase, log_note = _log(seen, engine)
     key = args.api_key or server_api_key(argv, {}) or api_key_from(None, ctx.environ)
     probe, models, metrics = _ask(url, key, None)
     verdict, why = _verdict(probe, url)
@@ -59,9 +60,7 @@ def pid_look(pid: int, args: argparse.Namespace, ctx: Context) -> dict[str, Any]
     report.update(
         {
             "engine": engine.value if engine is not None else None,
-            "phase": diagnosis.phase.value
-            if diagnosis is not None and diagnosis.timeline
-            else None,
+            "phase": log_phase.value if log_phase is not None else None,
             "failure": {**failure_fields(failure), "summary": failure.summary} if failure else None,
             "process": {
                 "pid": pid,
@@ -83,24 +82,40 @@ def _port(engine: Any) -> int:
         return 8000
 
 
-def _log(seen: process_look.ProcessLook, engine: Any) -> tuple[Any, str | None]:
-    """The log's diagnosis, or why there is none to read."""
+_OWN_PHASE = re.compile(r"^bringup: \[\s*[\d.]+s\] (?:phase ([a-z_]+):|READY: )")
+
+
+def _log(seen: process_look.ProcessLook, engine: Any) -> tuple[Any, Phase | None, str | None]:
+    """The log's diagnosis and furthest phase, or why there is none to read. The phase is
+    the furthest of the server's lines and of `bringup run`'s own "phase" lines: bringup run
+    read the server's stdout and stderr in order, the file may hold them interleaved."""
     if seen.bringup_pid is None:
-        return None, "not started by `bringup run`: no log of it to read"
+        return None, None, "not started by `bringup run`: no log of it to read"
     if seen.log_path is None:
-        return None, (
-            f"its output goes to {seen.output_to or 'no file'}, not a file: start it with "
-            "`bringup run ... > run.log 2>&1` (or tee) to have a log to read"
+        return (
+            None,
+            None,
+            (
+                f"its output goes to {seen.output_to or 'no file'}, not a file: start it with "
+                "`bringup run ... > run.log 2>&1` (or tee) to have a log to read"
+            ),
         )
     analyzer = LogAnalyzer(engine)
     try:
         text = process_look.read_tail(seen.log_path)
     except OSError as exc:
-        return None, f"cannot read {seen.log_path}: {exc.strerror or exc}"
+        return None, None, f"cannot read {seen.log_path}: {exc.strerror or exc}"
+    phases: list[Phase] = []
     for line in text.splitlines():
+        own = _OWN_PHASE.match(line)
+        if own and (own.group(1) or "ready") in Phase.__members__.values():
+            phases.append(Phase(own.group(1) or "ready"))  # READY: bringup's smoke answered
         if not service.is_own_line(line):
             analyzer.feed(line)
-    return analyzer.diagnosis(), None
+    diagnosis = analyzer.diagnosis()
+    if diagnosis.timeline:
+        phases.append(diagnosis.phase)
+    return diagnosis, max(phases, key=lambda p: p.order, default=None), None
 
 
 def _ask(
