@@ -117,3 +117,26 @@ def test_run_markdown_of_a_failed_start(tmp_path: Path) -> None:
     assert "Python (bringup's)" in out
     assert (tmp_path / "t.svg").read_text().count('class="phase"') >= 2
     assert processes_running(port) == []
+
+
+def test_plan_markdown_has_the_per_gpu_lines_and_verdict() -> None:
+    code, out, err = cli(["plan", "--markdown", "--gpu", "H100", "-tp", "2", "Qwen3-32B"])
+    assert code == 0, err
+    assert "verdict" in err  # the usual output, on stderr
+    page = check_report(out, ("Versions", "Plan"))
+    assert page.headings()[0] == "bringup plan Qwen3-32B: FITS"
+    assert "| KV cache |" in out
+    assert "**verdict**: FITS" in out
+
+
+def test_watch_markdown_of_a_log(tmp_path: Path) -> None:
+    """``watch --log --markdown``: the report of a startup bringup did not start."""
+    log = tmp_path / "server.log"
+    log.write_text((REPO / "tests/fixtures/logs/vllm_0.11_ansi_profile_oom.log").read_text())
+    code, out, err = cli(
+        ["watch", "--log", str(log), "--from-start", "--markdown", "--stall", "20s"]
+    )
+    assert code == 1, err
+    page = check_report(out, ("Versions", "Timeline", "Root cause", "Remedies"))
+    assert page.headings()[0].startswith("bringup watch")
+    assert any("torch.OutOfMemoryError" in f for f in page.fences())

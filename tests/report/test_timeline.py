@@ -165,3 +165,50 @@ def test_chromium_draws_the_report_page_with_its_timeline(tmp_path: Path) -> Non
     assert (shot.width, shot.height) == (1100, 900)
     assert shot.share_not((255, 255, 255)) > 0.03
     assert shot.count_near((214, 39, 40)) > 50
+
+
+def test_run_nodes_draws_one_lane_per_rank(tmp_path: Path) -> None:
+    """The observer ``run --nodes`` is given (wrapped for --timeline) keeps each rank's events
+    and draws them in rank order."""
+    import argparse
+
+    from bringup.cli.main import Context
+    from bringup.cli.report_options import Reporting
+    from bringup.core.live import NodesResult
+    from bringup.core.verdict import State
+
+    class Seen:
+        def __init__(self) -> None:
+            self.events: list[object] = []
+            self.closed = False
+
+        def event(self, event: object) -> None:
+            self.events.append(event)
+
+        def line(self, rank: int, text: str) -> None: ...
+        def note(self, text: str) -> None: ...
+
+        def close(self, result: object) -> None:
+            self.closed = True
+
+    svg = tmp_path / "nodes.svg"
+    args = argparse.Namespace(
+        timeline=str(svg),
+        metrics_port=None,
+        metrics_textfile=None,
+        markdown=False,
+        markdown_file=None,
+    )
+    inner = Seen()
+    observer = Reporting(args, Context(), "bringup run --nodes").wrap_nodes(inner)
+    for rank, node in ((1, "gpu-b"), (0, "gpu-a")):
+        observer.event(NodeEvent(PhaseReached(0.5 * rank, Phase.WEIGHTS_LOADING, 3), node, rank))
+    observer.event(NodeEvent(Ready(4.0, 4.0, "m", "http://gpu-a:8000"), "gpu-a", 0))
+    observer.close(NodesResult(State.READY, 0, None, None, 4.0, {}))
+    assert inner.closed
+    assert len(inner.events) == 3
+    root = ET.fromstring(svg.read_text())
+    assert [g.get("data-name") for g in root.findall("s:g[@class='lane']", NS)] == [
+        "rank 0 (gpu-a)",
+        "rank 1 (gpu-b)",
+    ]

@@ -11,7 +11,8 @@ node_exporter's textfile collector (``--metrics-textfile``).
     bringup_gpu_memory_used_bytes{gpu}    the last GPU sample
     bringup_measured{quantity} / bringup_predicted{quantity}
                                           what the log stated beside what ``plan`` predicted:
-                                          weights_bytes, kv_cache_bytes, kv_cache_tokens
+                                          weights_bytes, kv_cache_bytes, kv_cache_tokens,
+                                          time_to_ready_seconds, phase_seconds:PHASE
 
 Command line equivalent: ``curl -s 127.0.0.1:PORT/metrics``.
 """
@@ -124,6 +125,7 @@ class StartupMetrics:
             self._close_phase(event.t)
             self.ready.set(1)
             self.ttr.set(event.time_to_ready_seconds)
+            self.measured.labels("time_to_ready_seconds").set(event.time_to_ready_seconds)
         elif isinstance(event, FailureFound):
             self._close_phase(event.t)
             self.ready.set(0)
@@ -200,3 +202,4 @@ class StartupMetrics:
         if self._since is not None:
             name, since = self._since
             self.phase_seconds.labels(name).set(max(0.0, now - since))
+            self.measured.labels(f"phase_seconds:{name}").set(max(0.0, now - since))

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from bringup import __version__
 from bringup.cli.main import Context
 from bringup.core.diagnosis import Diagnosis
 from bringup.core.report.markdown import build_markdown
@@ -70,7 +71,7 @@ def log_report(
     d = diagnose_chunks(_blocks(path, held), engine)
     cause = d.failure or d.after_ready
     lines, total = excerpt(_blocks(path, held), cause.line_number if cause else None)
-    versions = (("bringup", report_env.versions()[0][1]),)
+    versions = (("bringup", __version__),)
     data = from_diagnosis(
         d,
         title=title,

@@ -9,6 +9,7 @@ import socket
 from typing import TextIO
 
 from bringup.cli.main import Context
+from bringup.core import engine_args
 from bringup.core.report.redact import Redactor, redactor
 from bringup.errors import UsageError
 
@@ -83,3 +84,14 @@ def human_context(args: argparse.Namespace, ctx: Context) -> Context:
     if markdown_target(args) == STDOUT:
         return dataclasses.replace(ctx, stdout=ctx.stderr)
     return ctx
+
+
+def world_size(argv: tuple[str, ...]) -> int:
+    """tensor x pipeline parallel of a server command (1 when it says neither)."""
+    flags = engine_args.parse_server_command(argv).flags if argv else ()
+    size = 1
+    for names in (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp")):
+        value = engine_args.get_flag(flags, *names)
+        if value and value.isdigit():
+            size *= int(value)
+    return size

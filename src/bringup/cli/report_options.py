@@ -51,6 +51,7 @@ class Reporting:
         self.attempts = 0
         self.argv: tuple[str, ...] = ()
         self._plan: tuple[Any, Any] | None = None
+        self._versions: tuple[tuple[str, str], ...] | None = None
         self.metrics: Any = None
         if getattr(args, "metrics_port", None) is not None or getattr(
             args, "metrics_textfile", None
@@ -86,13 +87,32 @@ class Reporting:
                 self.metrics.plan(predicted(plan))
         return _Recorder(observer, self)
 
+    def wrap_nodes(self, observer: Any) -> Any:
+        """A ``run --nodes`` observer, also feeding the timeline (a lane per node) and the
+        metrics (node 0's)."""
+        if not self.wanted:
+            return observer
+        self.attempts += 1
+        if self.metrics is not None:
+            self.metrics.attempt()
+        return _NodesRecorder(observer, self)
+
     def plan_of(self, argv: tuple[str, ...]) -> tuple[Any, Any]:
         """The plan of the server command (made once), as a report section and a ``Plan``."""
         if self._plan is None:
-            from bringup.cli.report_write import plan_for
+            from bringup.cli.report_write import is_cpu_build, plan_for
 
-            self._plan = plan_for(argv, self.ctx.environ)
+            cpu = is_cpu_build(self.versions_of(argv))
+            self._plan = plan_for(argv, self.ctx.environ, device="cpu" if cpu else None)
         return self._plan
+
+    def versions_of(self, argv: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+        """bringup's, Python's and the server command's environment's versions (read once)."""
+        if self._versions is None:
+            from bringup.adapters import report_env
+
+            self._versions = report_env.versions(argv, self.ctx.environ)
+        return self._versions
 
     def close(self) -> None:
         """Stop serving metrics (the end of bringup's run)."""
@@ -113,6 +133,7 @@ class Reporting:
             argv=tuple(result.argv) or self.argv,
             metrics=self.metrics,
             plan=lambda argv: self.plan_of(argv)[0],
+            versions=self.versions_of,
             stdout=self.stdout,
         )
 
@@ -144,3 +165,43 @@ class _Recorder:
     def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None:
         self.inner.close(result, snapshot)
         self.reporting.finished(result, self.recording)
+
+
+class _NodesRecorder:
+    """A ``run --nodes`` observer that also keeps each node's events, one lane per rank."""
+
+    def __init__(self, inner: Any, reporting: Reporting) -> None:
+        self.inner = inner
+        self.reporting = reporting
+        self.recording = Recording()
+
+    def event(self, event: Any) -> None:
+        self.recording.event(event)
+        if self.reporting.metrics is not None:
+            self.reporting.metrics.event(event)
+        self.inner.event(event)
+
+    def line(self, rank: int, text: str) -> None:
+        self.inner.line(rank, text)
+
+    def note(self, text: str) -> None:
+        self.inner.note(text)
+
+    def close(self, result: Any) -> None:
+        self.inner.close(result)
+        r = self.reporting
+        if r.metrics is not None:
+            r.metrics.facts(result.facts)
+        if getattr(r.args, "timeline", None):
+            from bringup.adapters.commands import write_local
+            from bringup.core.report.timeline import draw
+
+            lanes = sorted(self.recording.lanes.values(), key=lambda lane: _rank_of(lane.name))
+            svg = draw(lanes, f"{r.title}: {result.state.value}")
+            write_local(r.args.timeline, svg, hint="give --timeline a path in a writable folder")
+
+
+def _rank_of(name: str) -> int:
+    """``rank 3 (host)`` -> 3 (lanes in rank order)."""
+    words = name.split()
+    return int(words[1]) if len(words) > 1 and words[1].isdigit() else -1

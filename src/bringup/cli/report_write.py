@@ -10,8 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from bringup.cli.main import Context
-from bringup.cli.report_flags import markdown_target, report_redactor, write_text
-from bringup.core import engine_args
+from bringup.cli.report_flags import markdown_target, report_redactor, world_size, write_text
 from bringup.core.live import StartupResult
 from bringup.core.plan.result import Plan
 from bringup.core.report.markdown import build_markdown
@@ -31,6 +30,7 @@ def finished(
     argv: tuple[str, ...],
     metrics: Any,
     plan: Callable[[tuple[str, ...]], PlanSection],
+    versions: Callable[[tuple[str, ...]], tuple[tuple[str, str], ...]],
     stdout: TextIO,
 ) -> None:
     """Write the report, picture and metrics of an attempt that just ended."""
@@ -52,7 +52,7 @@ def finished(
         result,
         recording,
         title=title,
-        versions=report_env.versions(argv, ctx.environ),
+        versions=versions(argv),
         gpus=report_env.gpus(args.gpus_from, world_size(argv)),
         plan=plan(argv),
         engine_version=_engine_version(recording),
@@ -60,18 +60,9 @@ def finished(
     write_text(target, build_markdown(data, report_redactor(args, ctx, argv)), stdout)
 
 
-def world_size(argv: tuple[str, ...]) -> int:
-    """tensor x pipeline parallel of a server command (1 when it says neither)."""
-    flags = engine_args.parse_server_command(argv).flags if argv else ()
-    size = 1
-    for names in (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp")):
-        value = engine_args.get_flag(flags, *names)
-        if value and value.isdigit():
-            size *= int(value)
-    return size
-
-
-def plan_for(argv: tuple[str, ...], environ: Mapping[str, str]) -> tuple[PlanSection, Plan | None]:
+def plan_for(
+    argv: tuple[str, ...], environ: Mapping[str, str], *, device: str | None = None
+) -> tuple[PlanSection, Plan | None]:
     """``bringup plan -- ARGV`` made quietly and offline, as a report section; a command it
     cannot plan gives a section that says why."""
     from bringup.cli.commands import plan as plan_command
@@ -89,6 +80,8 @@ def plan_for(argv: tuple[str, ...], environ: Mapping[str, str]) -> tuple[PlanSec
     try:
         namespace = command_parser("plan").parse_args([])
         namespace.passthrough = list(argv)
+        if device is not None and namespace.device is None:
+            namespace.device = device
         made = plan_command.make(namespace, quiet)
     except BringupError as exc:
         return PlanSection(note=f"not planned: {exc}"), None
@@ -98,12 +91,22 @@ def plan_for(argv: tuple[str, ...], environ: Mapping[str, str]) -> tuple[PlanSec
 
 
 def predicted(plan: Plan) -> dict[str, float]:
-    """The plan's figures that a startup's log also states (``bringup_predicted``)."""
-    return {
+    """The plan's figures that a startup also measures (``bringup_predicted``): memory, KV
+    capacity, and (``plan``'s startup block) the time to ready and each phase's seconds."""
+    out = {
         "weights_bytes": float(plan.per_gpu.weights_bytes),
         "kv_cache_bytes": float(plan.per_gpu.kv_cache_bytes),
         "kv_cache_tokens": float(plan.kv_cache.tokens),
     }
+    if plan.startup is not None:
+        out["time_to_ready_seconds"] = plan.startup.total_seconds
+        out.update({f"phase_seconds:{p.phase.value}": p.seconds for p in plan.startup.phases})
+    return out
+
+
+def is_cpu_build(versions: tuple[tuple[str, str], ...]) -> bool:
+    """vLLM's CPU build (its version says ``+cpu``): plan it with ``--device cpu``."""
+    return any(name == "vllm" and "+cpu" in value for name, value in versions)
 
 
 def _engine_version(recording: Recording) -> str | None:

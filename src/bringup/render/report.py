@@ -21,7 +21,7 @@ from bringup.core.report.model import (
     TimelineRow,
 )
 from bringup.core.report.recording import Recording
-from bringup.render.diagnosis import _FACT_LABELS, next_args
+from bringup.render.diagnosis import _FACT_LABELS
 from bringup.units import format_bytes, format_seconds
 
 TAIL = 200
@@ -212,7 +212,7 @@ def plan_section(plan: Plan) -> PlanSection:
     if plan.decode is not None:
         lines.append(plan.decode.expected_line())
     verdict = (
-        f"FITS: {v.reason}"
+        f"FITS: {v.reason.removeprefix('fits: ')}"
         if v.fits
         else f"DOES NOT FIT: {v.failure_class} at {v.phase}: {v.reason}"
     )
@@ -220,8 +220,3 @@ def plan_section(plan: Plan) -> PlanSection:
         r.flag if r.value is None else f"{r.flag} {r.value}" for r in plan.recommendations
     )
     return PlanSection(head, rows, tuple(lines), verdict, flags)
-
-
-def next_run(failure: Failure | None) -> str:
-    """The flag the first remedy appends ('' when none)."""
-    return next_args(failure.remedy) if failure is not None else ""

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bringup.cli import report_flags
 from bringup.cli.commands.plan_shared import cpu_processor, parse_memory, parse_rate
 from bringup.cli.main import Context
 from bringup.core import engine_args, engine_flags, gpu_catalog
@@ -204,6 +205,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="calibrate even with a log that looks like another model's",
     )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    report_flags.add_markdown(parser)
     parser.add_argument(
         "--force",
         action="store_true",
@@ -241,7 +243,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         from bringup.cli.commands import plan_compare
 
         return plan_compare.run_compare(args, ctx, make)
+    report_flags.check(args)
     made = make(args, ctx)
+    if report_flags.markdown_target(args):
+        from bringup.cli.plan_report import write_plan_report
+
+        write_plan_report(args, ctx, made)
+        ctx = report_flags.human_context(args, ctx)
     if args.json:
         print_json(made, ctx.stdout)
     elif isinstance(made, Plan):

@@ -98,7 +98,16 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.nodes:
         from bringup.cli.commands.run_nodes import run_nodes
 
-        return run_nodes(args, ctx)
+        if report_flags.markdown_target(args):
+            raise UsageError(
+                "--markdown reports one server's start; a node's run folder has its own report",
+                hint="drop --markdown, then `bringup report RUN_DIR` with the failed rank's folder",
+            )
+        nodes_reporting = report_options.Reporting(args, ctx, "bringup run --nodes")
+        try:
+            return run_nodes(args, ctx, nodes_reporting)
+        finally:
+            nodes_reporting.close()
     if args.preflight:
         raise UsageError("--preflight checks the nodes of --nodes FILE", hint="add --nodes FILE")
     config = config_from(args, ctx, tuple(args.passthrough))

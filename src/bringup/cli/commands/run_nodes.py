@@ -19,7 +19,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from bringup.adapters import files
 from bringup.adapters import nodes as node_adapter
@@ -62,7 +62,7 @@ NODES_FILE_LIMIT = 1 << 20
 EXIT_PREFLIGHT = 1
 
 
-def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
+def run_nodes(args: argparse.Namespace, ctx: Context, reporting: Any = None) -> int:
     """``run --nodes``: plan, pre-flight, then start and follow every node."""
     argv = list(args.passthrough or [])
     if not argv:
@@ -190,6 +190,8 @@ def run_nodes(args: argparse.Namespace, ctx: Context) -> int:
         config = dataclasses.replace(config, exit_when_ready=False)
 
     def attempt(number: int, attempt_plan: ClusterPlan, observer: NodesObserver) -> NodesResult:
+        if reporting is not None:  # --timeline, the metrics: they see what the observer sees
+            observer = reporting.wrap_nodes(observer)
         folder_id = f"{run_id}-a{number}" if args.retry else run_id
         server_for = server_factory(
             attempt_plan, target_for, root=root, run_id=folder_id, grace_seconds=grace
