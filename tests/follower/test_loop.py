@@ -223,6 +223,16 @@ def test_sigint_before_a_verdict_is_128_plus_the_signal():
     w = World([*startup(), (3.0, lambda: signal.raise_signal(signal.SIGINT))])
     result = w.run()
     assert (result.outcome.value, result.exit_code) == ("incomplete", 130)
+    assert result.summary["outcome"] == "interrupted"  # not "failed" with "failure": null
+    assert result.summary["failure"] is None
+
+
+def test_sigterm_before_a_verdict_is_an_interrupted_outcome():
+    """SIGTERM (systemctl stop) while starting: exit 143, the summary says interrupted."""
+    w = World([*startup(), (3.0, lambda: signal.raise_signal(signal.SIGTERM))])
+    result = w.run()
+    assert result.exit_code == 143
+    assert result.summary["outcome"] == "interrupted"
 
 
 def test_notify_says_ready_only_after_the_smoke_answer():

@@ -674,7 +674,8 @@ def summary_json(machine: StartupMachine, now: float) -> dict[str, Any]:
     outcome = machine.outcome
     return {
         "event": "summary",
-        "outcome": outcome.value if outcome is not Outcome.INCOMPLETE else Outcome.FAILED.value,
+        # live, a startup that ends with no verdict was stopped by a signal before one
+        "outcome": outcome.value if outcome is not Outcome.INCOMPLETE else "interrupted",
         "phase": machine.phase.value,
         "failure": None if machine.failure is None else failure_fields(machine.failure),
         "time_to_ready_seconds": None if ttr is None else round(ttr, 3),

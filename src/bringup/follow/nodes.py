@@ -447,7 +447,7 @@ class _Follower:
             State.STOPPED: "ready",
             State.FAILED: "failed",
             State.STALLED: "stalled",
-        }.get(m.state, "failed")
+        }.get(m.state, "interrupted" if self.signum is not None else "failed")
         summary = {
             "event": "summary",
             "outcome": outcome,
