@@ -29,6 +29,7 @@ from bringup.core.phase_words import PHASE_WORDS, status_text
 from bringup.core.probes import ProbeKind, probe_fields
 from bringup.core.startup import StartupSnapshot, summary_json
 from bringup.core.verdict import State
+from bringup.core.vocab import Outcome
 from bringup.render.console import make_console
 from bringup.render.json_out import write_line
 from bringup.render.startup_live import predicted_words, rate_and_eta, slow_line, weights_bar
@@ -85,6 +86,9 @@ def format_ending(result: StartupResult, machine: StartupSnapshot) -> list[str]:
     """The closing lines: the verdict, the time to ready and the phase timeline."""
     summary = result.summary
     lines: list[str] = []
+    # the phase of the verdict's own failure (the FAILED line above names it), not the
+    # phase the log reached after it
+    phase = result.failure.phase if result.failure is not None else machine.phase
     if machine.state is State.READY:
         lines.append(
             f"ready in {format_seconds(result.time_to_ready_seconds or 0.0)}: {result.model or 'the model'} answered at {result.url}"
@@ -93,13 +97,13 @@ def format_ending(result: StartupResult, machine: StartupSnapshot) -> list[str]:
         lines.append(
             f"stopped on request; it had been ready in {format_seconds(result.time_to_ready_seconds or 0.0)}"
         )
-    elif machine.state is State.STALLED:
+    elif machine.state is State.STALLED or result.outcome is Outcome.STALLED:
         lines.append(
-            f"stalled in {machine.phase}: {machine.failure.summary if machine.failure else ''}"
+            f"stalled in {phase}: {result.failure.summary if result.failure else ''}"
             f"{_exit_note(result)}"
         )
     elif machine.state is State.FAILED:
-        lines.append(f"failed in {machine.phase}{_exit_note(result)}")
+        lines.append(f"failed in {phase}{_exit_note(result)}")
     else:
         lines.append(f"interrupted in {machine.phase} before a verdict")
     lines.append("timeline:")
