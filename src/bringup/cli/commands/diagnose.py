@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 from bringup.cli import report_flags
 from bringup.core import verdict
 from bringup.core.diagnosis import Diagnosis
+from bringup.core.not_a_log import SNIFF_BYTES, not_a_log
 from bringup.core.printable import printable
 from bringup.core.vocab import Engine
+from bringup.errors import InputError, UsageError
 from bringup.render import diagnosis as render
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
@@ -37,12 +39,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE.svg",
         help="draw the phases on the log's time axis, the failure at its line, as an SVG picture",
     )
-    parser.add_argument("file", metavar="FILE|-", help="the startup log; - reads stdin")
+    parser.add_argument(
+        "file",
+        metavar="FILE|-",
+        nargs="?",
+        help="the startup log; - reads stdin (the default when stdin is not a terminal)",
+    )
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Diagnose the log and print the verdict; the exit code follows the outcome."""
     engine = None if args.engine == "auto" else Engine(args.engine)
+    if args.file is None:  # `bringup diagnose < log`, `... | bringup diagnose`
+        if getattr(ctx.stdin, "isatty", lambda: True)():
+            raise UsageError(
+                "no log given", hint="bringup diagnose FILE, or pipe it in: ... | bringup diagnose"
+            )
+        args.file = "-"
     if report_flags.markdown_target(args) or args.timeline:
         return _report(args, ctx, engine)
     result = diagnose_path(args.file, engine, ctx)
@@ -85,5 +98,8 @@ def diagnose_path(path: str, engine: Engine | None, ctx: Context) -> Diagnosis:
     hint = "pass a readable log file, or - to read stdin"
     with files.open_file(path, what="log file", hint=hint) as fh:
         size = os.fstat(fh.fileno()).st_size
+        why = not_a_log(os.pread(fh.fileno(), SNIFF_BYTES, 0), size)
+        if why is not None:
+            raise InputError(f"{printable(path)}: {why}", hint="give the server's startup log")
         blocks = files.iter_blocks(fh, path=path, what="log file", limit=size or None)
         return diagnose_chunks(blocks, engine)
