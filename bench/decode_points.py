@@ -140,6 +140,10 @@ def catalog_gpu(text: str) -> Any:
         found = gpu_catalog.find(piece.strip()) if piece.strip() else None
         if found is not None:
             return found
+    for n in range(len(words), 0, -1):  # an ambiguous name: the fastest of its parts (a
+        parts = gpu_catalog.candidates(" ".join(words[:n]))  # ceiling stays a bound)
+        if parts:
+            return max(parts, key=lambda g: g.memory_bandwidth_bytes_per_second)
     return None
 
 

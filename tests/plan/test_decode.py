@@ -98,19 +98,27 @@ def test_tensor_parallel_adds_two_allreduces_per_layer_and_two_for_the_vocabular
     assert speed.collective_latency_seconds == decode.COLLECTIVE_LATENCY_SECONDS["nvlink"]
     one = _speed("Llama-3.1-70B", "H100", 1)
     assert speed.bytes_per_token_per_gpu < one.bytes_per_token_per_gpu / 3.9  # a quarter, +norms
-    # the ceiling is exactly its terms: bytes over bandwidth plus collectives over the link
+    # the ceiling is a bound: bytes over the peak bandwidth, nothing else
+    assert speed.ceiling_tokens_per_s == pytest.approx(
+        3.35e12 / speed.bytes_per_token_per_gpu, rel=1e-3
+    )
+    # "expected" pays the collectives: 162 at the link's latency plus their payload
     payload = 8192 * 2 * 2 * 3 / 4 / 450e9
-    seconds = speed.bytes_per_token_per_gpu / 3.35e12 + 162 * (8e-6 + payload)
-    assert speed.ceiling_tokens_per_s == pytest.approx(1 / seconds, rel=1e-3)
+    bare = speed.bytes_per_token_per_gpu / (3.35e12 * speed.bandwidth_efficiency)
+    fixed = 80 * speed.per_layer_seconds
+    assert speed.expected_tokens_per_s == pytest.approx(
+        1 / (bare + fixed + 162 * (8e-6 + payload)), rel=1e-3
+    )
 
 
 def test_the_interconnect_orders_the_same_setup() -> None:
     """nvlink > pcie > pcie-numa for the same model and GPUs; pcie-numa is what --interconnect sets."""
-    rates = [
-        _speed("Llama-3.1-70B", "RTX PRO 6000", 4, kind).ceiling_tokens_per_s
-        for kind in ("nvlink", "pcie", "pcie-numa")
+    speeds = [
+        _speed("Llama-3.1-70B", "RTX PRO 6000", 4, k) for k in ("nvlink", "pcie", "pcie-numa")
     ]
+    rates = [s.expected_tokens_per_s for s in speeds]
     assert rates[0] > rates[1] > rates[2]
+    assert len({s.ceiling_tokens_per_s for s in speeds}) == 1  # the bound has no link term
     assert _speed("Llama-3.1-70B", "RTX PRO 6000", 4).collective_latency_seconds == 20e-6
 
 
@@ -264,8 +272,9 @@ def test_plan_prints_one_line_each_for_ceiling_and_expected() -> None:
     ceiling = [line for line in out.splitlines() if line.startswith("decode ceiling:")]
     expected = [line for line in out.splitlines() if line.startswith("decode expected:")]
     assert len(ceiling) == 1
-    assert "162 collectives x 8 us over NVLink" in ceiling[0]
+    assert "collectives" not in ceiling[0]  # the bound: bytes over bandwidth only
     assert len(expected) == 1
+    assert "162 collectives x 8 us over NVLink" in expected[0]
     assert "bound by weights" in expected[0]
 
 

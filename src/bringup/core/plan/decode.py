@@ -58,9 +58,9 @@ by architecture class (:data:`GPU_CLASSES`, :data:`CPU_CLASSES`):
   entry of open-source-ai.tech's glossary; Databricks' "LLM Inference Performance Engineering"
   defines MBU); MoE and MLA 0.65, an assumption: their matrices are small (one expert of a
   large MoE is a few MiB), so each kernel spends more of its time ramping up;
-- GPU fixed cost per layer: dense 10 us (about ten kernels, ~1 us each in a graph), MoE 20 us
-  (router, top-k, alignment, grouped GEMMs and combine), MLA 30 us (MLA's extra projections and
-  the absorbed attention on top of MoE); assumptions of the same kind;
+- GPU fixed cost per layer: the kernels one layer launches at batch 1 (counted in vLLM's
+  layer code) times the time of one kernel in a CUDA graph, or launched eagerly under
+  ``--enforce-eager`` (:mod:`.decode_costs`, which also derates INT4 Marlin's bandwidth);
 - CPU (llama.cpp, vLLM's CPU build): 0.85 of the measured read bandwidth (llama.cpp decodes
   at 84-91 % of STREAM's read-only bandwidth on a Raspberry Pi 5, ggml-org/llama.cpp#26484, and
   at >= 78 % of the M1's 68.2 GB/s, ggml-org/llama.cpp#1642), measured by
@@ -75,6 +75,13 @@ to ``bench/results/decode.md``): dense on one GPU agrees (Llama-3.1-8B on an A10
 0.94 of expected); MoE and MLA setups run 1.4-7x below the expected speed and below the
 ceiling, by engine version (DeepSeek-V3 at TP 8: 30 tok/s in SGLang 0.4.1, >= 78 in 0.5.7),
 which points at the per-layer fixed costs; they were not refitted to those figures.
+
+**The ceiling is a bound**: the bytes the busiest GPU must read at its vendor peak bandwidth,
+nothing else (collectives and fixed costs are left to "expected": a custom all-reduce can be
+faster than any latency the plan would assume). Under expert parallelism the ceiling counts
+the fewest experts the busiest GPU can hold, ``ceil(k / EP)``; "expected" counts the expected
+busiest. Speculative decoding emits several tokens per step and can exceed it: the plan
+plans without a draft model.
 
 What bounds it (``bound_by``) is the largest term of the expected time: ``"weights"``,
 ``"kv_cache"`` or ``"collectives"`` (fixed costs count with the collectives: both are
@@ -100,8 +107,10 @@ from functools import lru_cache
 
 from bringup.core.checkpoint import TensorInfo
 from bringup.core.gpu_catalog import GpuModel
+from bringup.core.plan import decode_costs
 from bringup.core.plan import kv as kvmod
 from bringup.core.plan.arch import Architecture
+from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.settings import Settings
 from bringup.core.plan.weights import Parallel, weights_per_stage
 from bringup.errors import UsageError
@@ -185,6 +194,10 @@ class Workload:
     sends: int = 0  # pipeline stage boundaries
     busiest_experts: float = 0.0  # EP: the token's experts on the busiest GPU (expected)
     experts_per_token: int = 0  # EP: the router's top-k
+    ceiling_weight_bytes_per_stage: tuple[int, ...] = ()  # EP: fewest experts; () = the same
+    graphs: bool = True  # CUDA graphs (False: --enforce-eager)
+    weight_format: str = "none"  # quant.WeightFormat.method of the linear layers
+    shared_experts: bool = False
 
     @property
     def collectives(self) -> int:
@@ -214,16 +227,11 @@ class DecodeSpeed:
     experts_per_token: int = field(default=0, metadata={"json": None})
 
     def ceiling_line(self) -> str:
-        """One line for people: the ceiling and what it is made of."""
+        """One line for people: the ceiling (a bound: bytes at peak bandwidth) and its bytes."""
         parts = (
             f"{_size(self.bytes_per_token_per_gpu)} per {self.device_kind.upper()} per token at "
             f"{self.bandwidth_bytes_per_second / 1e9:.0f} GB/s ({self.bandwidth_source})"
         )
-        if self.collectives_per_token:
-            parts += (
-                f" + {self.collectives_per_token} collectives x "
-                f"{self.collective_latency_seconds * 1e6:.0f} us over {self.interconnect}"
-            )
         if self.busiest_experts:
             parts += (
                 f"; expert parallel: the busiest GPU holds {self.busiest_experts:.2f} of the "
@@ -233,10 +241,16 @@ class DecodeSpeed:
 
     def expected_line(self) -> str:
         """One line for people: the expected speed and how it was derated."""
+        comm = (
+            f", {self.collectives_per_token} collectives x "
+            f"{self.collective_latency_seconds * 1e6:.0f} us over {self.interconnect}"
+            if self.collectives_per_token
+            else ""
+        )
         return (
             f"decode expected: {self.expected_tokens_per_s:,.1f} tok/s, bound by {self.bound_by} "
             f"({self.arch_class} on {self.processor}: {self.bandwidth_efficiency:.0%} of the "
-            f"bandwidth, {self.per_layer_seconds * 1e6:.0f} us per layer)"
+            f"bandwidth, {self.per_layer_seconds * 1e6:.0f} us per layer{comm})"
         )
 
 
@@ -254,10 +268,20 @@ def predict(workload: Workload, processor: Processor, link: Link | None) -> Deco
     latency = link.latency_seconds if count and link is not None else 0.0
     moved = _moved_bytes(workload, link) if count else 0.0
     comm = count * latency + moved
-    ceiling = (weights + kv) / bandwidth + comm
+    least = sum(workload.ceiling_weight_bytes_per_stage or workload.weight_bytes_per_stage)
+    ceiling = (least + kv) / bandwidth
     eff_bw = bandwidth * costs.bandwidth_efficiency
-    fixed = workload.num_layers * costs.per_layer_seconds
-    terms = {"weights": weights / eff_bw, "kv_cache": kv / eff_bw, "collectives": comm + fixed}
+    per_layer = costs.per_layer_seconds
+    if processor.kind == "gpu":
+        per_layer = decode_costs.per_layer_seconds(
+            workload.arch_class,
+            graphs=workload.graphs,
+            shared_experts=workload.shared_experts,
+            weight_format=workload.weight_format,
+        )
+    fixed = workload.num_layers * per_layer
+    weights_bw = eff_bw * decode_costs.format_efficiency(workload.weight_format)
+    terms = {"weights": weights / weights_bw, "kv_cache": kv / eff_bw, "collectives": comm + fixed}
     expected = sum(terms.values())
     busiest = max(
         (
@@ -280,7 +304,7 @@ def predict(workload: Workload, processor: Processor, link: Link | None) -> Deco
         bandwidth_source=processor.bandwidth_source,
         interconnect=link.name if link is not None else "",
         bandwidth_efficiency=costs.bandwidth_efficiency,
-        per_layer_seconds=costs.per_layer_seconds,
+        per_layer_seconds=per_layer,
         arch_class=workload.arch_class,
         device_kind=processor.kind,
         busiest_experts=workload.busiest_experts,
@@ -379,6 +403,8 @@ def vllm_workload(
     expert_parallel: bool,
     kv_cache_dtype: str,
     setup: DecodeSetup,
+    enforce_eager: bool = False,
+    weight_format: str = "none",
 ) -> Workload:
     """The per-token cost of ``arch`` under vLLM's parallel layout (weights placed by
     :func:`~bringup.core.plan.weights.weights_per_stage`, KV by :func:`~bringup.core.plan.kv.kv_spec`)."""
@@ -388,15 +414,25 @@ def vllm_workload(
     stages = weights_per_stage(read, arch, par)
     moe = arch.moe
     share, busiest = 1.0, 0.0
+    least = None
     if moe and expert_parallel and tp > 1:
         held = -(-moe.num_experts // tp)  # what the busiest rank holds: expert_bytes below
         busiest = busiest_experts(moe.num_experts, moe.experts_per_token, tp)
         share = busiest / held
+        least = -(-min(moe.experts_per_token, moe.num_experts) // tp) / held
     elif moe:
         share = min(moe.experts_per_token, moe.num_experts) / moe.num_experts
     weight_bytes = tuple(
         s.vocab_bytes + s.sharded_bytes + s.replicated_bytes + round(s.expert_bytes * share)
         for s in stages
+    )
+    ceiling_bytes = (
+        tuple(
+            s.vocab_bytes + s.sharded_bytes + s.replicated_bytes + round(s.expert_bytes * least)
+            for s in stages
+        )
+        if least is not None
+        else ()
     )
     dcp = max(1, setup.decode_context_parallel_size)
     kv_bytes = tuple(
@@ -427,6 +463,10 @@ def vllm_workload(
         sends=pp - 1,
         busiest_experts=busiest,
         experts_per_token=moe.experts_per_token if moe and busiest else 0,
+        ceiling_weight_bytes_per_stage=ceiling_bytes,
+        graphs=not enforce_eager,
+        weight_format=weight_format,
+        shared_experts=bool(moe and moe.shared_intermediate_size),
     )
 
 
@@ -485,6 +525,8 @@ def workload_for(
         expert_parallel=s.enable_expert_parallel,
         kv_cache_dtype=s.kv_cache_dtype,
         setup=setup,
+        enforce_eager=s.enforce_eager,
+        weight_format=format_from_config(arch.quantization, s.quantization).method,
     )
 
 

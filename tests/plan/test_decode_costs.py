@@ -1,0 +1,71 @@
+"""The fixed costs of a batch-1 decode step (core/plan/decode_costs.py) and the ceiling's bound."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from bringup.core.plan import decode, decode_costs
+
+GPU = decode.Processor("GPU", "gpu", 2e12)
+NVLINK = decode.Link("nvlink", 450e9)
+BASE = decode.Workload(
+    weight_bytes_per_stage=(2_000_000_000,),
+    kv_bytes_per_stage=(0,),
+    num_layers=40,
+    arch_class="moe",
+    allreduces=82,
+    payload_bytes=8192,
+    tensor_parallel=4,
+)
+
+
+def test_a_layer_costs_its_kernels_at_the_graph_or_eager_time() -> None:
+    graph = decode_costs.per_layer_seconds("dense", graphs=True)
+    eager = decode_costs.per_layer_seconds("dense", graphs=False)
+    assert graph == pytest.approx(11 * 3.4e-6)
+    assert eager == pytest.approx(11 * 10e-6)
+    assert decode_costs.per_layer_seconds("moe", graphs=True, shared_experts=True) == (
+        pytest.approx(19 * 3.4e-6)
+    )
+
+
+def test_int4_experts_pay_one_marlin_call_per_layer() -> None:
+    plain = decode_costs.per_layer_seconds("mla", graphs=True)
+    marlin = decode_costs.per_layer_seconds("mla", graphs=True, weight_format="int4")
+    assert marlin == pytest.approx(plain - 4 * 3.4e-6 + 130e-6)
+    # a dense INT4 model has no expert kernels to replace
+    assert decode_costs.per_layer_seconds("dense", graphs=True, weight_format="awq") == (
+        pytest.approx(11 * 3.4e-6)
+    )
+
+
+def test_eager_mode_is_slower_than_graphs_and_the_ceiling_does_not_move() -> None:
+    graphs = decode.predict(BASE, GPU, NVLINK)
+    eager = decode.predict(dataclasses.replace(BASE, graphs=False), GPU, NVLINK)
+    assert eager.expected_tokens_per_s < graphs.expected_tokens_per_s
+    assert eager.ceiling_tokens_per_s == graphs.ceiling_tokens_per_s
+
+
+def test_the_ceiling_is_bytes_over_peak_bandwidth_and_above_expected() -> None:
+    d = decode.predict(BASE, GPU, NVLINK)
+    assert d.ceiling_tokens_per_s == pytest.approx(2e12 / 2_000_000_000, rel=1e-3)
+    assert d.expected_tokens_per_s < d.ceiling_tokens_per_s
+
+
+def test_expert_parallel_ceiling_counts_the_fewest_experts_the_busiest_gpu_can_hold() -> None:
+    """The expected busiest GPU (3.49 of 8 experts over 4) is slower than ceil(8 / 4) = 2."""
+    w = dataclasses.replace(BASE, ceiling_weight_bytes_per_stage=(1_000_000_000,))
+    d = decode.predict(w, GPU, NVLINK)
+    assert d.ceiling_tokens_per_s == pytest.approx(2e12 / 1_000_000_000, rel=1e-3)
+
+
+def test_int4_weights_stream_at_marlins_share_of_the_bandwidth() -> None:
+    dense = dataclasses.replace(BASE, arch_class="dense", allreduces=0, tensor_parallel=1)
+    bf16 = decode.predict(dense, GPU, None)
+    int4 = decode.predict(dataclasses.replace(dense, weight_format="int4"), GPU, None)
+    fixed = 40 * decode_costs.per_layer_seconds("dense", graphs=True)
+    assert 1 / int4.expected_tokens_per_s - fixed == pytest.approx(
+        (1 / bf16.expected_tokens_per_s - fixed) / 0.97, rel=1e-3
+    )
