@@ -6,14 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bringup.core.startup_time import StartupPrediction
-
-
-def seconds(value: float) -> str:
-    """``75`` → ``1m15s``; ``8.2`` → ``8.2s``; ten seconds and more without decimals."""
-    if value < 10:
-        return f"{value:.1f}s"
-    minutes, secs = divmod(round(value), 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+from bringup.units import format_seconds as seconds
 
 
 def startup_lines(prediction: StartupPrediction) -> list[str]:
