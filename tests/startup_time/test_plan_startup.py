@@ -42,7 +42,7 @@ def test_json_startup_has_the_issue_fields(tmp_path: Path) -> None:
     ]
     assert startup["total_seconds"] == round(sum(p["seconds"] for p in startup["phases"]), 2)
     compile_basis = startup["phases"][2]["basis"]
-    assert compile_basis.startswith("cold compile cache (no compiled graphs under")
+    assert compile_basis.startswith("cold compile cache (vLLM's compile cache holds no graph")
 
 
 def test_enforce_eager_drops_compile_and_capture(tmp_path: Path) -> None:

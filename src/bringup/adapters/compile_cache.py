@@ -27,7 +27,8 @@ from pathlib import Path
 
 from bringup.core.startup_time import CompileCache
 
-GRAPH_LIMIT = 8 * 1024 * 1024  # the printed graph read per entry, at most
+GRAPH_LIMIT = 8 * 1024 * 1024
+NONE_OF_THIS_MODEL = "vLLM's compile cache holds no graph of this model's shape"  # the printed graph read per entry, at most
 
 
 def cache_root(environ: Mapping[str, str]) -> Path:
@@ -70,7 +71,7 @@ def find(environ: Mapping[str, str], *, hidden_size: int, layers: int) -> tuple[
     root = cache_root(environ)
     entries = _entries(root)
     if not entries:
-        return CompileCache.COLD, f"no compiled graphs under {root}/torch_compile_cache"
+        return CompileCache.COLD, NONE_OF_THIS_MODEL
     unreadable = 0
     for entry in entries:
         try:
@@ -83,4 +84,4 @@ def find(environ: Mapping[str, str], *, hidden_size: int, layers: int) -> tuple[
             return CompileCache.WARM, f"{entry.parent.parent} holds a graph of this model's shape"
     if unreadable:
         return CompileCache.UNKNOWN, f"{unreadable} entries under {root} without a readable graph"
-    return CompileCache.COLD, f"{len(entries)} entries under {root}, none of this model's shape"
+    return CompileCache.COLD, NONE_OF_THIS_MODEL
