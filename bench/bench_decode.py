@@ -327,8 +327,11 @@ PUBLISHED: tuple[Published, ...] = (
 )
 
 
-PUBLISHED_READING = """How to read it (written with the table above; the plan's constants are those of
-core/plan/decode.py at the time):
+PUBLISHED_READING = """How to read it (written in issue 16 with that round's constants; the table above is
+recomputed with the current ones: issue 25 made the ceiling bytes over peak bandwidth only and
+put per-kernel and Marlin-MoE fixed costs into "expected", core/plan/decode_costs.py, which
+brought rows 5-7 closer; gpt-oss on A100 (rows 2-4: MXFP4 through Marlin on Ampere) does not
+yet get the Marlin MoE call's cost. The 30-point set: bench/results/decode_points.md):
 
 - **Dense on one GPU agrees** (row 1: 0.94 of expected, 0.73 of the ceiling). It is the one
   figure with the engine version, the exact commands and batch 1 all given.
