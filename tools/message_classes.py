@@ -374,8 +374,9 @@ PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
         "config",
     ),
 )
-# a class whose check has one place in the startup, wherever the code is
-CLASS_PHASES = {"kv_cache_insufficient": "kv_cache_alloc"}
+# a class whose check has one place in the startup, wherever the code is (a configuration
+# check is the config phase's; a log already past it keeps its later phase, as for any site)
+CLASS_PHASES = {"kv_cache_insufficient": "kv_cache_alloc", "config_error": "config"}
 
 
 def phase_of(cls: str | None, path: str) -> str | None:
