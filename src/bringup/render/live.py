@@ -29,11 +29,19 @@ from bringup.core.phase_words import PHASE_WORDS, status_text
 from bringup.core.probes import ProbeKind, probe_fields
 from bringup.core.startup import StartupSnapshot, summary_json
 from bringup.core.verdict import State
-from bringup.core.vocab import Outcome
+from bringup.core.vocab import Outcome, Phase
 from bringup.render.console import make_console
 from bringup.render.json_out import write_line
 from bringup.render.startup_live import predicted_words, rate_and_eta, slow_line, weights_bar
 from bringup.units import format_bytes, format_seconds
+
+
+def progress_words(phase: Phase, done: int, total: int, unit: str) -> str:
+    """``loading weights 45/125 shards``; the unit is left out where the phase's words say it
+    (``capturing CUDA graphs 51/51``, not ``... 51/51 graphs``)."""
+    words = PHASE_WORDS[phase]
+    said = bool(unit) and any(w.startswith(unit.rstrip("s")) for w in words.split())
+    return f"{words} {done}/{total}" + ("" if said or not unit else f" {unit}")
 
 
 def format_failure(fields: Mapping[str, Any]) -> list[str]:
@@ -159,8 +167,8 @@ class PlainObserver:
                 self._last_progress_t = event.t
                 self._say(
                     event.t,
-                    f"{PHASE_WORDS[event.phase]} {event.done}/{event.total} {event.unit}"
-                    f"{rate_and_eta(event)}",
+                    progress_words(event.phase, event.done, event.total, event.unit)
+                    + rate_and_eta(event),
                 )
         elif isinstance(event, GpuSample):
             if event.t - self._last_gpu_t >= self.gpu_every_seconds:

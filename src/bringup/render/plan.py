@@ -11,6 +11,7 @@ from rich.text import Text
 
 from bringup.core.plan.decode import DecodeSpeed
 from bringup.core.plan.result import Plan
+from bringup.render.verify import format_parameters
 from bringup.units import format_bytes
 
 _ROWS = (
@@ -34,7 +35,7 @@ def format_plan(plan: Plan) -> Group:
     """The plan as rich renderables."""
     s, g = plan.settings, plan.per_gpu
     head = Text(
-        f"{plan.model.architecture}: {plan.model.parameters / 1e9:.1f}B parameters, "
+        f"{plan.model.architecture}: {format_parameters(plan.model.parameters)} parameters, "
         f"{format_bytes(plan.model.weights_bytes_total)} of weights; vLLM {s.engine_version}, "
         f"tp {s.tensor_parallel_size}, pp {s.pipeline_parallel_size}"
         f"{', expert parallel' if s.enable_expert_parallel else ''}, "
@@ -157,7 +158,7 @@ def _warmup(plan: Plan) -> list[Text]:
 def _verdict(plan: Plan) -> Text:
     v = plan.verdict
     if v.fits:
-        return Text(f"verdict: FITS - {v.reason}", style="green")
+        return Text(f"verdict: FITS - {v.reason.removeprefix('fits: ')}", style="green")
     return Text(
         f"verdict: DOES NOT FIT - {v.failure_class} at {v.phase}: {v.reason}", style="bold red"
     )

@@ -22,6 +22,7 @@ from bringup.core.report.model import (
 )
 from bringup.core.report.recording import Recording
 from bringup.render.diagnosis import _FACT_LABELS
+from bringup.render.verify import format_parameters
 from bringup.units import format_bytes, format_seconds
 
 TAIL = 200
@@ -197,7 +198,7 @@ def plan_section(plan: Plan) -> PlanSection:
         for label, name, what in (_CPU_ROWS if s.device == "cpu" else _ROWS)
     )
     head = (
-        f"{plan.model.architecture}: {plan.model.parameters / 1e9:.1f}B parameters, "
+        f"{plan.model.architecture}: {format_parameters(plan.model.parameters)} parameters, "
         f"{format_bytes(plan.model.weights_bytes_total)} of weights; vLLM {s.engine_version} rules, "
         f"tp {s.tensor_parallel_size}, pp {s.pipeline_parallel_size}, utilization "
         f"{s.gpu_memory_utilization}, max_model_len {s.max_model_len:,}; "

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from bringup.core.checkpoint import VerifyReport, format_size
 from bringup.core.printable import printable
+from bringup.core.words import count
 from bringup.render.console import make_console, wants_color
 from bringup.units import format_seconds
 
@@ -46,6 +47,16 @@ def format_count(n: int) -> str:
     return str(n)
 
 
+def format_parameters(n: int) -> str:
+    """A model's size as plan says it: ``'70.6B'`` from a billion up, else ``format_count``'s
+    (``'4.2M'``, never ``'0.0B'``).
+
+    >>> format_parameters(70_553_706_496), format_parameters(4_200_000)
+    ('70.6B', '4.20M')
+    """
+    return f"{n / 1e9:.1f}B" if n >= 10**9 else format_count(n)
+
+
 def format_summary(report: VerifyReport, root: str) -> list[str]:
     """The summary lines, plain text."""
     total = sum(report.bytes_by_dtype.values())
@@ -54,7 +65,7 @@ def format_summary(report: VerifyReport, root: str) -> list[str]:
     return [
         f"checkpoint {printable(root)}",
         (
-            f"  {report.format}: {report.files} {noun}, {report.tensors} tensors, "
+            f"  {report.format}: {report.files} {noun}, {count(report.tensors, 'tensor')}, "
             f"{format_count(report.parameters)} parameters, {format_size(total)} of tensor data"
         ),
         f"  by dtype: {dtypes}",

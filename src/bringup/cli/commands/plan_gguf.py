@@ -22,6 +22,7 @@ from bringup.core.checkpoint import Checkpoint
 from bringup.core.gguf_plan import GgufPlan, plan_gguf, read_shape, row_bytes
 from bringup.core.gpu_catalog import lookup
 from bringup.core.plan import decode
+from bringup.core.words import count, count_word
 from bringup.errors import UsageError
 from bringup.render.console import make_console
 from bringup.units import format_bytes
@@ -199,7 +200,7 @@ def print_result(result: dict[str, Any], ctx: Context) -> None:
     console.print(
         f"{result['model']['architecture']}: {result['model']['parameters']:,} parameters, "
         f"{format_bytes(m['weights_bytes'])} of weights; llama.cpp, n_ctx {s['n_ctx_padded']}, "
-        f"{s['n_parallel']} slot(s), KV {s['cache_type_k']}/{s['cache_type_v']}"
+        f"{count(s['n_parallel'], 'slot')}, KV {s['cache_type_k']}/{s['cache_type_v']}"
     )
     for label, key in (
         ("weights", "weights_bytes"),
@@ -261,8 +262,10 @@ def check_gguf_layout(
         if value not in (None, default)
     ]
     if given:
+        flags = " ".join(g.split()[0] for g in given)
         raise UsageError(
-            f"{', '.join(given)}: vLLM layout flags, and {what} is llama.cpp's, which splits "
-            "layers over GPUs with --tensor-split and keeps the GGUF's own weight types",
-            hint=f"drop {' '.join(g.split()[0] for g in given)} for {what}",
+            f"{', '.join(given)} {count_word(len(given), 'vLLM layout flag', verb=True)}, "
+            f"not used by {what}: llama.cpp runs a GGUF in its own weight types and splits "
+            "its layers over GPUs with --tensor-split",
+            hint=f"drop {flags}",
         )

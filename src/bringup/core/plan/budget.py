@@ -64,6 +64,7 @@ from bringup.core.plan.quant import mxfp4_moe_padding
 from bringup.core.plan.settings import Settings, parse_version
 from bringup.core.plan.weights import Parallel, StageWeights, weights_per_stage
 from bringup.core.vocab import FailureClass, Phase
+from bringup.core.words import plural
 from bringup.units import format_bytes
 
 
@@ -263,7 +264,8 @@ def config_failure(arch: Architecture, s: Settings, gpus: GpuSet) -> Found | Non
         return Found(
             FailureClass.CONFIG_ERROR,
             Phase.CONFIG,
-            f"tensor x pipeline parallel = {s.world_size} GPUs, but only {gpus.count} are available",
+            f"tensor x pipeline parallel = {s.world_size} GPUs, but only {gpus.count} "
+            f"{plural(gpus.count, 'is')} available",
         )
     problem = parallel_problem(
         arch, tp, s.pipeline_parallel_size, expert_parallel=s.enable_expert_parallel
