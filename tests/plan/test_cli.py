@@ -57,6 +57,7 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "calibration",
         "sampler_warmup",
         "startup",
+        "what_fits",
     }
     assert set(data["decode"]) == DECODE_KEYS
     assert set(data["model"]) == {"architecture", "parameters", "weights_bytes_total"}

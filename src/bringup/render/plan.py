@@ -81,6 +81,7 @@ def format_plan(plan: Plan) -> Group:
         *_calibration(plan),
         _verdict(plan),
         *_recommendations(plan),
+        *_what_fits(plan),
     )
 
 
@@ -162,6 +163,21 @@ def _verdict(plan: Plan) -> Text:
     return Text(
         f"verdict: DOES NOT FIT - {v.failure_class} at {v.phase}: {v.reason}", style="bold red"
     )
+
+
+def _what_fits(plan: Plan) -> list[Text]:
+    if not plan.what_fits:
+        return []
+    lines = [Text("what would fit (each planned):")]
+    lines += [
+        Text(
+            f"  {c.change:<52} # {c.gpus} GPU{'s' if c.gpus > 1 else ''}, "
+            f"{format_bytes(c.weights_per_gpu_bytes)} of weights per GPU, "
+            f"{c.kv_tokens:,} KV tokens"
+        )
+        for c in plan.what_fits
+    ]
+    return lines
 
 
 def _recommendations(plan: Plan) -> list[Text]:

@@ -16,7 +16,7 @@ from typing import Any
 from bringup.cli import report_flags
 from bringup.cli.commands.plan_shared import cpu_processor, parse_memory, parse_rate
 from bringup.cli.main import Context
-from bringup.core import engine_args, engine_flags, gpu_catalog
+from bringup.core import engine_args, engine_flags, fit_search, gpu_catalog
 from bringup.core.checkpoint import Checkpoint, TensorInfo
 from bringup.core.gpu import select_visible
 from bringup.core.plan import (
@@ -345,7 +345,7 @@ def _make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
     gpu = gpu_catalog.find(args.gpu or gpus.name)
     if gpu is not None and gpu.unified and not args.gpu_free:
         warnings = (*warnings, unified_memory_warning(gpu))
-    return assemble.gpu_plan(
+    plan = assemble.gpu_plan(
         arch,
         tensors,
         gpus,
@@ -356,6 +356,33 @@ def _make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
         warnings=warnings,
         calibrate=calibrator if log is not None else None,
     )
+    if plan.verdict.fits:
+        return plan
+    changes = fit_search.changes_that_fit(
+        arch, tensors, gpus, plan.settings, _quantized_variants(model_arg, config)
+    )
+    appended = {(r.flag, r.value) for r in plan.recommendations}
+    new = tuple(
+        c for c in changes if c.model or tuple(c.flags[:2]) not in appended or len(c.flags) != 2
+    )
+    return dataclasses.replace(plan, what_fits=new)
+
+
+def _quantized_variants(model_arg: str, config: Mapping[str, Any]) -> list[fit_search.Variant]:
+    """The bundled quantized checkpoints of the same model (``Qwen3-30B-A3B-FP8`` for
+    ``Qwen/Qwen3-30B-A3B``), for an unquantized model bringup bundles."""
+    from bringup.adapters import model_catalog
+
+    found = model_catalog.find(model_arg)
+    if found is None or parse_architecture(config).quantization is not None:
+        return []
+    out: list[fit_search.Variant] = []
+    for other in model_catalog.catalog():
+        if other.name.lower().startswith(found.name.lower() + "-"):
+            arch = parse_architecture(model_catalog.config(other))
+            if arch.quantization is not None:
+                out.append((other.hf_ids[0], arch))
+    return out
 
 
 def unified_memory_warning(gpu: gpu_catalog.GpuModel) -> str:

@@ -108,6 +108,19 @@ class CalibrationReport:
 
 
 @dataclass(frozen=True, slots=True)
+class FitChange:
+    """One change that makes a setup that does not fit fit, as the planner planned it (the
+    JSON ``what_fits`` items)."""
+
+    change: str  # in words: "-tp 4 on 4 GPUs (2 more than given)", "--quantization fp8"
+    flags: tuple[str, ...]  # the vLLM flags to set (with their values)
+    model: str | None  # another checkpoint to serve (a quantized one), else None
+    gpus: int  # GPUs the changed setup uses
+    weights_per_gpu_bytes: int
+    kv_tokens: int  # the changed setup's KV cache tokens
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """The whole prediction."""
 
@@ -122,3 +135,4 @@ class Plan:
     calibration: CalibrationReport | None = None  # what --calibrate LOG changed, and from where
     sampler_warmup: SamplerWarmup | None = None  # None on a CPU, with the V0 engine, on no KV
     startup: StartupPrediction | None = None  # time to ready, phase by phase (core.startup_time)
+    what_fits: tuple[FitChange, ...] = ()  # when it does not fit: the smallest changes that do
