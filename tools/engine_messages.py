@@ -18,7 +18,8 @@ mapping still gives every row its class; with ``--source`` for a table, that the
 gives the same rows. ``coverage`` prints, per table, the share of its sites bringup recognises
 with a class (the figure the issue sets goals for).
 
-The startup path (what runs from the command line to "ready"; request handling is not read):
+The startup path (what runs from the command line to "ready"; request handling, the step
+loop, state save/restore and tests are left out by function name, ``RUNTIME_FUNCTIONS``):
 
 - vLLM (0.6 V0 and V1 layouts both listed; a glob a version lacks matches nothing): argument
   parsing (``engine/arg_utils.py``, ``entrypoints/openai/cli_args.py``, ``entrypoints/cli/
@@ -38,16 +39,17 @@ The startup path (what runs from the command line to "ready"; request handling i
   ``srt/model_loader/``, ``srt/mem_cache/memory_pool.py``, ``srt/configs/model_config.py``/
   ``load_config.py``/``device_config.py``, ``srt/distributed/parallel_state.py``,
   ``srt/hf_transformers_utils.py``/``srt/utils/hf_transformers_utils.py``.
-- TGI: the launcher (``launcher/src/``), the router (``router/src/``, ``backends/v3/src/``)
-  and the Python shard's start (``server/text_generation_server/cli.py``, ``server.py``,
+- TGI: the launcher (``launcher/src/``), the router's start (``router/src/server.rs``/
+  ``main.rs``, ``backends/v3/src/main.rs``/``lib.rs``/``backend.rs``) and the Python shard's start (``server/text_generation_server/cli.py``, ``server.py``,
   ``models/__init__.py``, ``utils/weights.py``, ``utils/hub.py``, ``utils/dist.py``).
 - llama.cpp: the model loader and context (``src/llama.cpp``, ``src/llama-model-loader.cpp``,
   ``src/llama-model.cpp``, ``src/llama-context.cpp``, ``src/llama-kv-cache*.cpp``,
   ``src/llama-vocab.cpp``, ``src/llama-adapter.cpp``), GGUF reading (``ggml/src/gguf.cpp``),
   the backends' device and buffer setup (``ggml/src/ggml-backend*.cpp``, ``ggml/src/ggml-cuda/
-  ggml-cuda.cu``), argument parsing (``common/arg.cpp``, ``common/common.cpp``) and the server
-  (``tools/server/server*.cpp``, older ``examples/server/server.cpp``).
-- Ollama: ``server/`` (routes, scheduling, the model's load), ``llm/`` (the runner's launch and
+  ggml-cuda.cu``), argument parsing (``common/arg.cpp``, ``common/common.cpp``) and the server's
+  start (``tools/server/server.cpp``, ``server-context.cpp``, ``server-http.cpp``, older
+  ``examples/server/server.cpp``).
+- Ollama: ``server/sched.go`` and ``server/routes.go`` (scheduling, the model's load), ``llm/`` (the runner's launch and
   memory fit), ``runner/`` (the runners), ``envconfig/``, ``discover/`` (GPUs), ``fs/ggml/``.
 """
 
