@@ -101,9 +101,16 @@ class _Lazy:
         return self._compiled.search(text)
 
 
+_ESCAPED = re.compile(r"\\(.)")
+
+
 def _literals(pattern: str) -> list[str]:
     """The literal runs of a table pattern (escaped text joined by ``.*?``)."""
-    return [re.sub(r"\\(.)", r"\1", run) for run in pattern.split(".*?")]
+    return [_ESCAPED.sub(_unescape, run) if "\\" in run else run for run in pattern.split(".*?")]
+
+
+def _unescape(m: re.Match[str]) -> str:
+    return m.group(1)
 
 
 def _version_key(name: str) -> tuple[int, ...]:
