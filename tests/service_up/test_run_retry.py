@@ -59,6 +59,7 @@ def test_oom_warmup_is_remedied_and_ends_ready(tmp_path):
         ]
     )
     lines = [json.loads(line) for line in out.splitlines()]
+    assert all(e.pop("schema_version") == 1 for e in lines)  # every JSON line carries it
     retries = [e for e in lines if e["event"] == "retry"]
     assert code == 0, err[-2000:]
     assert retries == [
