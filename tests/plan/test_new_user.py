@@ -214,13 +214,16 @@ def test_a_checkpoint_with_a_missing_shard_is_refused_unless_forced(tmp_path: Pa
     assert whole_code == 0
     shards = sorted(folder.glob("*.safetensors"))
     shards[-1].unlink()
-    code, out, err = _run(str(folder), "--gpu", "H100", "--json")
+    code, out, err = _run(str(folder), "--gpu", "H100")
     assert code == 2
     assert out == ""
     assert "missing_shard" in err
     assert shards[-1].name in err
     assert "--force" in err
     assert err.count("\n") == 1
+    code, out, _ = _run(str(folder), "--gpu", "H100", "--json")  # --json: the error as JSON
+    assert code == 2
+    assert "missing_shard" in json.loads(out)["error"]
     code, out, _ = _run(str(folder), "--gpu", "H100", "--json", "--force")
     assert code == 0
     forced = json.loads(out)["model"]["weights_bytes_total"]
