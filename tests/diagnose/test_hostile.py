@@ -4,7 +4,7 @@ exit 2, never a hang or a traceback; a file that keeps growing is read to its si
 from __future__ import annotations
 
 import io
-import os
+import random
 import subprocess
 import sys
 import threading
@@ -62,13 +62,16 @@ def test_sockets_and_links_that_lead_nowhere(tmp_path: Path) -> None:
     assert "a symlink loop" in err
 
 
-def test_empty_and_binary_files_are_incomplete_not_errors(tmp_path: Path) -> None:
+def test_an_empty_file_and_random_bytes_are_named_as_not_a_log(tmp_path: Path) -> None:
+    """An empty file and random bytes are bad input, each said in one line (issue 29)."""
     (tmp_path / "empty.log").write_bytes(b"")
-    assert _diagnose(tmp_path / "empty.log")[0] == 3
-    (tmp_path / "model.safetensors").write_bytes(os.urandom(1 << 20))
-    code, out, err = _diagnose(tmp_path / "model.safetensors", "--json")
-    assert (code, err) == (3, "")
-    assert '"outcome": "incomplete"' in out
+    code, _out, err = _diagnose(tmp_path / "empty.log")
+    assert code == 2
+    assert "empty file" in err
+    (tmp_path / "model.safetensors").write_bytes(random.Random(5).randbytes(1 << 20))
+    code, _out, err = _diagnose(tmp_path / "model.safetensors")
+    assert code == 2
+    assert "no text lines" in err
 
 
 def test_a_name_with_control_characters_prints_escaped(tmp_path: Path) -> None:

@@ -100,7 +100,7 @@ def test_plan_calibrate_on_garbage_says_there_is_no_startup_in_it(tmp_path: Path
     path.write_bytes(random.Random(2).randbytes(300_000))
     code, err = _run([a.replace("{}", str(path)) for a in READERS["plan --calibrate"]], tmp_path)
     assert code == 2
-    assert "no startup figures in it" in err
+    assert "no text lines" in err  # random bytes: not a log at all, said as such
 
 
 @pytest.mark.parametrize("command", sorted(WRITERS))

@@ -139,7 +139,7 @@ def write_local(
     """Write ``text`` to ``path`` on this machine, mode 0600 (``private``) or 0644, whatever
     the file's mode was before; the folder is created. The file is replaced in one step."""
     mode = 0o600 if private else 0o644
-    _check_writable_target(path)
+    check_writable_target(path)
     folder = os.path.dirname(os.path.abspath(path))
     temporary = os.path.join(folder, f".{os.path.basename(path)}.bringup-{os.getpid()}")
     try:
@@ -155,7 +155,7 @@ def write_local(
         raise InputError(f"cannot write {path}: {exc.strerror or exc}", hint=hint) from exc
 
 
-def _check_writable_target(path: str) -> None:
+def check_writable_target(path: str) -> None:
     """Refuse to replace anything but a regular file (or a link): writing a unit over
     /dev/full or a FIFO would replace the device node or the pipe with a file."""
     from bringup.adapters import files

@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bringup.adapters.commands import LocalRunner, PrefixRunner, Runner, check, write_local
+from bringup.adapters.commands import (
+    LocalRunner,
+    PrefixRunner,
+    Runner,
+    check,
+    check_writable_target,
+    write_local,
+)
 from bringup.cli.main import Context
 from bringup.core import service
 from bringup.core import systemd_unit as su
@@ -104,6 +111,7 @@ def _read(path: str, system: Runner | None) -> str | None:
     if isinstance(system, PrefixRunner):
         done = system.run(["sh", "-c", 'test ! -e "$1" || cat -- "$1"', "sh", path])
         return check(done).stdout or None
+    check_writable_target(path)  # a FIFO would block the read for ever, a device is no env file
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
