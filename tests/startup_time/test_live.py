@@ -99,14 +99,30 @@ def test_stall_waits_several_expected_gaps_not_just_the_floor() -> None:
     m = machine(stall=30.0, weights=300.0, weights_high=400.0)
     phase(m, Phase.WEIGHTS_LOADING, 10.0)
     shards(m, 1, 50.0)
-    assert not m.stall_due(T0 + 50.0 + 199.0)
-    m.tick(T0 + 50.0 + 199.0)
+    assert m.stall_due(T0 + 50.0 + 31.0)  # past the floor: the follower looks for stopped ones
+    m.tick(T0 + 50.0 + 199.0)  # none is stopped: the phase may take its expected gaps
     assert m.state is not State.STALLED
     events = m.tick(T0 + 50.0 + 201.0)
     assert m.state is State.STALLED
     assert m.failure is not None
     assert m.failure.failure_class is FailureClass.TIMEOUTS
     assert events
+
+
+def test_a_stopped_process_is_a_stall_at_the_floor_whatever_the_prediction() -> None:
+    """The same load with its EngineCore stopped (SIGSTOP): it cannot progress, so the
+    expected gaps do not apply and --stall (30 s) is the limit; the failure names it."""
+    m = machine(stall=30.0, weights=300.0, weights_high=400.0)
+    phase(m, Phase.WEIGHTS_LOADING, 10.0)
+    shards(m, 1, 50.0)
+    stopped = ((4242, "VLLM::EngineCore"),)
+    m.tick(T0 + 50.0 + 29.0, stopped)
+    assert m.state is not State.STALLED
+    m.tick(T0 + 50.0 + 31.0, stopped)
+    assert m.state is State.STALLED
+    assert m.failure is not None
+    assert "4242 (VLLM::EngineCore)" in m.failure.summary
+    assert "kill -CONT 4242" in m.failure.remedy[0].text
 
 
 def test_stall_floor_holds_when_the_expected_gap_is_short() -> None:

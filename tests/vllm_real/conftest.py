@@ -9,6 +9,7 @@ left alive is killed and the test fails.
 from __future__ import annotations
 
 import contextlib
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from builders.vllm_env import (
     shared_folder,
     tiny_model,
     vllm_environ,
+    vllm_python,
 )
 
 MARK = "BRINGUP_TEST_RUN"
@@ -38,6 +40,29 @@ def vllm_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     require_vllm()
     shared = shared_folder(tmp_path_factory)
     return {"one": tiny_model(shared, 1), "two": tiny_model(shared, 2)}
+
+
+# vLLM's CPU platform imports the kernels built for this CPU (platforms/cpu.py import_kernels:
+# _C with AVX-512 BF16, _C_AVX512, else _C_AVX2); the AVX2 build has no init_shm_manager, and
+# then CpuCommunicator keeps torch.distributed (gloo) for -tp and maps no *-cpushm_* object.
+_HAS_SHM = """
+import torch
+from vllm.platforms import current_platform
+current_platform.import_kernels()
+print(hasattr(torch.ops._C, "init_shm_manager"))
+"""
+
+
+@pytest.fixture(scope="session")
+def vllm_cpushm() -> bool:
+    """Whether real vLLM's -tp workers on this CPU share tensors through /dev/shm objects
+    (asked of vLLM itself, once a run)."""
+    require_vllm()
+    p = subprocess.run(
+        [str(vllm_python()), "-c", _HAS_SHM], capture_output=True, text=True, timeout=300
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout.strip().splitlines()[-1] == "True"
 
 
 def marked_processes(marker: str) -> list[psutil.Process]:

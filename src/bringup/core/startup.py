@@ -357,14 +357,16 @@ class StartupMachine:
             self.ended_at = now
 
     def stall_due(self, now: float) -> bool:
-        """Whether ``tick(now)`` would call the startup stalled (the follower then looks for
-        stopped processes to name)."""
-        stall = self._stall_limit()
+        """Whether nothing has moved for ``--stall`` (the floor): the follower then looks for
+        stopped processes, which ``tick`` calls stalled at once, and names. A prediction may
+        allow a working phase longer (``_stall_limit``), never a stopped process, which
+        cannot progress whatever the phase was expected to take."""
+        floor = self.policy.stall_seconds
         return (
             not self.is_terminal
             and self.state is not State.READY
-            and stall is not None
-            and now - self._last_activity >= stall
+            and floor is not None
+            and now - self._last_activity >= floor
         )
 
     def tick(self, now: float, stopped: Sequence[tuple[int, str]] = ()) -> list[LiveEvent]:
@@ -382,7 +384,7 @@ class StartupMachine:
             return self._fail(self._pending[0], now, State.FAILED)
         if self.state is State.READY:
             return []
-        stall = self._stall_limit()
+        stall = self.policy.stall_seconds if stopped else self._stall_limit()
         if stall is not None and now - self._last_activity >= stall:
             failure = self._stall_failure(stall, "no new phase, progress line or GPU memory change")
             if stopped:
