@@ -370,11 +370,11 @@ def parse_journal(text: str) -> list[JournalEntry]:
 
 
 def parse_environment(text: str) -> dict[str, str]:
-    """An ``EnvironmentFile=`` (``NAME=value`` lines, ``#`` comments, single or double quotes,
+    r"""An ``EnvironmentFile=`` (``NAME=value`` lines, ``#`` comments, single or double quotes,
     backslash escapes in double quotes) or ``systemctl show -p Environment`` (space-separated
     assignments, quoted when they hold spaces) as a dict; later assignments win.
 
-    >>> parse_environment("# secrets\\nAPI_KEY='sk-1'\\nHF_TOKEN=\"a b\"\\n")
+    >>> parse_environment("# secrets\nAPI_KEY='sk-1'\nHF_TOKEN=\"a b\"\n")
     {'API_KEY': 'sk-1', 'HF_TOKEN': 'a b'}
     """
     out: dict[str, str] = {}
