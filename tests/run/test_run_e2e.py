@@ -95,7 +95,9 @@ def test_stall_is_timeouts_with_last_phase():
     """No progress for --stall: outcome stalled, class timeouts, the last phase, exit 4."""
     port = free_port()
     code, out, _ = cli(
-        ["run", "--json", "--stall", "1s", "--grace", "2s", "--", *fake("hang", port)]
+        # 3 s: the fake engine's own start (Python's) must reach its last phase first, also
+        # when the machine is loaded (at 1 s it sometimes stalled in phase start)
+        ["run", "--json", "--stall", "3s", "--grace", "2s", "--", *fake("hang", port)]
     )
     summary = events(out)[-1]
     assert code == 4
@@ -112,10 +114,10 @@ def test_slow_load_with_progress_is_not_cut_off():
         "run",
         "--json",
         "--stall",
-        "2s",
+        "3s",  # each shard well within it, under load too; all five (5 s) beyond it
         "--exit-when-ready",
         "--",
-        *fake("slow", port, "--shards", "5", "--step", "0.6"),
+        *fake("slow", port, "--shards", "5", "--step", "1.0"),
     ]
     code, out, _ = cli(args)
     evs = events(out)
