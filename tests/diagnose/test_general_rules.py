@@ -453,3 +453,42 @@ def test_vllms_route_list_is_the_api_server_starting() -> None:
     ]
     assert _diag(lines).outcome.value == "ready"
     assert _diag(lines[:1]).phase.value == "api_server_starting"
+
+
+# -- a status that only an intermediary produces names the intermediary --------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "AssertionError: res=<Response [502]>, res.text=''",
+        "RuntimeError: warmup request failed: 504 Gateway Timeout",
+        "requests.exceptions.HTTPError: 502 Bad Gateway for url: http://127.0.0.1:30000/generate",
+    ],
+)
+def test_a_gateway_status_on_a_local_request_is_a_proxy_in_the_environment(line: str) -> None:
+    lines = [
+        "[2025-01-02 03:04:05 TP0] Load weight end. type=LlamaForCausalLM, avail mem=9.00 GB",
+        "[2025-01-02 03:04:06] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)",
+        "[2025-01-02 03:06:06] Initialization failed. warmup error: Traceback (most recent call last):",
+        '  File "/opt/sglang/srt/entrypoints/http_server.py", line 900, in _wait_and_warmup',
+        line,
+    ]
+    d = _diag(lines)
+    assert d.failure is not None
+    assert d.failure.failure_class is F.CONFIG_ERROR
+    assert d.failure.line_number == 5
+    assert any("no_proxy=" in r.text for r in d.failure.remedy)
+    assert _live(lines) == d
+
+
+def test_a_gateway_word_at_info_is_not_a_failure() -> None:
+    """Advice or a client's access line at INFO that mentions a 502 is not the server failing."""
+    lines = [
+        BANNER,
+        _v("Retrying: upstream answered 502 Bad Gateway, will try again"),
+        _v("Starting vLLM API server 0 on http://0.0.0.0:8000", file="api_server.py"),
+        _v("Application startup complete.", file="launcher.py"),
+    ]
+    d = _diag(lines)
+    assert d.failure is None

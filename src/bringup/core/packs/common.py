@@ -161,6 +161,20 @@ SIGNATURES = (
         "A Ray worker died; Ray names the kernel's OOM killer (host RAM) as the first suspect.",
         r.host_oom,
     ),
+    # A gateway status (502 Bad Gateway, 504 Gateway Timeout; RFC 9110 15.6.3/15.6.5) is what a
+    # proxy answers when it cannot reach the server behind it; no engine's HTTP server returns it
+    # for its own routes. Seen in an engine's own request to itself (SGLang's warmup, a health
+    # wait: requests' ``<Response [502]>``), it means an http_proxy from the environment took
+    # the local request. Rule: a status that only an intermediary produces names the intermediary.
+    Signature(
+        "local_request_via_proxy",
+        rx(r"<Response \[50[24]\]>|\b502 Bad Gateway\b|\b504 Gateway Time-?out\b"),
+        F.CONFIG_ERROR,
+        "A request to the server itself was answered with a gateway error (HTTP 502/504): a "
+        "proxy from the environment (http_proxy/https_proxy) stood between them.",
+        r.local_proxy,
+        loud_only=True,
+    ),
     Signature(
         "rendezvous_timeout",
         rx(r"DistStoreError: Timed out after \d+ seconds waiting for clients|Socket Timeout"),

@@ -678,3 +678,15 @@ def ollama_port(ctx: RemedyContext) -> tuple[Remedy, ...]:
             env=f"OLLAMA_HOST={host or '127.0.0.1'}:{nxt}",
         ),
     )
+
+
+def local_proxy(_: RemedyContext) -> tuple[Remedy, ...]:
+    """The server's request to itself went through a proxy from its environment."""
+    return (
+        Remedy(
+            "Keep local requests off the proxy: start the server with "
+            "no_proxy=localhost,127.0.0.1,0.0.0.0 (and NO_PROXY), or without "
+            "http_proxy/https_proxy/all_proxy in its environment.",
+            env="no_proxy=localhost,127.0.0.1,0.0.0.0",
+        ),
+    )
