@@ -87,3 +87,45 @@ def test_vllm_layout_flags_are_refused_for_gguf(tiny: Path, layout: list[str], n
     assert named in err.getvalue()
     assert "tensor-split" in err.getvalue()
     assert err.getvalue().count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("environ", "extra", "spins"),
+    [
+        ({"FORCE_COLOR": "1"}, (), True),  # a terminal
+        ({}, (), False),  # a pipe
+        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, (), False),
+        ({"FORCE_COLOR": "1"}, ("--json",), False),
+    ],
+)
+def test_measuring_bandwidth_shows_a_spinner_only_on_a_terminal(
+    tiny: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    environ: dict[str, str],
+    extra: tuple[str, ...],
+    spins: bool,
+) -> None:
+    """Without --memory-bandwidth a CPU plan measures this machine's bandwidth (seconds): a
+    spinner says so on stderr on a terminal, and nothing does under NO_COLOR, --json or a
+    pipe; stdout is the plan either way."""
+    from bringup.adapters import membw
+
+    measured: list[int] = []
+
+    def fake(threads: int) -> float:
+        measured.append(threads)
+        return 2e10
+
+    monkeypatch.setattr(membw, "cached_read_bandwidth", fake)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["plan", str(tiny), "--n-ctx", "512", *extra, "--", "llama-server", "-t", "1"],
+        Context(stdout=out, stderr=err, environ=environ),
+    )
+    assert code == 0
+    assert measured == [1]
+    assert ("measuring memory bandwidth (1 thread;" in err.getvalue()) is spins
+    if "--json" in extra:
+        assert json.loads(out.getvalue())["decode"]["ceiling_tokens_per_s"] > 0
+    else:
+        assert "(measured, 1 thread)" in out.getvalue()  # not "1 threads"

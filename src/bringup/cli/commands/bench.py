@@ -20,6 +20,7 @@ from bringup.core.plan import decode
 from bringup.errors import BringupError, UsageError
 from bringup.render import bench as bench_render
 from bringup.render.bench_progress import BenchProgress
+from bringup.render.busy import Busy, busy, quiet
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
 from bringup.units import parse_duration
@@ -159,7 +160,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 def build_config(args: argparse.Namespace, ctx: Context) -> BenchConfig:
     """Flags and environment to a ``BenchConfig`` (the ceiling predicted here, if possible)."""
-    predicted, reason = predict(args, ctx.environ)
+    spinner = busy(ctx.stderr, ctx.environ, json_output=bool(args.json))
+    predicted, reason = predict(args, ctx.environ, spinner)
     model = args.model
     if model and _is_local_model(model) and not args.checkpoint:
         model = None  # a path: the served name is whatever /v1/models says
@@ -207,9 +209,10 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
 
 
 def predict(
-    args: argparse.Namespace, environ: Mapping[str, str]
+    args: argparse.Namespace, environ: Mapping[str, str], spinner: Busy = quiet
 ) -> tuple[decode.DecodeSpeed | None, str]:
-    """The plan's decode prediction for the checkpoint, or None and the reason why not."""
+    """The plan's decode prediction for the checkpoint, or None and the reason why not
+    (``spinner``: shown while this CPU's bandwidth is measured)."""
     from bringup.cli.commands import plan as plan_cmd
     from bringup.cli.commands.plan_shared import parse_rate
 
@@ -262,6 +265,7 @@ def predict(
         pipeline_parallel=pp,
         expert_parallel=args.enable_expert_parallel,
         quantization=args.quantization,
+        busy=spinner,
     )
     return speed, ""
 

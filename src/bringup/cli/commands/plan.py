@@ -41,6 +41,7 @@ from bringup.core.plan.synth import synthesize
 from bringup.core.printable import printable
 from bringup.core.vocab import Engine
 from bringup.errors import AdapterError, InputError, UsageError
+from bringup.render.busy import Busy, busy, quiet
 from bringup.render.console import make_console
 from bringup.render.json_out import print_json
 from bringup.render.plan import print_plan
@@ -265,6 +266,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return 0 if fits(made) else 1
 
 
+def _busy(args: argparse.Namespace, ctx: Context) -> Busy:
+    """The spinner for the seconds a plan measures this CPU's bandwidth: on stderr, only on
+    a terminal, never under ``--json``."""
+    return busy(ctx.stderr, ctx.environ, json_output=bool(getattr(args, "json", False)))
+
+
 def fits(made: Plan | dict[str, Any]) -> bool:
     """Whether a plan (vLLM's, or the GGUF plan's JSON object) fits."""
     return made.verdict.fits if isinstance(made, Plan) else bool(made["verdict"]["fits"])
@@ -297,7 +304,7 @@ def _make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
         from bringup.cli.commands import plan_gguf
 
         plan_gguf.check_not_mixed(args)
-        return plan_gguf.build_gguf(gguf, args, args.passthrough or ())
+        return plan_gguf.build_gguf(gguf, args, args.passthrough or (), _busy(args, ctx))
     revision = engine_args.get_flag(command.flags, "--revision") if command else None
     config, tensors, _origin = _load_model(model_arg, ctx.environ, revision, force=args.force)
     flags = command.flags if command else ()
@@ -458,6 +465,7 @@ def predict_decode(
     pipeline_parallel: int = 1,
     expert_parallel: bool = False,
     quantization: str | None = None,
+    busy: Busy = quiet,
 ) -> decode.DecodeSpeed:
     """Batch-1 decode speed of the model ``plan`` would plan for ``model_arg`` (bench uses it):
     on ``gpu`` (catalog name), or on this machine's CPU when ``gpu`` is None (its read
@@ -468,7 +476,7 @@ def predict_decode(
     processor = (
         decode.gpu_processor(model, memory_bandwidth)
         if model is not None
-        else cpu_processor(memory_bandwidth, cpu_threads)
+        else cpu_processor(memory_bandwidth, cpu_threads, busy)
     )
     decode.check_setup(setup, tensor_parallel)
     gguf = _gguf_checkpoint(model_arg)
@@ -769,5 +777,5 @@ def _run_cpu(
     decode.check_setup(setup, settings.tensor_parallel_size)
     bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
     workload = decode.workload_for(arch, tensors, settings, setup)
-    speed = decode.predict(workload, cpu_processor(bandwidth, None), None)
+    speed = decode.predict(workload, cpu_processor(bandwidth, None, _busy(args, ctx)), None)
     return dataclasses.replace(plan, decode=speed)

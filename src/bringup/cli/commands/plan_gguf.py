@@ -24,6 +24,7 @@ from bringup.core.gpu_catalog import lookup
 from bringup.core.plan import decode
 from bringup.core.words import count, count_word
 from bringup.errors import UsageError
+from bringup.render.busy import Busy, quiet
 from bringup.render.console import make_console
 from bringup.units import format_bytes
 
@@ -35,8 +36,11 @@ _FLASH = ("-fa", "--flash-attn", "--flash_attn")
 _THREADS = ("-t", "--threads", "--n_threads")
 
 
-def build_gguf(ckpt: Checkpoint, args: Any, passthrough: Sequence[str]) -> dict[str, Any]:
-    """The GGUF plan as the ``plan --json`` object."""
+def build_gguf(
+    ckpt: Checkpoint, args: Any, passthrough: Sequence[str], busy: Busy = quiet
+) -> dict[str, Any]:
+    """The GGUF plan as the ``plan --json`` object (``busy``: the spinner while this CPU's
+    bandwidth is measured)."""
     metadata = ckpt.gguf_metadata or {}
     words = [*(["--n-ctx", args.n_ctx] if args.n_ctx else []), *passthrough]
     n_ctx = int(engine_args.get_flag(words, *_N_CTX) or _train_ctx(metadata))
@@ -50,7 +54,7 @@ def build_gguf(ckpt: Checkpoint, args: Any, passthrough: Sequence[str]) -> dict[
     plan = _plan(ckpt, settings)
     memory_bytes, where = _memory(args)
     result = _result(ckpt, settings, plan, memory_bytes, where)
-    result["decode"] = _decode(ckpt, args, words)
+    result["decode"] = _decode(ckpt, args, words, busy)
     return result
 
 
@@ -69,7 +73,9 @@ def decode_workload(ckpt: Checkpoint, context_tokens: int) -> decode.Workload:
     )
 
 
-def _decode(ckpt: Checkpoint, args: Any, words: Sequence[str]) -> decode.DecodeSpeed | None:
+def _decode(
+    ckpt: Checkpoint, args: Any, words: Sequence[str], busy: Busy
+) -> decode.DecodeSpeed | None:
     """Batch-1 decode on the GPU given, else on this CPU with the server's thread count; None
     for a GPU known only by its memory (``--gpu-memory``) and no ``--memory-bandwidth``."""
     bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
@@ -80,7 +86,7 @@ def _decode(ckpt: Checkpoint, args: Any, words: Sequence[str]) -> decode.DecodeS
         if bandwidth is None:
             return None
         return decode.predict(workload, decode.Processor("GPU", "gpu", bandwidth, "given"), None)
-    return decode.predict(workload, cpu_processor(bandwidth, llamacpp_threads(words)), None)
+    return decode.predict(workload, cpu_processor(bandwidth, llamacpp_threads(words), busy), None)
 
 
 def llamacpp_threads(words: Sequence[str]) -> int:

@@ -8,19 +8,26 @@ either of them importing ``plan`` back.
 from __future__ import annotations
 
 from bringup.core.plan import decode
+from bringup.core.words import count
 from bringup.errors import UsageError
+from bringup.render.busy import Busy, quiet
 from bringup.units import parse_size
 
 
-def cpu_processor(memory_bandwidth: float | None, threads: int | None) -> decode.Processor:
-    """This machine's CPU: the given bandwidth, or its read bandwidth measured now."""
+def cpu_processor(
+    memory_bandwidth: float | None, threads: int | None, busy: Busy = quiet
+) -> decode.Processor:
+    """This machine's CPU: the given bandwidth, or its read bandwidth measured now (seconds:
+    ``busy`` shows a spinner meanwhile on a terminal)."""
     if memory_bandwidth:
         return decode.Processor("CPU", "cpu", memory_bandwidth, "given")
-    from bringup.adapters.membw import cached_read_bandwidth, usable_cores
+    from bringup.adapters import membw
 
-    n = threads or usable_cores()
-    measured = cached_read_bandwidth(n)
-    return decode.Processor(f"CPU ({n} threads)", "cpu", measured, f"measured, {n} threads")
+    n = threads or membw.usable_cores()
+    threads_text = count(n, "thread")
+    with busy(f"measuring memory bandwidth ({threads_text}; --memory-bandwidth skips this)"):
+        measured = membw.cached_read_bandwidth(n)
+    return decode.Processor(f"CPU ({threads_text})", "cpu", measured, f"measured, {threads_text}")
 
 
 def parse_memory(flag: str, text: str) -> int:
