@@ -464,6 +464,8 @@ def test_vllms_route_list_is_the_api_server_starting() -> None:
         "AssertionError: res=<Response [502]>, res.text=''",
         "RuntimeError: warmup request failed: 504 Gateway Timeout",
         "requests.exceptions.HTTPError: 502 Bad Gateway for url: http://127.0.0.1:30000/generate",
+        # urllib3's connection log: the proxy's address, then a request in absolute form
+        '[2025-01-02 03:06:06] http://10.1.2.3:3128 "GET http://0.0.0.0:30000/get_model_info HTTP/1.1" 403 512',
     ],
 )
 def test_a_gateway_status_on_a_local_request_is_a_proxy_in_the_environment(line: str) -> None:
@@ -487,6 +489,9 @@ def test_a_gateway_word_at_info_is_not_a_failure() -> None:
     lines = [
         BANNER,
         _v("Retrying: upstream answered 502 Bad Gateway, will try again"),
+        # a direct request (origin form) that got an error is not a proxy's answer
+        '[2025-01-02 03:06:06] http://127.0.0.1:8000 "GET /v1/models HTTP/1.1" 404 22',
+        '[2025-01-02 03:06:07] http://127.0.0.1:8000 "GET /health HTTP/1.1" 200 0',
         _v("Starting vLLM API server 0 on http://0.0.0.0:8000", file="api_server.py"),
         _v("Application startup complete.", file="launcher.py"),
     ]

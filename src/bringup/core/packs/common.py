@@ -161,17 +161,24 @@ SIGNATURES = (
         "A Ray worker died; Ray names the kernel's OOM killer (host RAM) as the first suspect.",
         r.host_oom,
     ),
-    # A gateway status (502 Bad Gateway, 504 Gateway Timeout; RFC 9110 15.6.3/15.6.5) is what a
-    # proxy answers when it cannot reach the server behind it; no engine's HTTP server returns it
-    # for its own routes. Seen in an engine's own request to itself (SGLang's warmup, a health
-    # wait: requests' ``<Response [502]>``), it means an http_proxy from the environment took
-    # the local request. Rule: a status that only an intermediary produces names the intermediary.
+    # A request the server makes to itself (SGLang's warmup and model-info wait, a health wait)
+    # that an http_proxy from the environment took. Two general rules show it:
+    # - a gateway status (502 Bad Gateway, 504 Gateway Timeout; RFC 9110 15.6.3/15.6.5) is what
+    #   a proxy answers when it cannot reach the server behind it; no engine's HTTP server
+    #   returns it for its own routes (requests' ``<Response [502]>``);
+    # - a request line in absolute form (``GET http://0.0.0.0:PORT/... HTTP/1.1``) is sent only
+    #   to a proxy (RFC 9112 3.2.2); urllib3's connection log prints it after the proxy's
+    #   address, and a non-2xx answer to a local address that way is the proxy refusing it.
     Signature(
         "local_request_via_proxy",
-        rx(r"<Response \[50[24]\]>|\b502 Bad Gateway\b|\b504 Gateway Time-?out\b"),
+        rx(
+            r"<Response \[50[24]\]>|\b502 Bad Gateway\b|\b504 Gateway Time-?out\b"
+            r'|https?://(?P<proxy>[\w.-]+:\d+) "[A-Z]+ https?://(?:0\.0\.0\.0|127\.0\.0\.1|localhost)'
+            r'[:/]\S* HTTP/1\.[01]" [3-5]\d\d\b'
+        ),
         F.CONFIG_ERROR,
-        "A request to the server itself was answered with a gateway error (HTTP 502/504): a "
-        "proxy from the environment (http_proxy/https_proxy) stood between them.",
+        "A request the server made to itself went through a proxy from its environment "
+        "(http_proxy/https_proxy) and failed there.",
         r.local_proxy,
         loud_only=True,
     ),
