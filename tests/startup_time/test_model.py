@@ -52,6 +52,52 @@ def test_cached_bytes_read_at_the_page_cache_rate() -> None:
     assert "100% already in the page cache" in warm.basis
 
 
+def _filled(fill: float, refill: float | None) -> Storage:
+    return Storage(
+        "local",
+        "ext4",
+        1e9,
+        4e9,
+        0,
+        10 * GB,
+        256 * 2**20,
+        fill_bytes_per_s=fill,
+        refill_bytes_per_s=refill,
+    )
+
+
+def test_cpu_build_adds_the_first_touch_and_the_repacking() -> None:
+    """On the CPU build the loader copies each tensor into fresh parameters (their first
+    touch: 1/0.5 - 1/2 s per GB beyond the read) and the CPU GEMM repacks every weight into
+    fresh memory (1/0.5 s per GB): 10 GB -> 15 s + 20 s on top of the 10 s read."""
+    st = _filled(0.5e9, 2e9)
+    cpu = predict(_setup(storage=st, device="cpu", graphs=0)).phase(Phase.WEIGHTS_LOADING)
+    gpu = predict(_setup(storage=st)).phase(Phase.WEIGHTS_LOADING)
+    assert cpu is not None
+    assert gpu is not None
+    assert gpu.seconds == pytest.approx(c.MODEL_INIT.seconds + 10.0, abs=0.01)
+    assert cpu.seconds == pytest.approx(c.MODEL_INIT.seconds + 10.0 + 15.0 + 20.0, abs=0.01)
+    assert cpu.low < cpu.seconds < cpu.high
+    assert "copied twice into fresh memory" in cpu.basis
+    assert "copied twice" not in gpu.basis
+
+
+def test_first_touch_without_a_faster_refill_is_the_whole_fresh_copy() -> None:
+    """A refill no faster than the fill (or none) says nothing about the first touch alone:
+    the whole fresh copy counts."""
+    for refill in (None, 0.4e9):
+        st = _filled(0.5e9, refill)
+        w = predict(_setup(storage=st, device="cpu", graphs=0)).phase(Phase.WEIGHTS_LOADING)
+        assert w is not None
+        assert w.seconds == pytest.approx(c.MODEL_INIT.seconds + 10.0 + 20.0 + 20.0, abs=0.01)
+
+
+def test_no_fill_measured_adds_nothing_on_the_cpu_build() -> None:
+    w = predict(_setup(device="cpu", graphs=0)).phase(Phase.WEIGHTS_LOADING)
+    assert w is not None
+    assert w.seconds == pytest.approx(c.MODEL_INIT.seconds + 10.0, abs=0.01)
+
+
 def test_every_rank_reads_every_shard_with_the_default_loader() -> None:
     """tp 4: 2.5 GB of weights per rank, but vLLM's safetensors loader reads all 10 GB."""
     one = predict(_setup(weights_bytes_per_rank=int(2.5 * GB), world_size=4))

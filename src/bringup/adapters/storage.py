@@ -11,7 +11,11 @@
   reads, timed; the same stretch again for the page cache's rate; then
   ``posix_fadvise(POSIX_FADV_DONTNEED)`` on that stretch, so the measurement leaves the page
   cache as it found it (pages that were already resident are never dropped). When every
-  page is resident, only the page cache's rate is measured.
+  page is resident, only the page cache's rate is measured;
+- **the parameters' first touch** (:func:`measure_fill`): a copy into anonymous memory
+  nothing has touched yet, and the same copy again, timed. vLLM's CPU build copies every
+  tensor into parameters ``torch.empty`` made (``core.startup_time.model.param_fill_seconds``);
+  the difference between the two copies is what that first touch costs per byte.
 
 Command line equivalent: ``findmnt -T FILE``, ``fincore FILE``, and ``dd if=FILE bs=16M
 count=16 iflag=direct`` followed by dropping what it read.
@@ -34,6 +38,8 @@ from bringup.core.startup_time import Storage
 PAGE = mmap.PAGESIZE
 CHUNK = 16 * 1024 * 1024  # one copy; a region is read in these
 DEFAULT_BUDGET = 256 * 1024 * 1024
+FILL_BYTES = 32 * 1024 * 1024  # one fresh mapping per pass
+FILL_PASSES = 3
 
 _NFS = {"nfs", "nfs4"}
 _NETWORK = {"cifs", "smb3", "smbfs", "lustre", "ceph", "glusterfs", "beegfs", "gpfs", "9p", "afs"}
@@ -220,6 +226,7 @@ def measure(
             if not dense
             else "every page already in the page cache: the storage was not read"
         )
+    fill, refill = measure_fill(clock=clock)
     return Storage(
         kind=kind,
         fs_type=fs_type,
@@ -229,7 +236,36 @@ def measure(
         total_bytes=total,
         measured_bytes=cold[2] if cold else 0,
         note=note,
+        fill_bytes_per_s=fill,
+        refill_bytes_per_s=refill,
     )
+
+
+def measure_fill(
+    nbytes: int = FILL_BYTES,
+    passes: int = FILL_PASSES,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[float | None, float | None]:
+    """(bytes per second copying into fresh anonymous memory, the same into touched memory):
+    the median of ``passes``, each into a new private anonymous mapping (as large
+    allocations are made: glibc's malloc and PyTorch's CPU allocator map them), copied from
+    a source whose pages are all resident. (None, None) when no mapping can be made."""
+    src = bytearray(os.urandom(1024 * 1024)) * max(1, nbytes // (1024 * 1024))
+    fresh: list[float] = []
+    again: list[float] = []
+    try:
+        for _ in range(passes):
+            with mmap.mmap(-1, len(src)) as dst:
+                t0 = clock()
+                dst[:] = src
+                t1 = clock()
+                dst[:] = src
+                t2 = clock()
+            fresh.append(len(src) / max(t1 - t0, 1e-9))
+            again.append(len(src) / max(t2 - t1, 1e-9))
+    except (OSError, ValueError):
+        return None, None
+    return sorted(fresh)[len(fresh) // 2], sorted(again)[len(again) // 2]
 
 
 def _sparse(path: str) -> bool:

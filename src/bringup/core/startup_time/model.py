@@ -4,7 +4,9 @@ The phases follow a vLLM startup in order (``core.vocab.Phase``):
 
 - ``start``: imports, config, device and distributed init (a fixed band, ``constants``);
 - ``weights_loading``: the shard reads, from the storage for the bytes not in the page cache
-  and from the page cache for the rest, plus building the model's modules. vLLM's default
+  and from the page cache for the rest, plus building the model's modules, plus (vLLM's CPU
+  build) the copies into fresh memory: the parameters' first touch
+  (:func:`param_fill_seconds`) and the weights' repacking (:func:`cpu_prepack_seconds`). vLLM's default
   loader (safetensors through mmap, one reader per rank) reads every shard on every rank; the
   ranks share the page cache, so the storage delivers the checkpoint once and every rank reads
   it from there. ``fastsafetensors`` and the Run:ai streamer split the files over the ranks and
@@ -48,6 +50,11 @@ class Storage:
     total_bytes: int  # of the shards
     measured_bytes: int = 0  # how many bytes the measurement read
     note: str = ""  # why a rate is missing, or what was assumed
+    # a memory copy into anonymous memory nothing has touched yet (its first-touch page
+    # faults included), and the same copy again into the now-touched memory; None: not
+    # measured (``adapters.storage.measure_fill``)
+    fill_bytes_per_s: float | None = None
+    refill_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +152,18 @@ def weights(setup: StartupSetup) -> PhaseEstimate:
     cache_rate = st.cached_read_bytes_per_s or st.read_bytes_per_s or 0.0
     storage_s = cold / st.read_bytes_per_s if cold and st.read_bytes_per_s else 0.0
     cache_s = warm / cache_rate if warm and cache_rate else 0.0
-    io = storage_s + cache_s
+    fill = param_fill_seconds(setup) + cpu_prepack_seconds(setup)
+    io = storage_s + cache_s + fill
     # the measurement is a few hundred MB: the band is a third either way around the reads
-    low_io = io / _streaming_gain(setup) * (2 / 3)
+    low_io = (storage_s + cache_s) / _streaming_gain(setup) * (2 / 3) + fill * (2 / 3)
     basis = _weights_basis(setup, st, read_bytes, cold)
+    if fill and st.fill_bytes_per_s:
+        basis += (
+            f"; {_gb(setup.weights_bytes_per_rank)} copied twice into fresh memory (the "
+            f"parameters, then the CPU GEMM's packed weights), measured at "
+            f"{st.fill_bytes_per_s / 1e9:.2f} GB/s into fresh pages, "
+            f"{_fill_rate(st) / 1e9:.2f} GB/s for their first touch alone"
+        )
     return PhaseEstimate(
         Phase.WEIGHTS_LOADING,
         init.seconds + io,
@@ -157,6 +172,60 @@ def weights(setup: StartupSetup) -> PhaseEstimate:
         basis,
         _weights_slow_reason(st, cold / read_bytes if read_bytes else 0.0),
     )
+
+
+def _fill_rate(st: Storage) -> float:
+    """The bytes per second of the first touch alone: a copy into fresh memory less the
+    same copy into touched memory (1/fill - 1/refill), the part a plain read lacks."""
+    fill, refill = st.fill_bytes_per_s, st.refill_bytes_per_s
+    if not fill:
+        return 0.0
+    extra = 1 / fill - (1 / refill if refill and refill > fill else 0.0)
+    return 1 / extra if extra > 0 else 0.0
+
+
+def param_fill_seconds(setup: StartupSetup) -> float:
+    """vLLM's CPU build: the seconds its loader spends copying each tensor into the model's
+    parameters beyond the read itself.
+
+    vLLM 0.32's ``DefaultModelLoader.load_weights`` hands ``model.load_weights`` the tensors of
+    ``safetensors_weights_iterator``: ``safe_open(..., framework="pt").get_tensor(name)``, a
+    view of the shard's mapping, not a copy. Each model's ``load_weights`` then calls the
+    parameter's ``weight_loader`` (``default_weight_loader``: ``param.data.copy_(loaded)``;
+    the stacked ``qkv_proj``/``gate_up_proj`` loaders copy into a ``narrow`` of the
+    parameter). The parameters were made by ``create_model`` under ``torch.device("cpu")``
+    with ``torch.empty``: memory nothing has touched, so that copy takes every page's
+    first-touch fault (the kernel zeroes each page before the copy writes it) on top of the
+    copy out of the mapping, which the storage measurement already times. The first touch is
+    measured here as a copy into fresh anonymous memory less the same copy into touched
+    memory (``adapters.storage.measure_fill``), for each rank's own parameters. On a GPU the
+    parameters are device memory allocated up front and the copy is the host-to-device
+    transfer out of the mapping, staged through pinned buffers: nothing is added for it.
+    """
+    st = setup.storage
+    if setup.device != "cpu" or st is None:
+        return 0.0
+    rate = _fill_rate(st)
+    return setup.weights_bytes_per_rank / rate if rate else 0.0
+
+
+def cpu_prepack_seconds(setup: StartupSetup) -> float:
+    """vLLM's CPU build: the seconds ``process_weights_after_loading`` spends repacking every
+    weight for the CPU GEMM, a whole copy into fresh memory.
+
+    In vLLM 0.32 both ``UnquantizedLinearMethod`` (``layers/linear.py``) and
+    ``UnquantizedEmbeddingMethod`` (``layers/vocab_parallel_embedding.py``) call
+    ``dispatch_cpu_unquantized_gemm`` after loading on a CPU: a 2-D weight becomes a oneDNN
+    matmul handler built from it (``create_onednn_mm``, which reorders the weight into
+    oneDNN's blocked layout; a linear layer's own weight is then dropped), or an sgl-kernel
+    packed copy (``convert_weight_packed``) for small bf16 GEMMs. Either way every weight is
+    read once more and written into memory nothing touched: the measured copy rate into
+    fresh pages (``Storage.fill_bytes_per_s``), for each rank's own weights. Not on a GPU.
+    """
+    st = setup.storage
+    if setup.device != "cpu" or st is None or not st.fill_bytes_per_s:
+        return 0.0
+    return setup.weights_bytes_per_rank / st.fill_bytes_per_s
 
 
 SLOW_STORAGE_BYTES_PER_S = 0.5e9  # below a SATA SSD's sequential read
