@@ -32,99 +32,65 @@ What lies, and the rules that see through it:
   at its old offset: what follows belongs to an older process and is not read;
 - a whole log that ends at a step known to hang (NCCL init, the P2P probe) is a hang there,
   with no root-cause line (none states one).
+
+The analyzer is read in parts: ``analyzer_state`` (what it keeps, its own patterns),
+``analyzer_offers`` (which cause wins), ``analyzer_verdict`` (the verdict), ``after_ready``
+(what still matters once ready), ``engine_detect`` (which engine, the screens); this module
+reads the lines.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import re
-from collections.abc import Sequence
-from functools import cache
-from typing import Any
-
-import ahocorasick_rs
-
-from bringup import exit_codes
-from bringup.core import causes, fact_checks, logline, packs, verdict
+from bringup.core import fact_checks, logline, packs
+from bringup.core.after_ready import AfterReady, _after_ready_of
+from bringup.core.analyzer_state import (
+    _CHAINED,
+    _ERROR_LEVELS,
+    _EXCEPTION,
+    _FRAME,
+    _MAX_ERRORS,
+    _MAX_FRAMES,
+    _MAX_PENDING,
+    _NUL_RUN,
+    _PANIC,
+    _PROMPT,
+    _QUIET_LEVELS,
+    _TRACEBACK,
+    _WHAT,
+    _Rules,
+)
+from bringup.core.analyzer_verdict import Verdicts
 from bringup.core.diagnosis import (
-    Candidate,
-    Confidence,
     Diagnosis,
     EngineEvent,
     Event,
-    FactEvent,
     Failure,
-    FailureEvent,
     PhaseEvent,
     ProgressEvent,
-    Remedy,
     TimelineEntry,
+)
+from bringup.core.engine_detect import (
+    _generic_screen,
+    _screen_of,
+    _shape_engine,
+    detect_bytes,
+    detect_engine,
 )
 from bringup.core.logline import LogLine
 from bringup.core.packs import index as pack_index
-from bringup.core.packs import remedies
-from bringup.core.packs.types import EngineFlags, Pack, RemedyContext, Signature
-from bringup.core.vocab import Engine, FailureClass, Outcome, Phase
+from bringup.core.packs.types import Pack
+from bringup.core.vocab import Engine, Phase
 
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<func>[\w<>.]+)')
-_TRACEBACK = "Traceback (most recent call last)"
-_REFINE_WINDOW_LINES = 200  # a specific line this close after a generic one refines it
-_MAX_PENDING = 5_000  # lines kept before the engine is recognised, replayed once it is
-_MAX_FRAMES = 400
-_NUL_RUN = "\x00" * 64  # a hole in a truncated file: what follows is an older process's
-# the last line of a Python traceback: "ValueError: ...", "torch.OutOfMemoryError: ..."
-_EXCEPTION = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Failure))(?::\s+(?P<text>\S.*))?$"
-)
-# a Rust panic with its message (TGI's router and launcher): a cause, read like an exception
-_PANIC = re.compile(
-    r"panicked at '(?P<text>.+)'(?:, \S+:\d+:\d+)?$|panicked at \S+:\d+:\d+:\s*(?P<text2>.+)?$"
-)
-# a C++ exception's message (libstdc++'s terminate handler)
-_WHAT = re.compile(r"^\s*what\(\):\s+(?P<text>\S.*)$")
-# a shell prompt with the user's command, pasted with the log: input, not output
-_PROMPT = re.compile(r"^(?:\(\S+\) )?[\w.-]+@[\w.-]+:\S*[#$] |^\$ \S")
-_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
-# classes that are consequences of an error, never the explanation of one
-_CONSEQUENCES = frozenset({FailureClass.TIMEOUTS, FailureClass.ENGINE_CORE_DIED})
-_QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "I", "W", "D"})
-_ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F"})
-_MAX_ERRORS = 16  # error lines kept for a summary to point back at
-_MAX_OFFERS = 32  # causes kept per attempt for the ranked candidates
-_MAX_CANDIDATES = 3
+__all__ = ["AfterReady", "LogAnalyzer", "detect_bytes", "detect_engine", "diagnose_bytes"]
 
 
-class _Rules:
-    """The rules of a pack one line can match (``packs.index``), table by table."""
-
-    __slots__ = ("index", "mask")
-
-    def __init__(self, index: pack_index.RuleIndex, text: str) -> None:
-        self.index = index
-        self.mask = index.scan(text)
-
-    def __call__(self, table: str) -> Sequence[Any]:
-        return self.index.pick(table, self.mask)
-
-
-class _SafeGroups(dict[str, str]):
-    """A line's named groups; a name the line lacks comes from the facts, else "?"."""
-
-    def __init__(self, groups: dict[str, str], facts: dict[str, float | int | str]) -> None:
-        super().__init__(groups)
-        self.facts = facts
-
-    def __missing__(self, key: str) -> str:
-        return str(self.facts[key]) if key in self.facts else "?"
-
-
-class LogAnalyzer:
+class LogAnalyzer(Verdicts):
     """Feed lines; get events as they happen and a ``Diagnosis`` at any moment."""
 
     def __init__(
         self, engine: Engine | None = None, *, screen: bool = True, after_ready: bool = True
     ) -> None:
-        self._pack: Pack | None = packs.get(engine) if engine is not None else None
+        self._pack = packs.get(engine) if engine is not None else None
         self._use_screen = screen
         # the automaton of the pack's screen (None: every line is read)
         self._screen = _screen_of(self._pack) if screen and self._pack is not None else None
@@ -132,44 +98,17 @@ class LogAnalyzer:
         self._use_after_ready = after_ready
         self._after_ready = _after_ready_of(self._pack) if after_ready else None
         self._number = 0
-        self._version: str | None = None
-        self._pending: list[tuple[int, str]] = []
-        self._last: tuple[int, str] | None = None
+        self._version = None
+        self._pending = []
+        self._last = None
         self._stale = False  # past a NUL hole: an older process's lines
-        self._owner: Engine | None = None  # engine named by a generic-pack signature
+        self._owner = None  # engine named by a generic-pack signature
         # engine whose logger alone writes a line of this shape (a fragment without a banner)
-        self._shape_owner: Engine | None = None
+        self._shape_owner = None
         self._attempt = 1
         self._lines_read = 0  # lines read with a pack's tables (work, for tests and benchmarks)
         self._searches = 0  # the pattern searches those lines could cost at most
         self._reset_attempt()
-
-    def _reset_attempt(self) -> None:
-        self._phase = Phase.START
-        self._timeline: list[TimelineEntry] = []
-        self._facts: dict[str, float | int | str] = {}
-        self._failure: Failure | None = None
-        self._priority = 0
-        self._sig: Signature | None = None  # the failure's signature (None: not a signature's)
-        self._weak = False  # the failure is an unknown exception line, not a signature
-        self._runtime: Failure | None = None  # the first failure after ready
-        self._runtime_weak = False  # it is an unknown exception, not a signature
-        self._hang_at: LogLine | None = None  # the last step, when it is one known to hang
-        self._quiet_tb: set[str] = set()  # processes inside a traceback logged as a warning
-        self._in_source: set[str] = set()  # processes whose next indented line is source code
-        self._chained = False  # a chained traceback began, in the failing process, after it
-        self._failure_key = ""  # the process the failure came from
-        self._frames: dict[str, list[tuple[str, str]]] = {}  # (file, function), innermost last
-        self._errors: list[LogLine] = []  # error lines no signature explained, newest last
-        self._offers: list[Failure] = []  # every cause offered in this attempt (candidates)
-        self._heartbeats = 0
-        self._progress_line: LogLine | None = None
-        self._progress: dict[str, tuple[int, int]] = {}
-
-    @property
-    def engine(self) -> Engine | None:
-        """The engine, given or recognised from the lines; None until known."""
-        return self._pack.engine if self._pack is not None else None
 
     @property
     def work(self) -> tuple[int, int]:
@@ -426,216 +365,6 @@ class LogAnalyzer:
                 events.append(EngineEvent(pack.engine.value, self._version))
                 return
 
-    def _offer(
-        self,
-        pack: Pack,
-        rules: _Rules,
-        sig: Signature,
-        m: re.Match[str],
-        ll: LogLine,
-        key: str,
-        events: list[Event],
-    ) -> None:
-        groups = _SafeGroups(
-            {k.split("__")[0]: v for k, v in m.groupdict().items() if v is not None}, self._facts
-        )
-        if sig.failure_class is FailureClass.PORT_IN_USE and _other_port(groups, self._facts):
-            return  # another server's bind error in the same output
-        phase = self._failure_phase(pack, sig.phase, key, ll.message, sig.failure_class)
-        # the facts so far and the failing line's own (its platform, its GPU's architecture)
-        facts = {**self._facts, **self._facts_of(rules, ll.message)}
-        ctx = RemedyContext(groups, facts, phase, _flags(pack, sig.owner))
-        echo = any(p.search(ll.message) for p in rules("echoes"))
-        if (
-            sig.is_wrapper
-            and sig.failure_class in _CONSEQUENCES
-            and self._cause_behind(pack, ll, key, events)
-        ):
-            return  # a summary: the cause it sums up was named instead
-        if echo:
-            confidence, why = Confidence.LIKELY, f"another process's error, repeated ({sig.name})"
-        elif sig.is_wrapper:
-            confidence, why = (
-                Confidence.GUESS,
-                f"a summary line; no line before it states a cause ({sig.name})",
-            )
-        else:
-            confidence, why = (
-                Confidence.CERTAIN,
-                f"the engine's message for this cause ({sig.name})",
-            )
-        new = Failure(
-            sig.failure_class,
-            phase,
-            ll.text,
-            ll.number,
-            sig.summary.format_map(groups),
-            remedies.own(ctx.flags, sig.remedy(ctx)),
-            not (sig.is_wrapper or echo),
-            confidence,
-            why,
-        )
-        if sig.owner is not None and self._pack is None and new.is_final:
-            self._owner = sig.owner
-        self._consider(new, sig.priority, sig, weak=False, key=key, events=events)
-
-    def _cause_behind(self, pack: Pack, ll: LogLine, key: str, events: list[Event]) -> bool:
-        """A summary (``EngineCore failed to start.``, ``Shard 0 failed to start``) while no
-        line has stated a cause (rule a): the nearest earlier error line of this attempt whose
-        message a general rule explains is the cause; else the summary's own signal or exit
-        code, when it names an informative one. True when one was offered."""
-        if self._failure is not None and self._failure.is_final:
-            return False
-        for err in reversed(self._errors):
-            cause = causes.classify("", err.message)
-            if cause is not None:
-                self._offer_cause(pack, cause, err, key, events)
-                return True
-        cause = causes.of_signal(ll.message)
-        if cause is not None:
-            self._offer_cause(pack, cause, ll, key, events)
-            return True
-        return False
-
-    def _offer_cause(
-        self, pack: Pack, cause: causes.Cause, ll: LogLine, key: str, events: list[Event]
-    ) -> None:
-        phase = self._failure_phase(pack, None, key, ll.message, cause.failure_class)
-        new = Failure(
-            cause.failure_class,
-            phase,
-            ll.text,
-            ll.number,
-            f"A process failed: {cause.why}.",
-            (Remedy(cause.look_at),),
-            True,
-            Confidence.LIKELY,
-            cause.why,
-        )
-        self._consider(new, 0, None, weak=True, key=key, events=events)
-
-    def _offer_exception(
-        self, pack: Pack, kind: str, text: str, ll: LogLine, key: str, events: list[Event]
-    ) -> None:
-        cause = causes.classify(kind, text, [f for _, f in self._frames.get(key, ())])
-        cls_of = cause.failure_class if cause is not None else None
-        phase = self._failure_phase(pack, None, key, text, cls_of)
-        ctx = RemedyContext({"type": kind}, dict(self._facts), phase, pack.flags)
-        if cause is None:
-            cls, why = FailureClass.ENGINE_CORE_DIED, "no known signature or rule explains it"
-            remedy, confidence = remedies.exception(ctx), Confidence.GUESS
-        else:
-            cls, why, confidence = cause.failure_class, cause.why, Confidence.LIKELY
-            remedy = (Remedy(cause.look_at),)
-        new = Failure(
-            cls,
-            phase,
-            ll.text,
-            ll.number,
-            f"A process stopped on an unhandled {kind}; {why}.",
-            remedy,
-            True,
-            confidence,
-            why,
-        )
-        self._consider(new, 0, None, weak=True, key=key, events=events)
-
-    def _consider(
-        self,
-        new: Failure,
-        priority: int,
-        sig: Signature | None,
-        *,
-        weak: bool,
-        key: str,
-        events: list[Event],
-    ) -> None:
-        if self._phase is Phase.READY and new.failure_class is not FailureClass.PORT_IN_USE:
-            cur = self._runtime
-            # a signature says more than an exception no signature knows, even a signature
-            # that only points at a death (vLLM's "engine core exited unexpectedly" before its
-            # EngineDeadError): an unknown exception never replaces a known line
-            if cur is None or (
-                not weak and (self._runtime_weak or (new.is_final and not cur.is_final))
-            ):
-                self._runtime, self._runtime_weak = new, weak  # the server's, not the startup's
-                if not weak:
-                    # an exception no signature knows, once serving, is most often one request's
-                    # (socketserver's "Exception occurred during processing of request", a
-                    # client that hung up): kept, but a live follower learns of a dead server
-                    # from its exit or its health check, not from that line
-                    events.append(FailureEvent(new))
-            return
-        if new.phase is Phase.READY:  # a bind error after "startup complete": not ready
-            new = dataclasses.replace(new, phase=Phase.API_SERVER_STARTING)
-        self._offers.append(new)
-        del self._offers[:-_MAX_OFFERS]
-        if self._takes(new, priority, sig, weak, key):
-            self._failure, self._priority, self._sig, self._weak = new, priority, sig, weak
-            self._failure_key = key
-            # a line a signature of the pack names as its refinement may still follow (the
-            # torch OOM before the sampler-warmup line that explains it): tentative too, so a
-            # live follower holds it for its grace and takes the refinement, as the whole log
-            # does; a failure nothing refines is the verdict at its line
-            refinable = sig is not None and _refinable(self._pack or packs.generic(), sig)
-            events.append(FailureEvent(new, tentative=weak or not new.is_final or refinable))
-
-    def _takes(
-        self, new: Failure, priority: int, sig: Signature | None, weak: bool, key: str
-    ) -> bool:
-        cur = self._failure
-        if cur is None:
-            return True
-        if not cur.is_final:
-            return new.is_final or priority > self._priority
-        near = new.line_number - cur.line_number <= _REFINE_WINDOW_LINES
-        if self._weak:  # an unknown exception: a known signature close after it explains it
-            return new.is_final and not weak and near and new.failure_class not in _CONSEQUENCES
-        if (
-            self._chained
-            and key == self._failure_key
-            and new.is_final
-            and not weak
-            and new.failure_class is cur.failure_class
-        ):
-            self._chained = False
-            return True  # a chained traceback: the exception raised last is the one that stopped it
-        return new.is_final and not weak and near and _refines(sig, self._sig)
-
-    def _failure_phase(
-        self,
-        pack: Pack,
-        fixed: Phase | None,
-        key: str,
-        text: str = "",
-        cls: FailureClass | None = None,
-    ) -> Phase:
-        """Where a failure happened: the signature's or the traceback's phase, but never
-        before the phase the log already reached. A fragment that shows no phase: the step
-        its message or its frames name, else where its class happens (core.causes)."""
-        reached = self._current_phase_in(pack)
-        phase = fixed or self._frame_phase(pack, key)
-        if phase is None and reached is Phase.START:
-            places = [f"{file} {func}" for file, func in reversed(self._frames.get(key, ()))]
-            phase = causes.step_of(text, places) or causes.CLASS_PHASE.get(cls)
-        phase = phase or reached
-        return reached if phase.order < reached.order else phase
-
-    def _frame_phase(self, pack: Pack, key: str) -> Phase | None:
-        frames = {func for _, func in self._frames.get(key, ())}
-        if not frames:
-            return None
-        for rule in pack.frames:
-            if frames & rule.functions:
-                return rule.phase
-        return None
-
-    def _current_phase(self) -> Phase:
-        return self._current_phase_in(self._pack or packs.generic())
-
-    def _current_phase_in(self, pack: Pack) -> Phase:
-        return pack.phase_after.get(self._phase, self._phase)
-
     def _progress_and_phase(self, rules: _Rules, ll: LogLine, events: list[Event]) -> None:
         msg = ll.message
         moved = False
@@ -691,244 +420,6 @@ class LogAnalyzer:
         if check is not None:
             self._offer_fact(pack, check, ll, key, events)
 
-    def _offer_fact(
-        self,
-        pack: Pack,
-        check: fact_checks.FactCheck,
-        ll: LogLine,
-        key: str,
-        events: list[Event],
-    ) -> None:
-        """A figure no healthy start reports (rule b): its line is the cause, with its
-        numbers; weak, so the engine's own error line close after it, when there is one,
-        names it in the engine's words."""
-        phase = self._failure_phase(pack, check.phase, key)
-        groups = _SafeGroups({}, self._facts)
-        ctx = RemedyContext(groups, dict(self._facts), phase, pack.flags)
-        new = Failure(
-            check.failure_class,
-            phase,
-            ll.text,
-            ll.number,
-            check.summary.format_map(groups),
-            remedies.own(ctx.flags, check.remedy(ctx)),
-            True,
-            Confidence.CERTAIN,
-            f"a reported figure no healthy start has ({check.name})",
-        )
-        self._consider(new, 0, None, weak=True, key=key, events=events)
-
-    @staticmethod
-    def _facts_of(rules: _Rules, msg: str) -> dict[str, float | int | str]:
-        """The facts one line carries, in the pack's rule order (a later rule wins)."""
-        found: dict[str, float | int | str] = {}
-        for rule in rules("facts"):
-            m = rule.pattern.search(msg)
-            if not m:
-                continue
-            for group, raw in m.groupdict().items():
-                if raw is None:
-                    continue
-                name = group.split("__")[0]
-                convert = rule.convert.get(name)
-                try:
-                    found[name] = convert(raw) if convert is not None else raw
-                except ValueError:
-                    continue
-        return found
-
-    def _set_fact(
-        self, name: str, value: float | int | str, number: int, events: list[Event]
-    ) -> bool:
-        """Record a fact; True when it is new or changed."""
-        if self._facts.get(name) != value:
-            self._facts[name] = value
-            events.append(FactEvent(name, value, number))
-            return True
-        return False
-
-    # -- verdict ---------------------------------------------------------------------------
-
-    def _settle(self, exit_code: int | None) -> Failure | None:
-        failure = self._failure
-        if failure is not None and not failure.is_final:
-            cls = (
-                FailureClass.HOST_OOM
-                if exit_code in exit_codes.KILLED_EXIT_CODES
-                else failure.failure_class
-            )
-            if cls is not failure.failure_class:
-                return self._exit_failure(exit_code, at=failure)
-            return dataclasses.replace(failure, is_final=True)
-        if failure is None and exit_code is not None and self._runtime is not None:
-            return dataclasses.replace(self._runtime, is_final=True)  # it served, then died
-        if (
-            failure is None
-            and exit_code is not None
-            and (exit_code != 0 or self._phase is not Phase.READY)
-        ):
-            return self._exit_failure(exit_code, at=None)
-        return failure
-
-    def _exit_failure(self, exit_code: int | None, at: Failure | None) -> Failure:
-        killed = exit_code in exit_codes.KILLED_EXIT_CODES
-        cls = FailureClass.HOST_OOM if killed else FailureClass.ENGINE_CORE_DIED
-        phase = self._current_phase() if self._pack is not None else self._phase
-        last = ""
-        if at is not None:
-            line, number, phase = at.line, at.line_number, at.phase
-        else:  # no line states a cause: name none (the last line is only where it stopped)
-            line, number = "", 0
-            if self._last is not None:
-                last = f" Its last line was line {self._last[0]}."
-        base = self._pack.exit_summary if self._pack is not None else "The process exited."
-        summary = (
-            f"The process was killed with SIGKILL (exit {exit_code}), usually by the "
-            "kernel's OOM killer."
-            if killed
-            else f"{base} (exit code {exit_code}){last}"
-        )
-        ctx = RemedyContext({}, dict(self._facts), phase, _flags(self._pack, None))
-        remedy = remedies.host_oom(ctx) if killed else remedies.engine_died(ctx)
-        confidence, why = (
-            (Confidence.LIKELY, "killed with SIGKILL, most often the kernel's OOM killer")
-            if killed
-            else (Confidence.GUESS, "the process exited and no line states why")
-        )
-        return Failure(cls, phase, line, number, summary, remedy, True, confidence, why)
-
-    def _hang(self) -> Failure | None:
-        pack = self._pack
-        if pack is None or self._heartbeats < pack.stall_heartbeats:
-            return None
-        phase = self._current_phase()
-        cls = pack.hang_classes.get(phase, FailureClass.TIMEOUTS)
-        ll = self._progress_line
-        after = f" after line {ll.number}" if ll is not None else ""
-        ctx = RemedyContext({}, dict(self._facts), phase, pack.flags)
-        remedy = remedies.nccl(ctx) if cls is FailureClass.NCCL_ERROR else remedies.stalled(ctx)
-        summary = (
-            f"The startup stopped in {phase.value}: {self._heartbeats} 'still waiting' "
-            f"lines and no progress{after}; no line states why."
-        )
-        why = "no progress while the engine kept waiting"
-        return Failure(cls, phase, "", 0, summary, remedy, True, Confidence.LIKELY, why)
-
-    def _hang_point(self) -> Failure | None:
-        """A finished log that ends at a step known to hang, with nothing after it."""
-        ll = self._hang_at
-        if ll is None:
-            return None
-        pack = self._pack or packs.generic()
-        phase = self._failure_phase(pack, None, "")
-        cls = pack.hang_classes.get(phase, FailureClass.TIMEOUTS)
-        ctx = RemedyContext({}, dict(self._facts), phase, pack.flags)
-        remedy = remedies.nccl(ctx) if cls is FailureClass.NCCL_ERROR else remedies.stalled(ctx)
-        summary = (
-            f"The log ends at a step that is known to hang (line {ll.number}: "
-            f"{ll.message[:120]}) with nothing after it; no line states why it stopped."
-        )
-        why = "the log ends at a step known to hang"
-        return Failure(cls, phase, "", 0, summary, remedy, True, Confidence.LIKELY, why)
-
-    def _verdict(self, failure: Failure | None, *, whole_log: bool = False) -> Diagnosis:
-        phase = self._phase
-        ready = self._phase is Phase.READY
-        hang = None
-        if failure is None and not ready:
-            hang = self._hang() or (self._hang_point() if whole_log else None)
-        decided = verdict.decide(verdict.Facts(failure=failure, hang=hang, ready=ready, live=False))
-        outcome, failure = decided.outcome, decided.failure
-        if outcome is Outcome.INCOMPLETE:
-            # a milestone ("weights loaded") with lines after it: the next phase began
-            phase = self._current_phase()
-        if failure is not None and failure.phase is not Phase.READY:
-            # the header and the failure agree; a failed start never was ready
-            if failure.phase.order > phase.order:
-                phase = failure.phase
-            if phase is Phase.READY:
-                phase = Phase.API_SERVER_STARTING
-        if failure is not None:
-            failure = _with_candidates(failure, self._offers)
-        engine = self.engine or (self._owner if failure is not None else None) or self._shape_owner
-        return Diagnosis(
-            engine=engine.value if engine is not None else None,
-            engine_version=self._version,
-            outcome=outcome,
-            phase=phase,
-            failure=failure,
-            timeline=tuple(self._timeline),
-            facts=dict(self._facts),
-            after_ready=self._runtime if outcome is Outcome.READY else None,
-        )
-
-
-def _with_candidates(failure: Failure, offers: Sequence[Failure]) -> Failure:
-    """The verdict with up to three ranked candidates: itself first, then the other causes
-    the attempt offered, of other classes, surest first and nearest to it next."""
-    ranked = sorted(
-        (f for f in offers if f.failure_class is not failure.failure_class),
-        key=lambda f: (f.confidence.rank, abs(f.line_number - failure.line_number)),
-    )
-    chosen: list[Failure] = [failure]
-    for f in ranked:
-        if len(chosen) == _MAX_CANDIDATES:
-            break
-        if all(f.failure_class is not c.failure_class for c in chosen):
-            chosen.append(f)
-    return dataclasses.replace(
-        failure,
-        candidates=tuple(
-            Candidate(f.failure_class, f.line_number, f.line, f.why or f.summary, f.confidence)
-            for f in chosen
-        ),
-    )
-
-
-def _refines(new: Signature | None, cur: Signature | None) -> bool:
-    """Whether ``new``'s line, close after ``cur``'s, explains ``cur``'s failure better: the
-    pack says so (``Signature.refines``), in the same class; with the generic pack, a name
-    resolves among the common signatures and those of ``new``'s own engine."""
-    return (
-        new is not None
-        and cur is not None
-        and not new.is_wrapper
-        and new.failure_class is cur.failure_class
-        and cur.name in new.refines
-        and (cur.owner is None or cur.owner is new.owner)
-    )
-
-
-def _refinable(pack: Pack, sig: Signature) -> bool:
-    """Whether some signature of ``pack`` may refine ``sig``'s failure (asked at an offer)."""
-    return any(_refines(s, sig) for s in pack.signatures)
-
-
-def detect_engine(text: str) -> Pack | None:
-    """The pack whose detection substring occurs earliest in ``text`` (at one place, the pack
-    tried first); None if none does. One automaton pass, leftmost match first."""
-    finder, owners = _detector()
-    found = finder.find_matches_as_indexes(text)
-    return owners[found[0][0]] if found else None
-
-
-def _shape_engine(text: str) -> Engine | None:
-    """The engine whose logger alone writes lines shaped like ``text`` (``Pack.detect_lines``:
-    vLLM's header, SGLang's rank prefix, Ollama's slog records); None if none does."""
-    for pack in packs.all_packs():
-        for shape in pack.detect_lines:
-            if shape.search(text):
-                return pack.engine
-    return None
-
-
-@cache
-def _detector() -> tuple[ahocorasick_rs.AhoCorasick, tuple[Pack, ...]]:
-    """Every pack's detection substrings, in pack order, and the pack of each."""
-    tokens = tuple(t for pack in packs.all_packs() for t in pack.detect)
-    owners = tuple(pack for pack in packs.all_packs() for _ in pack.detect)
-    return logline.line_finder(tokens), owners
-
 
 def diagnose_bytes(data: bytes, engine: Engine | None = None) -> Diagnosis:
     """The verdict on a whole log given as bytes: the fast path (screen, then read)."""
@@ -945,118 +436,3 @@ def diagnose_bytes(data: bytes, engine: Engine | None = None) -> Diagnosis:
     if last is not None:
         analyzer.note_last(*last)
     return analyzer.finish(whole_log=True)
-
-
-def detect_bytes(data: bytes) -> Pack | None:
-    """The engine of a whole buffer: the pack whose substring occurs first."""
-    tokens = tuple(t for pack in packs.all_packs() for t in pack.detect)
-    first = logline.find_first(data, tokens)
-    return detect_engine(first[1]) if first is not None else None
-
-
-# Once a start is ready, a phase line, a heartbeat or a hang point can no longer change the
-# verdict (a phase never goes back within an attempt; a hang is judged only before ready), so
-# the tables a line must match to matter then are these, with ``version`` while none is known,
-# and the analyzer's own traceback checks (the exception line, a frame, the traceback's head, a
-# chained traceback's separator).
-_AFTER_READY_TABLES = ("restart", "exclusions", "progress", "signatures", "facts")
-_OWN_CHECKS = (_EXCEPTION, _FRAME, re.compile(re.escape(_TRACEBACK)), *map(re.compile, _CHAINED))
-
-
-class AfterReady:
-    """What a line must hold to matter once the start is ready: one of the strings every
-    match of those tables' patterns needs (``packs.index.required``), read off the pack, and
-    one of the pack's screen tokens (a line the screen skips stays skipped). A serving
-    journal's stats, access and request lines hold none, so after ready they cost one
-    automaton pass and are never parsed. Worked out when a start first is ready (a start that
-    fails never pays for it); None when a pattern that can still matter has no such strings
-    (every line is then read as before)."""
-
-    def __init__(self, pack: Pack) -> None:
-        self._pack = pack
-        self._built = False
-        self._tokens: dict[bool, tuple[str, ...]] | None = None
-        self._finders: dict[bool, ahocorasick_rs.AhoCorasick] = {}
-
-    def tokens(self, need_version: bool) -> tuple[str, ...] | None:
-        """The tokens, with the version patterns' while the version is not known."""
-        if not self._built:
-            self._build()
-        return self._tokens[need_version] if self._tokens is not None else None
-
-    def may_matter(self, line: str, need_version: bool) -> bool:
-        """Whether ``line`` holds a token (a JSON record may hide its text: it always may)."""
-        if self.tokens(need_version) is None:
-            return True
-        return bool(self._finders[need_version].find_matches_as_indexes(line)) or (
-            line.startswith("{")
-        )
-
-    def _build(self) -> None:
-        self._built = True
-        index = pack_index.of(self._pack)
-        own: set[str] = set()
-        for pattern in _OWN_CHECKS:
-            strings = pack_index.required(pattern)
-            if strings is None:  # pragma: no cover - the analyzer's own patterns all have some
-                return
-            own |= strings
-        base = index.required_of(_AFTER_READY_TABLES)
-        version = index.required_of(("version",))
-        if base is None or version is None:
-            return
-        self._tokens = {True: _fewest(own | base | version), False: _fewest(own | base)}
-        self._finders = {k: logline.line_finder(v) for k, v in self._tokens.items()}
-
-
-_AFTER_READY: dict[int, tuple[Pack, AfterReady]] = {}
-
-
-def _after_ready_of(pack: Pack | None) -> AfterReady | None:
-    """The pack's :class:`AfterReady`, one per pack; None for no pack."""
-    if pack is None:
-        return None
-    found = _AFTER_READY.get(id(pack))
-    if found is None or found[0] is not pack:
-        found = (pack, AfterReady(pack))
-        _AFTER_READY[id(pack)] = found
-    return found[1]
-
-
-def _fewest(strings: set[str] | frozenset[str]) -> tuple[str, ...]:
-    """The strings that hold no other of them: a line holds one of ``strings`` exactly when it
-    holds one of these (fewer tokens make a faster automaton). One automaton pass over each
-    string finds the others it holds."""
-    ordered = sorted(strings)
-    finder = ahocorasick_rs.AhoCorasick(ordered)
-    return tuple(
-        s
-        for i, s in enumerate(ordered)
-        if all(j == i for j, _, _ in finder.find_matches_as_indexes(s, overlapping=True))
-    )
-
-
-@cache
-def _generic_screen() -> ahocorasick_rs.AhoCorasick | None:
-    return _screen_of(packs.generic())
-
-
-def _screen_of(pack: Pack) -> ahocorasick_rs.AhoCorasick | None:
-    """The automaton that tells whether a screen token occurs in a line, in one pass (a third
-    of the time of one ``in`` test per token, a fifth with the generic pack's); None when the
-    pack reads every line."""
-    return logline.line_finder(pack.screen) if pack.screen is not None else None
-
-
-def _other_port(groups: dict[str, str], facts: dict[str, float | int | str]) -> bool:
-    """A bind error naming a port other than the one this server was told to serve on."""
-    port, ours = groups.get("port"), facts.get("port")
-    return port is not None and port.isdigit() and ours is not None and int(port) != int(ours)
-
-
-def _flags(pack: Pack | None, owner: Engine | None) -> EngineFlags:
-    """The engine's flag names for remedy builders: the signature's owner's (read with the
-    generic pack), else the pack's; none when the engine is not known."""
-    if owner is not None:
-        return packs.get(owner).flags
-    return pack.flags if pack is not None else EngineFlags(known=False)

@@ -1,0 +1,93 @@
+"""What a line must hold to matter once a start is ready (``AfterReady``)."""
+
+from __future__ import annotations
+
+import re
+
+import ahocorasick_rs
+
+from bringup.core import logline
+from bringup.core.analyzer_state import _CHAINED, _EXCEPTION, _FRAME, _TRACEBACK
+from bringup.core.packs import index as pack_index
+from bringup.core.packs.types import Pack
+
+# Once a start is ready, a phase line, a heartbeat or a hang point can no longer change the
+# verdict (a phase never goes back within an attempt; a hang is judged only before ready), so
+# the tables a line must match to matter then are these, with ``version`` while none is known,
+# and the analyzer's own traceback checks (the exception line, a frame, the traceback's head, a
+# chained traceback's separator).
+_AFTER_READY_TABLES = ("restart", "exclusions", "progress", "signatures", "facts")
+_OWN_CHECKS = (_EXCEPTION, _FRAME, re.compile(re.escape(_TRACEBACK)), *map(re.compile, _CHAINED))
+
+
+class AfterReady:
+    """What a line must hold to matter once the start is ready: one of the strings every
+    match of those tables' patterns needs (``packs.index.required``), read off the pack, and
+    one of the pack's screen tokens (a line the screen skips stays skipped). A serving
+    journal's stats, access and request lines hold none, so after ready they cost one
+    automaton pass and are never parsed. Worked out when a start first is ready (a start that
+    fails never pays for it); None when a pattern that can still matter has no such strings
+    (every line is then read as before)."""
+
+    def __init__(self, pack: Pack) -> None:
+        self._pack = pack
+        self._built = False
+        self._tokens: dict[bool, tuple[str, ...]] | None = None
+        self._finders: dict[bool, ahocorasick_rs.AhoCorasick] = {}
+
+    def tokens(self, need_version: bool) -> tuple[str, ...] | None:
+        """The tokens, with the version patterns' while the version is not known."""
+        if not self._built:
+            self._build()
+        return self._tokens[need_version] if self._tokens is not None else None
+
+    def may_matter(self, line: str, need_version: bool) -> bool:
+        """Whether ``line`` holds a token (a JSON record may hide its text: it always may)."""
+        if self.tokens(need_version) is None:
+            return True
+        return bool(self._finders[need_version].find_matches_as_indexes(line)) or (
+            line.startswith("{")
+        )
+
+    def _build(self) -> None:
+        self._built = True
+        index = pack_index.of(self._pack)
+        own: set[str] = set()
+        for pattern in _OWN_CHECKS:
+            strings = pack_index.required(pattern)
+            if strings is None:  # pragma: no cover - the analyzer's own patterns all have some
+                return
+            own |= strings
+        base = index.required_of(_AFTER_READY_TABLES)
+        version = index.required_of(("version",))
+        if base is None or version is None:
+            return
+        self._tokens = {True: _fewest(own | base | version), False: _fewest(own | base)}
+        self._finders = {k: logline.line_finder(v) for k, v in self._tokens.items()}
+
+
+_AFTER_READY: dict[int, tuple[Pack, AfterReady]] = {}
+
+
+def _after_ready_of(pack: Pack | None) -> AfterReady | None:
+    """The pack's :class:`AfterReady`, one per pack; None for no pack."""
+    if pack is None:
+        return None
+    found = _AFTER_READY.get(id(pack))
+    if found is None or found[0] is not pack:
+        found = (pack, AfterReady(pack))
+        _AFTER_READY[id(pack)] = found
+    return found[1]
+
+
+def _fewest(strings: set[str] | frozenset[str]) -> tuple[str, ...]:
+    """The strings that hold no other of them: a line holds one of ``strings`` exactly when it
+    holds one of these (fewer tokens make a faster automaton). One automaton pass over each
+    string finds the others it holds."""
+    ordered = sorted(strings)
+    finder = ahocorasick_rs.AhoCorasick(ordered)
+    return tuple(
+        s
+        for i, s in enumerate(ordered)
+        if all(j == i for j, _, _ in finder.find_matches_as_indexes(s, overlapping=True))
+    )
