@@ -61,6 +61,17 @@ graph (its log also says Inductor compilation is disabled); the scheduler (Engin
 HTTP server (APIServer) are other processes, free to run on the other core. Its per-step work
 outside the model stayed within the CPU constants' 50 us per layer (1 ms a step here): at 1.06
 of the expected speed no separate per-step constant was needed, and none was fitted.
+
+Re-measured in issue 25's second round (2026-12-02) on another host CPU behind this machine
+(AMD EPYC with AVX-512: the float32 dot probe streams 26-28 GB/s on one thread, twice the
+earlier 11-13): llama.cpp followed the bandwidth (7.6 -> 15.0 tok/s, 0.84 of expected), vLLM's
+CPU build did not (8.7 -> 8.5 tok/s, 0.47 of expected, below the ceiling). Its linears are
+PyTorch's CPU matmul: timed alone in vLLM's own environment (torch.nn.functional.linear, one
+thread, float32, one token, the model's 80 matrices, 1.34 GB) they streamed 13.8-14.1 GB/s, half
+of the probe; vLLM's decode reached 10.3 GB/s with its attention and per-step work. On the
+earlier host the probe and torch's GEMV were both about 12 GB/s and the prediction agreed by
+coincidence of the two. Not fixed here: the plan's CPU prediction for vLLM needs a probe of the
+engine's own kernel (torch's linear in the engine's environment), not a float32 dot.
 """
 SLOT = Path("/work/locks/with-vllm-slot")
 SHAPE = {"n_embd": 1024, "n_ff": 4096, "n_layer": 20, "n_head": 16, "n_head_kv": 4}
@@ -330,8 +341,11 @@ PUBLISHED: tuple[Published, ...] = (
 PUBLISHED_READING = """How to read it (written in issue 16 with that round's constants; the table above is
 recomputed with the current ones: issue 25 made the ceiling bytes over peak bandwidth only and
 put per-kernel and Marlin-MoE fixed costs into "expected", core/plan/decode_costs.py, which
-brought rows 5-7 closer; gpt-oss on A100 (rows 2-4: MXFP4 through Marlin on Ampere) does not
-yet get the Marlin MoE call's cost. The 30-point set: bench/results/decode_points.md):
+brought rows 5-7 closer; its second round dropped the Marlin MoE call from graphs (a
+host-launched timing), counted the activation-quantization kernels of FP8/NVFP4 GEMMs and moved
+PCIe latencies by NCCL's ring step per rank: rows 5-7 moved to 0.29, >= 0.76 and 0.99, these
+five rows not tuned to. gpt-oss on A100 (rows 2-4: MXFP4 through Marlin on Ampere) is still
+1.9-3.7x below expected. The 30-point set: bench/results/decode_points.md):
 
 - **Dense on one GPU agrees** (row 1: 0.94 of expected, 0.73 of the ceiling). It is the one
   figure with the engine version, the exact commands and batch 1 all given.

@@ -49,12 +49,20 @@ class DecodeRow:
 
 
 def interconnect(text: str) -> str | None:
-    """The plan's --interconnect for the point's free text (None: one GPU or unknown)."""
+    """The plan's --interconnect for the point's free text (None: one GPU or unknown).
+
+    "no NVLink" and "NVLink bridge not mentioned" are PCIe. GPUs split across CPU sockets are
+    ``pcie-numa`` (traffic staged through host memory) unless the text says P2P is on across
+    them: NCCL then uses its P2P transport over the socket link (NCCL_P2P_LEVEL=SYS, NCCL's
+    environment-variable docs), which is ``pcie``'s class, not a host-memory copy."""
     t = text.lower()
     if t in ("", "n/a"):
         return None
-    if "p2p disabled" in t or "numa" in t or "dual-socket" in t or "two root" in t:
+    t = re.sub(r"no nvlink|nvlink bridge not mentioned", "", t)
+    if "p2p disabled" in t:
         return "pcie-numa"
+    if "numa" in t or "dual-socket" in t or "two root" in t:
+        return "pcie" if "p2p on" in t else "pcie-numa"
     if "nvlink" in t or "nvswitch" in t:
         return "nvlink"
     if "pcie" in t:

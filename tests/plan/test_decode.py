@@ -380,3 +380,15 @@ def test_the_ceiling_line_says_how_many_experts_the_busiest_gpu_reads() -> None:
     out = io.StringIO()
     main([*argv, "--json"], Context(stdout=out, stderr=err, environ={}))
     assert set(json.loads(out.getvalue())["decode"]) == DECODE_KEYS
+
+
+def test_minimax_m2_all_reduces_its_qk_norm_variance_once_per_layer_under_tp() -> None:
+    """vLLM's MiniMax-M2 normalizes q and k over all heads: one more all-reduce per layer."""
+    minimax = _workload("MiniMax-M2.5", "H100", 4, tensor_parallel_size=4)
+    layers = minimax.num_layers
+    assert minimax.allreduces == 2 * layers + 2 + layers
+    assert minimax.model_type == "minimax_m2"
+    single = _workload("MiniMax-M2.5", "H200", 1, tensor_parallel_size=1)
+    assert single.allreduces == 0
+    qwen = _workload("Qwen3-30B-A3B", "H100", 2, tensor_parallel_size=2)
+    assert qwen.allreduces == 2 * qwen.num_layers + 2

@@ -25,20 +25,37 @@ def test_a_layer_costs_its_kernels_at_the_graph_or_eager_time() -> None:
     graph = decode_costs.per_layer_seconds("dense", graphs=True)
     eager = decode_costs.per_layer_seconds("dense", graphs=False)
     assert graph == pytest.approx(11 * 3.4e-6)
-    assert eager == pytest.approx(11 * 10e-6)
+    assert eager == pytest.approx(11 * 34e-6)
     assert decode_costs.per_layer_seconds("moe", graphs=True, shared_experts=True) == (
         pytest.approx(19 * 3.4e-6)
     )
 
 
-def test_int4_experts_pay_one_marlin_call_per_layer() -> None:
+def test_int4_experts_cost_their_kernels_like_any_other_experts_in_a_graph() -> None:
+    """FlagGems' 0.13 ms per Marlin MoE call is host-launched time, not a cost inside a graph."""
     plain = decode_costs.per_layer_seconds("mla", graphs=True)
-    marlin = decode_costs.per_layer_seconds("mla", graphs=True, weight_format="int4")
-    assert marlin == pytest.approx(plain - 4 * 3.4e-6 + 130e-6)
-    # a dense INT4 model has no expert kernels to replace
+    assert decode_costs.per_layer_seconds("mla", graphs=True, weight_format="int4") == plain
     assert decode_costs.per_layer_seconds("dense", graphs=True, weight_format="awq") == (
         pytest.approx(11 * 3.4e-6)
     )
+
+
+def test_quantized_activations_add_one_kernel_per_quantized_gemm() -> None:
+    bf16 = decode_costs.kernels_per_layer("moe")
+    assert decode_costs.kernels_per_layer("moe", weight_format="fp8") == bf16 + 4
+    assert decode_costs.kernels_per_layer("moe", weight_format="nvfp4", shared_experts=True) == (
+        bf16 + 3 + 4 + 2
+    )
+    assert decode_costs.kernels_per_layer("mla", weight_format="fp8") == 26 + 7
+    # W4A16 and BF16 do not quantize their activations
+    assert decode_costs.kernels_per_layer("mla", weight_format="int4") == 26
+    assert decode_costs.kernels_per_layer("dense", weight_format="awq") == 11
+
+
+def test_per_head_qk_norms_are_counted_for_the_families_that_have_them() -> None:
+    assert decode_costs.kernels_per_layer("moe", model_type="qwen3_moe") == 18
+    assert decode_costs.kernels_per_layer("dense", model_type="qwen3") == 13
+    assert decode_costs.kernels_per_layer("dense", model_type="llama") == 11
 
 
 def test_eager_mode_is_slower_than_graphs_and_the_ceiling_does_not_move() -> None:
@@ -69,3 +86,14 @@ def test_int4_weights_stream_at_marlins_share_of_the_bandwidth() -> None:
     assert 1 / int4.expected_tokens_per_s - fixed == pytest.approx(
         (1 / bf16.expected_tokens_per_s - fixed) / 0.97, rel=1e-3
     )
+
+
+def test_pcie_latency_grows_with_the_tp_size_by_ncclS_ring_step_and_nvlink_does_not() -> None:
+    pcie = decode.Link("pcie", 64e9)
+    assert pcie.latency_at(4) == pytest.approx(20e-6)  # measured at 4 ranks
+    assert pcie.latency_at(8) == pytest.approx(28e-6)
+    assert pcie.latency_at(2) == pytest.approx(16e-6)
+    assert decode.Link("pcie-numa", 64e9).latency_at(8) == pytest.approx(55e-6)
+    assert decode.Link("nvlink", 450e9).latency_at(8) == NVLINK.latency_at(2) == 8e-6
+    tp8 = dataclasses.replace(BASE, tensor_parallel=8)
+    assert decode.predict(tp8, GPU, pcie).collective_latency_seconds == pytest.approx(28e-6)

@@ -173,7 +173,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--interconnect",
         choices=decode.INTERCONNECTS,
         help="link between the GPUs (default: the GPU catalog's); pcie-numa: GPUs split "
-        "across CPU sockets",
+        "across CPU sockets without P2P between them (with P2P on across them: pcie)",
     )
     dec.add_argument(
         "-dcp",
@@ -497,6 +497,7 @@ def predict_decode(
             expert_parallel=expert_parallel,
             kv_cache_dtype="auto",
             setup=setup,
+            weight_format=format_from_config(arch.quantization, quantization).method,
         )
     return decode.predict(workload, processor, decode.gpu_link(model, setup.interconnect))
 

@@ -35,7 +35,9 @@ vocabulary-parallel embedding and one gather of the logits; with expert parallel
 layer's all-reduce becomes two all-to-alls (dispatch and combine); with decode context
 parallelism each attention layer adds two (the query all-gather and the reduction of partial
 outputs with their log-sum-exp, vLLM ``docs/serving/context_parallel_deployment.md``); each
-pipeline boundary adds one send. The payload is one token's hidden state.
+pipeline boundary adds one send; MiniMax-M2 adds one per attention layer (the all-reduce of its
+q/k norm's variance, :data:`VARIANCE_ALL_REDUCE_MODEL_TYPES`). The payload is one token's hidden
+state.
 
 **Collective latency** by interconnect, for a message of a few KiB inside a CUDA graph
 (:data:`COLLECTIVE_LATENCY_SECONDS`):
@@ -44,10 +46,21 @@ pipeline boundary adds one send. The payload is one token's hidden state.
   8.5-11.8 us (sgl-project/sglang#2904); NCCL NVLS 2 GPUs ~6 us (NVIDIA/nccl#1259);
 - ``pcie`` 20 us: NCCL between four GPUs behind one PCIe switch, 4-8 KiB, in a CUDA graph,
   19.4-20.3 us (haohervchb/sglang-V100#2);
-- ``pcie-numa`` 55 us (GPUs split across CPU sockets, traffic through the socket link): 8 GPUs
+- ``pcie-numa`` 55 us (GPUs split across CPU sockets with no P2P between them, so NCCL stages
+  the traffic through host memory, its SHM transport: NCCL's docs on ``NCCL_P2P_LEVEL`` and
+  ``NCCL_SHM_DISABLE``; with P2P on across the sockets, ``NCCL_P2P_LEVEL=SYS``, it is ``pcie``): 8 GPUs
   in two PCIe islands, NCCL 8-16 KiB 56.9-63.8 us (vllm-project/vllm#50576, A800); 8 x RTX 4090
   over two root complexes, NCCL 8 B 40-42 us (NVIDIA/nccl#1530);
 - ``xgmi`` 15 us: not from a public measurement (approximate, RCCL on MI300X).
+
+**By TP size**: NCCL's small-message all-reduce is a ring in its LL protocol, whose latency
+NCCL's own tuning model puts at a base plus one hop per step, ``2 (n - 1)`` steps for n ranks,
+1.0 us a hop over PCIe (``hwLat[PCI][Ring][LL]`` beside ``baseLat[Ring][LL]`` = 6.6 us in
+NVIDIA/nccl ``src/graph/tuning.cc``). The PCIe figures above are measured at 4 ranks (``pcie``)
+and 8 ranks (``pcie-numa``); another TP size moves them by that 1.0 us per step
+(:data:`RING_ANCHOR_RANKS`, :data:`RING_HOP_SECONDS`): ``pcie`` at TP 8 is 28 us, at TP 2
+16 us. NVLink's figure is vLLM's custom all-reduce (one shot, 3.7-7.8 us from 2 to 8 GPUs in
+the same measurement): flat.
 
 **Expected** speed takes the ceiling's terms with a bandwidth efficiency and adds a fixed cost
 per layer (kernel launches and their tails, which a CUDA graph shortens but does not remove),
@@ -70,11 +83,13 @@ by architecture class (:data:`GPU_CLASSES`, :data:`CPU_CLASSES`):
   ``bench/bench_decode.py`` on this project's machine (real llama.cpp and vLLM's CPU build,
   both within 20 % of the expected speed).
 
-Checked against public GPU figures (``bench/bench_decode.py --published-only`` writes the table
-to ``bench/results/decode.md``): dense on one GPU agrees (Llama-3.1-8B on an A100, vLLM 0.23,
-0.94 of expected); MoE and MLA setups run 1.4-7x below the expected speed and below the
-ceiling, by engine version (DeepSeek-V3 at TP 8: 30 tok/s in SGLang 0.4.1, >= 78 in 0.5.7),
-which points at the per-layer fixed costs; they were not refitted to those figures.
+Checked against public GPU figures (``bench/bench_decode.py --published-only`` writes
+``bench/results/decode.md``; ``--points`` scores the 30 real measurements of
+``../shared/corpus/decode/points.jsonl`` into ``bench/results/decode_points.md``): dense setups
+agree within 25 %; MoE and MLA setups run from 0.3 to 1.6 times the expected speed, by engine
+version and MoE kernel more than by hardware (the same Kimi-K2.5 INT4 at TP 8 decodes faster on
+8 PCIe RTX PRO 6000 in 2026 nightlies than on 8 x H200 in vLLM 0.15.1). No constant here was
+fitted to those figures: they are scored, and the plan's caveat says how far they spread.
 
 **The ceiling is a bound**: the bytes the busiest GPU must read at its vendor peak bandwidth,
 nothing else (collectives and fixed costs are left to "expected": a custom all-reduce can be
@@ -128,7 +143,13 @@ COLLECTIVE_LATENCY_SECONDS: dict[str, float] = {
     "pcie-numa": 55e-6,
     "xgmi": 15e-6,
 }
+# the TP size each PCIe latency above was measured at, and NCCL's ring step over PCIe
+RING_ANCHOR_RANKS: dict[str, int] = {"pcie": 4, "pcie-numa": 8}
+RING_HOP_SECONDS = 1.0e-6
 ARCH_CLASSES = ("dense", "moe", "mla")
+# MiniMax-M2 normalizes q and k over all heads: under TP each attention layer all-reduces their
+# variance (vLLM model_executor/layers/minimax_rms_norm/rms_norm_tp.py, _all_reduce_variance)
+VARIANCE_ALL_REDUCE_MODEL_TYPES = frozenset({"minimax_m2"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +181,16 @@ class Link:
 
     @property
     def latency_seconds(self) -> float:
-        """Latency of one small collective over this link."""
+        """Latency of one small collective over this link (at the TP size it was measured at)."""
         return COLLECTIVE_LATENCY_SECONDS.get(self.kind, COLLECTIVE_LATENCY_SECONDS["pcie"])
+
+    def latency_at(self, ranks: int) -> float:
+        """Latency of one small collective among ``ranks`` GPUs: the measured figure moved by
+        NCCL's ring step per rank over PCIe; NVLink's (one-shot custom all-reduce) is flat."""
+        anchor = RING_ANCHOR_RANKS.get(self.kind)
+        if anchor is None or ranks < 2:
+            return self.latency_seconds
+        return self.latency_seconds + 2 * (ranks - anchor) * RING_HOP_SECONDS
 
     @property
     def name(self) -> str:
@@ -198,6 +227,7 @@ class Workload:
     graphs: bool = True  # CUDA graphs (False: --enforce-eager)
     weight_format: str = "none"  # quant.WeightFormat.method of the linear layers
     shared_experts: bool = False
+    model_type: str = ""  # config.json's model_type (per-family kernels: decode_costs)
 
     @property
     def collectives(self) -> int:
@@ -265,7 +295,7 @@ def predict(workload: Workload, processor: Processor, link: Link | None) -> Deco
     weights = sum(workload.weight_bytes_per_stage)
     kv = sum(workload.kv_bytes_per_stage)
     count = workload.collectives if link is not None and _multi(workload) else 0
-    latency = link.latency_seconds if count and link is not None else 0.0
+    latency = link.latency_at(max(2, workload.tensor_parallel)) if count and link else 0.0
     moved = _moved_bytes(workload, link) if count else 0.0
     comm = count * latency + moved
     least = sum(workload.ceiling_weight_bytes_per_stage or workload.weight_bytes_per_stage)
@@ -278,6 +308,7 @@ def predict(workload: Workload, processor: Processor, link: Link | None) -> Deco
             graphs=workload.graphs,
             shared_experts=workload.shared_experts,
             weight_format=workload.weight_format,
+            model_type=workload.model_type,
         )
     fixed = workload.num_layers * per_layer
     weights_bw = eff_bw * decode_costs.format_efficiency(workload.weight_format)
@@ -451,6 +482,8 @@ def vllm_workload(
         all_to_alls = 2 * ep_layers
         if dcp > 1:
             allreduces += 2 * attention_layers
+        if arch.model_type in VARIANCE_ALL_REDUCE_MODEL_TYPES:
+            allreduces += attention_layers
     return Workload(
         weight_bytes_per_stage=weight_bytes,
         kv_bytes_per_stage=kv_bytes,
@@ -467,6 +500,7 @@ def vllm_workload(
         graphs=not enforce_eager,
         weight_format=weight_format,
         shared_experts=bool(moe and moe.shared_intermediate_size),
+        model_type=arch.model_type,
     )
 
 

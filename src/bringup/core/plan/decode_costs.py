@@ -10,9 +10,12 @@ efficiency below peak (:mod:`.decode`)::
 NVIDIA technical blog "Getting Started with CUDA Graphs" (A. Gray, 2019,
 developer.nvidia.com/blog/cuda-graphs) times a short kernel (2.9 us of work) launched 20 x
 1000 times on a V100 both ways. Without graphs (``--enforce-eager``) each kernel is also a
-PyTorch operator dispatched from Python: :data:`EAGER_KERNEL_SECONDS`, 10 us, is an
-approximation of that overhead (the order of magnitude PyTorch's dispatcher and vLLM's Python
-layer code add per operator), not a measurement; the plan says so.
+PyTorch operator dispatched from Python, and torch.compile's fusions are off too (vLLM compiles
+only when it captures graphs): :data:`EAGER_KERNEL_SECONDS`, 34 us, from vllm-project/vllm-omni#7960
+(vLLM 0.29, Qwen2.5-Omni-7B's thinker, a Qwen2.5-7B decoder of 28 layers, on A800: TPOT about
+22.5 ms eager against 13 ms with graphs, the only difference between the two runs): 9.5 ms over
+28 layers x 11 kernels is 31 us more per kernel than the graph's 3.4 us. It is one public
+measurement of one engine on one host (a slower host CPU dispatches slower), not a bound.
 
 **Kernels per layer**, counted in vLLM's layer code at batch 1 (collectives are counted
 apart, by :mod:`.decode`):
@@ -28,12 +31,32 @@ apart, by :mod:`.decode`):
   absorbed ``W_UK`` and ``W_UV`` batched GEMMs, rotary, cache write, the MLA decode kernel and
   its combine, o_proj; the grouped top-k router's few kernels; the experts and the shared
   expert): 26.
+- per-head q/k RMSNorms (Qwen3's ``qwen3.py``/``qwen3_moe.py`` ``q_norm``/``k_norm``;
+  MiniMax-M2's norm over the whole q and k projections, ``minimax_rms_norm/rms_norm_tp.py``,
+  whose variance is all-reduced under TP: that collective is counted by :mod:`.decode`): 2 more
+  (:data:`QK_NORM_MODEL_TYPES`);
+- weights whose activations are quantized too (FP8, INT8, NVFP4, MXFP8: W8A8/W4A4): one more
+  kernel before each quantized GEMM, the input's quantization (``fused_moe.py`` calls
+  ``moe_kernel_quantize_input`` before each of the two expert GEMMs, ``fused_moe/utils.py``:
+  ``per_token_group_quant_fp8``, ``scaled_fp8_quant``, ``scaled_fp4_quant``; the W8A8 linear
+  ops quantize their input the same way, ``quantization/utils/fp8_utils.py``):
+  :data:`QUANTIZED_GEMMS` per layer (dense: qkv, o, gate_up, down; MoE: qkv, o and the two
+  expert GEMMs, two more with shared experts; MLA: the fused q_a/kv_a, q_b, o, the experts' two
+  and the shared expert's two). INT4 W4A16 (AWQ, GPTQ) and BF16 do not quantize activations.
 
 **INT4 experts through Marlin** (vLLM's ``fused_marlin_moe``: AWQ, GPTQ and compressed-tensors
-W4A16 MoE checkpoints): one call at one token takes 0.127-0.142 ms whatever the shape
-(E x K x N x top-k of 8 x 4096 x 14336 x 2, 256 x 7168 x 2048 x 8 and 512 x 4096 x 1024 x
-10, vLLM's CUDA kernel timed on an H20 in flagos-ai/FlagGems#3375), well above what its bytes
-need: :data:`MARLIN_MOE_CALL_SECONDS` replaces the expert kernels' launches in each MoE layer.
+W4A16 MoE checkpoints) launch the same kinds of kernels as other experts (align, the two
+grouped GEMMs, the activation, the sum) and are counted like them. The one public timing of
+the call, 0.127-0.143 ms per call at one token on an H20 whatever the shape (E x K x N x top-k of
+8 x 4096 x 14336 x 2, 256 x 7168 x 2048 x 8 and 512 x 4096 x 1024 x 10: 63 to 176 MB of INT4
+weights, flagos-ai/FlagGems#3222 and #3375), is not a cost to add inside a CUDA graph: it is
+flat over a 2.8x range of bytes, so it is not the H20's 4.0 TB/s at work; FlagGems' harness
+times Python calls launched from the host, one by one (``benchmark/performance_utils.py``:
+wall time or ``triton.testing.do_bench``, no graph), and those shapes are whole experts, not one
+GPU's 1/TP share. It agrees with the eager time per kernel instead (4 host-launched kernels x
+34 us = 136 us), which is how it is counted under ``--enforce-eager``. (Until issue 25's second
+round the plan added it to every MoE layer in graphs as well: :data:`MARLIN_MOE_CALL_SECONDS`
+stays for the record, unused.)
 
 **Bandwidth efficiency per weight format** (multiplies the class's efficiency in
 :mod:`.decode`): BF16/FP16 and FP8 stream their bytes alike (1.0); INT4 through the Marlin
@@ -46,30 +69,52 @@ public batch-1 bandwidth figure was found; 1.0 (the plan does not derate them).
 from __future__ import annotations
 
 GRAPH_KERNEL_SECONDS = 3.4e-6  # one kernel replayed from a CUDA graph (NVIDIA blog, above)
-EAGER_KERNEL_SECONDS = 10e-6  # one PyTorch operator launched eagerly (an approximation)
+EAGER_KERNEL_SECONDS = 34e-6  # one kernel launched eagerly (vllm-project/vllm-omni#7960, above)
 KERNELS_PER_LAYER: dict[str, int] = {"dense": 11, "moe": 16, "mla": 26}
 SHARED_EXPERT_KERNELS = 3  # gate_up, activation, down of a shared expert
+QK_NORM_KERNELS = 2  # q and k RMSNorm (or MiniMax-M2's variance and apply kernels)
+QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe", "minimax_m2"})
+ACTIVATION_QUANT_FORMATS = frozenset({"fp8", "fp8-channel", "int8", "nvfp4", "mxfp8"})
+QUANTIZED_GEMMS: dict[str, int] = {"dense": 4, "moe": 4, "mla": 7}
+SHARED_EXPERT_GEMMS = 2  # a shared expert's gate_up and down (MoE classes; MLA counts them)
 FORMAT_EFFICIENCY: dict[str, float] = {"int4": 0.97, "awq": 0.97, "gptq": 0.97}
-MARLIN_MOE_CALL_SECONDS = 130e-6  # fused_marlin_moe at M=1 (flagos-ai/FlagGems#3375, H20)
-MARLIN_MOE_FORMATS = frozenset({"int4", "awq", "gptq"})
-EXPERT_KERNELS = 4  # the two grouped GEMMs, the activation and moe_sum the Marlin call replaces
+MARLIN_MOE_CALL_SECONDS = 130e-6  # fused_marlin_moe at M=1, host-launched (FlagGems#3375): unused
 
 
-def kernels_per_layer(arch_class: str, *, shared_experts: bool = False) -> int:
+def kernels_per_layer(
+    arch_class: str,
+    *,
+    shared_experts: bool = False,
+    model_type: str = "",
+    weight_format: str = "none",
+) -> int:
     """Kernels one decoder layer launches at batch 1 (module docstring)."""
     base = KERNELS_PER_LAYER.get(arch_class, KERNELS_PER_LAYER["dense"])
-    return base + (SHARED_EXPERT_KERNELS if shared_experts and arch_class == "moe" else 0)
+    shared = shared_experts and arch_class == "moe"
+    base += SHARED_EXPERT_KERNELS if shared else 0
+    base += QK_NORM_KERNELS if model_type in QK_NORM_MODEL_TYPES else 0
+    if weight_format in ACTIVATION_QUANT_FORMATS:
+        gemms = QUANTIZED_GEMMS.get(arch_class, QUANTIZED_GEMMS["dense"])
+        base += gemms + (SHARED_EXPERT_GEMMS if shared else 0)
+    return base
 
 
 def per_layer_seconds(
-    arch_class: str, *, graphs: bool, shared_experts: bool = False, weight_format: str = "none"
+    arch_class: str,
+    *,
+    graphs: bool,
+    shared_experts: bool = False,
+    weight_format: str = "none",
+    model_type: str = "",
 ) -> float:
-    """The fixed time of one layer: its kernels at the graph (or eager) time per kernel, with
-    a Marlin MoE call in place of the expert kernels for INT4 experts."""
+    """The fixed time of one layer: its kernels at the graph (or eager) time per kernel."""
     each = GRAPH_KERNEL_SECONDS if graphs else EAGER_KERNEL_SECONDS
-    kernels = kernels_per_layer(arch_class, shared_experts=shared_experts)
-    if arch_class != "dense" and weight_format in MARLIN_MOE_FORMATS:
-        return (kernels - EXPERT_KERNELS) * each + MARLIN_MOE_CALL_SECONDS
+    kernels = kernels_per_layer(
+        arch_class,
+        shared_experts=shared_experts,
+        model_type=model_type,
+        weight_format=weight_format,
+    )
     return kernels * each
 
 
