@@ -43,6 +43,32 @@ from bringup.core.vocab import Engine
         (["bringup", "twin", "vllm", "--model", "MiniMax", "--port", "9"], Engine.VLLM, "MiniMax"),
         (["python", "-m", "bringup", "twin", "vllm", "--scenario", "ready"], Engine.VLLM, None),
         (["my-server", "--port", "1"], None, None),
+        # wrapped commands: each wrapper's options (and taskset's mask) are skipped
+        (["numactl", "--cpunodebind=0", "--membind", "0", "vllm", "serve", "m"], Engine.VLLM, "m"),
+        (["numactl", "-N", "1", "vllm", "serve", "m", "-tp", "2"], Engine.VLLM, "m"),
+        (["taskset", "-c", "0-7", "vllm", "serve", "m"], Engine.VLLM, "m"),
+        (["env", "-u", "HOME", "X=1", "vllm", "serve", "m"], Engine.VLLM, "m"),
+        (["sudo", "-u", "svc", "VLLM_USE_V1=1", "vllm", "serve", "m"], Engine.VLLM, "m"),
+        (
+            ["env", "X=1", "numactl", "-N", "0", "nice", "-n", "5", "vllm", "serve", "m"],
+            Engine.VLLM,
+            "m",
+        ),
+        (
+            [
+                "numactl",
+                "-N",
+                "0",
+                "python",
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                "m",
+            ],
+            Engine.VLLM,
+            "m",
+        ),
+        (["taskset", "-p", "1"], None, None),
     ],
 )
 def test_parse_server_command(argv: list[str], engine: Engine | None, model: str | None) -> None:
@@ -57,6 +83,14 @@ def test_flags_exclude_the_model_positional() -> None:
     cmd = parse_server_command(["vllm", "serve", "m", "--port", "8001", "--enforce-eager"])
     assert cmd.flags == ("--port", "8001", "--enforce-eager")
     assert cmd.entry == ("vllm", "serve")
+
+
+def test_wrapped_command_keeps_the_wrapper_in_entry_and_flags_after_the_model() -> None:
+    """`numactl -N 0 vllm serve M -tp 2`: the wrapper is part of the entry, -tp 2 a flag."""
+    cmd = parse_server_command(["numactl", "-N", "0", "vllm", "serve", "m", "-tp", "2"])
+    assert cmd.entry == ("numactl", "-N", "0", "vllm", "serve")
+    assert cmd.flags == ("-tp", "2")
+    assert get_flag(cmd.flags, "--tensor-parallel-size") == "2"
 
 
 @pytest.mark.parametrize(

@@ -171,3 +171,22 @@ def test_shipped_flag_names_are_vllms() -> None:
     flags = set(data["flags"])
     assert {f for f in engine_flags.PLANNED if f != "--model"} <= flags | {"--model"}
     assert "--host" in data["frontend_flags"]
+
+
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        ["numactl", "--cpunodebind=0", "--membind=0", "vllm", "serve", "Llama-3.1-8B"],
+        ["env", "VLLM_USE_V1=1", "vllm", "serve", "Llama-3.1-8B"],
+        ["taskset", "-c", "0-15", "vllm", "serve", "Llama-3.1-8B"],
+        ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "Llama-3.1-8B"],
+    ],
+)
+def test_wrapped_commands_are_planned_with_their_flags(wrapped: list[str]) -> None:
+    """A command behind numactl/env/taskset or vLLM's module entry point is read like
+    `vllm serve`: its model is planned and its flags honoured (numactl's were dropped)."""
+    code, out, err = _run("--gpu", "H100", "--json", "--", *wrapped, "--max-num-seqs", "64")
+    assert code in (0, 1), err
+    data = json.loads(out)
+    assert data["settings"]["max_num_seqs"] == 64
+    assert data["model"]["architecture"] == "LlamaForCausalLM"

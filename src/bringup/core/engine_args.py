@@ -8,8 +8,9 @@ The engines' entry points, valueless flags and aliases come from their knowledge
     text-generation-launcher --model-id M ...               llama-server -m M ...
     python -m llama_cpp.server --model M ...                bringup twin vllm --model M (the engine twin)
 
-Leading ``env``, ``NAME=value`` words and interpreter paths (``/opt/venv/bin/python3``) are
-allowed. Flags are matched the way the engines' parsers do: ``--flag value`` and
+Leading ``NAME=value`` words, the wrappers of :mod:`core.wrappers` (``env X=1``, ``numactl -N 0``,
+``taskset -c 0-7``, ``sudo -u svc``, ``nice``, ``timeout 1h``...; each as its own usage text
+reads its options) and interpreter paths (``/opt/venv/bin/python3``) are allowed. Flags are matched the way the engines' parsers do: ``--flag value`` and
 ``--flag=value``, the last occurrence wins, ``--max_num_seqs`` equals ``--max-num-seqs``, and
 the short aliases vLLM accepts (``-tp``, ``-pp``, ``-dp``, ``-q``) name their long flags.
 
@@ -25,7 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bringup.core import packs
+from bringup.core import packs, wrappers
 from bringup.core.packs.types import EntryPoint
 from bringup.core.vocab import Engine
 
@@ -101,14 +102,11 @@ def parse_server_command(argv: Sequence[str]) -> ServerCommand:
 
 
 def _skip_env(words: list[str]) -> int:
-    i = 0
-    if words[:1] == ["env"]:
-        i = 1
-        while i < len(words) and words[i].startswith("-"):
-            i += 1
-    while i < len(words) and _ENV_WORD.match(words[i]):
-        i += 1
-    return i
+    """The index of the wrapped command's first word: past ``NAME=value`` words and every
+    wrapper (``env``, ``numactl``, ``taskset``, ``sudo``, ``nice``...); the end of the line
+    when the wrappers run no command (``taskset -p 1``)."""
+    start = wrappers.command_start(words)
+    return len(words) if start is None else start
 
 
 def _base(word: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from bringup.cli import report_flags
 from bringup.cli.commands.plan_shared import cpu_processor, parse_memory, parse_rate
 from bringup.cli.main import Context
-from bringup.core import engine_args, engine_flags, fit_search, gpu_catalog
+from bringup.core import engine_args, engine_flags, fit_search, gpu_catalog, wrappers
 from bringup.core.checkpoint import Checkpoint, TensorInfo
 from bringup.core.gpu import select_visible
 from bringup.core.plan import (
@@ -36,7 +36,7 @@ from bringup.core.plan.calibrate import calibrate, model_mismatches
 from bringup.core.plan.calibrate import report as calibration_report
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.result import CalibrationReport, Plan
-from bringup.core.plan.settings import parse_version, use_v1_from_env
+from bringup.core.plan.settings import env_flag, parse_version, use_v1_from_env
 from bringup.core.plan.synth import synthesize
 from bringup.core.printable import printable
 from bringup.core.vocab import Engine
@@ -293,7 +293,10 @@ def make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
 
 def _make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
     command = engine_args.parse_server_command(args.passthrough) if args.passthrough else None
-    req = _requested(args, command.flags if command else (), ctx.environ)
+    # the server's environment: bringup's own, then NAME=value words of the command
+    # (`env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve ...`)
+    environ = {**ctx.environ, **(command_environment(command.entry) if command else {})}
+    req = _requested(args, command.flags if command else (), environ)
     model_arg = args.model or (command.model if command else None)
     if not model_arg:
         raise UsageError(
@@ -541,9 +544,15 @@ def _requested(
         enforce_eager=bool(args.enforce_eager or engine_args.has_flag(flags, "--enforce-eager")),
         engine_version=args.engine_version,
         use_v1=use_v1_from_env((environ or {}).get("VLLM_USE_V1")),
+        allow_long_max_model_len=env_flag((environ or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")),
         device=args.device or "cuda",
         decode_context_parallel_size=_dcp(args, flags),
     )
+
+
+def command_environment(entry: Sequence[str]) -> dict[str, str]:
+    """The ``NAME=value`` words before the server's entry point (bare or after ``env``)."""
+    return dict(w.split("=", 1) for w in entry if wrappers.is_assignment(w))
 
 
 def _convert(flag: str, text: str, kind: type) -> Any:

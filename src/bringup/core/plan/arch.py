@@ -61,6 +61,10 @@ class Architecture:
     mla: Mla | None
     linear_state_bytes: int  # per request per linear/mamba layer (recurrent state), 0 if none
     quantization: Mapping[str, Any] | None  # config's quantization_config
+    # the config key max_position_embeddings was derived from (vLLM names it when it refuses a
+    # longer --max-model-len), and the hf_config's model_max_length, which may allow one
+    max_len_key: str = "max_position_embeddings"
+    model_max_length: int | None = None
 
     @property
     def dense(self) -> bool:
@@ -171,10 +175,10 @@ def _parse(cfg: Mapping[str, Any]) -> Architecture:
             cfg.get("intermediate_size") or cfg.get("ffn_hidden_size") or 4 * hidden
         ),
         vocab_size=_need(cfg, "vocab_size", "padded_vocab_size"),
-        max_position_embeddings=int(
-            cfg.get("max_position_embeddings") or cfg.get("seq_length") or 4096
-        ),
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        max_position_embeddings=derived_max_len(cfg)[0],
+        max_len_key=derived_max_len(cfg)[1],
+        model_max_length=_int_or_none(cfg.get("model_max_length")),
+        tie_word_embeddings=tied_embeddings(cfg),
         dtype_bytes=DTYPE_BYTES.get(
             str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), 2
         ),
@@ -185,6 +189,105 @@ def _parse(cfg: Mapping[str, Any]) -> Architecture:
         linear_state_bytes=_linear_state_bytes(cfg),
         quantization=cfg.get("quantization_config") or cfg.get("compression_config"),
     )
+
+
+# Decoder model types whose transformers config class defaults tie_word_embeddings to True
+# (transformers 5.19, the version vLLM 0.32's CPU build installs: each class instantiated
+# with no arguments); vLLM reads the attribute from the config object, so a config.json that
+# omits the key takes its class's default. Every other type here defaults to False.
+TIED_BY_DEFAULT = frozenset(
+    {
+        "gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "gemma4",
+        "gemma4_text", "recurrent_gemma", "vaultgemma", "paligemma", "cohere", "cohere2",
+        "cohere2_moe", "gpt2", "gpt_bigcode", "gpt_neo", "openai-gpt", "ctrl", "xglm",
+        "falcon", "falcon_mamba", "mamba", "bloom", "opt", "mpt", "starcoder2", "ernie4_5",
+        "ernie4_5_moe", "jetmoe", "lfm2", "lfm2_moe", "minicpm3", "smollm3", "zamba",
+        "zamba2", "biogpt",
+    }
+)  # fmt: skip
+
+
+def tied_embeddings(cfg: Mapping[str, Any]) -> bool:
+    """``tie_word_embeddings`` as vLLM sees it: the config's value, else the default of the
+    model type's transformers config class (:data:`TIED_BY_DEFAULT`; Gemma's is True, so a
+    Gemma config without the key has no separate lm_head).
+
+    >>> tied_embeddings({"model_type": "gemma2"}), tied_embeddings({"model_type": "llama"})
+    (True, False)
+    """
+    value = cfg.get("tie_word_embeddings")
+    if value is not None:
+        return bool(value)
+    return str(cfg.get("model_type", "")) in TIED_BY_DEFAULT
+
+
+# vLLM 0.32 transformers_utils/model_arch_config_convertor.py::derive_max_model_len_and_key:
+# the smallest of these config keys is the model's length (model_max_length, Command-R's,
+# replaces it when present)
+MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+# vllm/config/model.py::_get_and_verify_max_len: RoPE types whose factor is NOT applied again
+# (their max_position_embeddings is already the scaled length); every other type's factor
+# multiplies the derived length ("linear", "dynamic"), except for Gemma-3
+ROPE_ALREADY_SCALED = frozenset(
+    {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"}
+)
+NO_LENGTH_DEFAULT = 2048  # vLLM: "Assuming the model's maximum length is 2048"
+
+
+def derived_max_len(cfg: Mapping[str, Any]) -> tuple[int, str]:
+    """The longest ``--max-model-len`` vLLM accepts for this config without
+    ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``, and the key it comes from, as vLLM 0.32 derives them
+    (``_get_and_verify_max_len``): the smallest of :data:`MAX_LEN_KEYS` (``model_max_length``
+    replacing it), 2048 when none is present, times the RoPE scaling factor for the RoPE types
+    not already scaled. Not read: the tokenizer_config's ``model_max_length`` (vLLM takes the
+    smaller), which a config.json alone does not carry.
+
+    >>> derived_max_len({"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}})
+    (8192, 'max_position_embeddings')
+    >>> derived_max_len({"max_position_embeddings": 40960, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
+    (40960, 'max_position_embeddings')
+    """
+    length: float = float("inf")
+    key = "max_position_embeddings"
+    for name in MAX_LEN_KEYS:
+        value = _int_or_none(cfg.get(name))
+        if value is not None and value < length:
+            length, key = value, name
+    model_max = _int_or_none(cfg.get("model_max_length"))
+    if model_max:
+        length, key = model_max, "model_max_length"
+    if length == float("inf"):
+        return NO_LENGTH_DEFAULT, "none (vLLM assumes 2048)"
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    # rope_parameters may be nested per layer type ({"full_attention": {...}, ...}); vLLM
+    # loops over them all, the last factor of a type not already scaled winning
+    params = list(rope.values()) if isinstance(rope, Mapping) else []
+    if not all(isinstance(p, Mapping) for p in params) or not params:
+        params = [rope] if isinstance(rope, Mapping) else []
+    scale = 1.0
+    for p in params if "gemma3" not in str(cfg.get("model_type", "")) else ():
+        rope_type = str(p.get("rope_type") or p.get("type") or "default")
+        factor = p.get("factor")
+        if rope_type not in ROPE_ALREADY_SCALED and isinstance(factor, (int, float)) and factor:
+            scale = float(factor)
+    return int(length * scale), key
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return None if value is None or isinstance(value, bool) else int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _window(cfg: Mapping[str, Any]) -> int | None:

@@ -89,6 +89,17 @@ def warnings_for(req: Requested, arch: Architecture) -> tuple[str, ...]:
     arch_warning = architecture_warning(arch)
     if arch_warning:
         out.append(arch_warning)
+    if (
+        req.allow_long_max_model_len
+        and req.max_model_len
+        and req.max_model_len > arch.max_position_embeddings
+    ):
+        out.append(
+            f"max_model_len {req.max_model_len} is above the model's "
+            f"{arch.max_position_embeddings} ({arch.max_len_key}): VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
+            "lets vLLM start, and a RoPE model's positions past it give NaN, an absolute-position "
+            "model's an out-of-bounds CUDA error (vLLM's own warning)"
+        )
     return tuple(out)
 
 

@@ -272,12 +272,8 @@ def config_failure(arch: Architecture, s: Settings, gpus: GpuSet) -> Found | Non
     )
     if problem is not None:
         return Found(FailureClass.CONFIG_ERROR, Phase.CONFIG, problem)
-    if s.max_model_len > arch.max_position_embeddings:
-        return Found(
-            FailureClass.CONFIG_ERROR,
-            Phase.CONFIG,
-            f"max_model_len {s.max_model_len} exceeds the model's {arch.max_position_embeddings} positions",
-        )
+    if s.max_model_len > arch.max_position_embeddings and not s.allow_long_max_model_len:
+        return Found(FailureClass.CONFIG_ERROR, Phase.CONFIG, long_max_model_len(arch, s))
     if s.max_num_batched_tokens < s.max_num_seqs:
         return Found(
             FailureClass.CONFIG_ERROR,
@@ -285,6 +281,18 @@ def config_failure(arch: Architecture, s: Settings, gpus: GpuSet) -> Found | Non
             f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be at least max_num_seqs ({s.max_num_seqs})",
         )
     return None
+
+
+def long_max_model_len(arch: Architecture, s: Settings) -> str:
+    """vLLM's refusal of a max_model_len above the model's own, in the plan's words
+    (``vllm/config/model.py::_get_and_verify_max_len``: a ValueError at config time unless
+    ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``)."""
+    return (
+        f"max_model_len {s.max_model_len} is above the model's {arch.max_position_embeddings} "
+        f"({arch.max_len_key} in config.json): vLLM refuses to start unless "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, and with it a RoPE model's positions past "
+        f"{arch.max_position_embeddings} give NaN"
+    )
 
 
 def _failure(r: RankBudget, s: Settings, gpus: GpuSet | None) -> Found | None:

@@ -46,6 +46,7 @@ class Requested:
     decode_context_parallel_size: int | None = None  # -dcp (None: 1)
     block_size: int | None = None  # --block-size (None: the attention backend's default)
     cpu_offload_gb: float = 0.0  # --cpu-offload-gb: GiB of weights per GPU kept in CPU memory
+    allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the environment
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,9 @@ class Settings:
     decode_context_parallel_size: int = 1  # -dcp: the KV cache's tokens sharded over N TP ranks
     block_size: int | None = None  # --block-size; None: 16, MLA's 64 (the backends' defaults)
     cpu_offload_bytes: int = 0  # --cpu-offload-gb x GiB: weights per GPU vLLM keeps in CPU memory
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN: a max_model_len above the model's own is a warning, not
+    # a config error (vllm/config/model.py::_get_and_verify_max_len)
+    allow_long_max_model_len: bool = False
 
     @property
     def world_size(self) -> int:
@@ -87,6 +91,12 @@ def use_v1_from_env(value: str | None) -> bool | None:
     if value is None or value.strip() == "":
         return None
     return value.strip() not in ("0", "false", "False")
+
+
+def env_flag(value: str | None) -> bool:
+    """A boolean environment variable as vLLM's ``envs.py`` reads most of them
+    (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``: ``"1"`` or ``"true"``, any case)."""
+    return (value or "").strip().lower() in ("1", "true")
 
 
 def parse_version(text: str) -> tuple[int, int]:
@@ -277,6 +287,7 @@ def resolve(
         if req.block_size is None
         else _positive("--block-size", req.block_size, 16),
         cpu_offload_bytes=_offload_bytes(req.cpu_offload_gb),
+        allow_long_max_model_len=req.allow_long_max_model_len,
     )
 
 
