@@ -64,14 +64,16 @@ of the expected speed no separate per-step constant was needed, and none was fit
 
 Re-measured in issue 25's second round (2026-12-02) on another host CPU behind this machine
 (AMD EPYC with AVX-512: the float32 dot probe streams 26-28 GB/s on one thread, twice the
-earlier 11-13): llama.cpp followed the bandwidth (7.6 -> 15.0 tok/s, 0.84 of expected), vLLM's
-CPU build did not (8.7 -> 8.5 tok/s, 0.47 of expected, below the ceiling). Its linears are
+earlier 11-13): llama.cpp followed the bandwidth (7.6 -> 15.0 and 13.9 tok/s in two runs, 0.84
+and 0.79 of expected: its wheel is built with GGML_NATIVE=OFF, scripts/install-engine.sh, so
+probably without the AVX-512 the numpy probe uses), vLLM's CPU build did not (8.7 -> 8.5 tok/s,
+0.47 of expected against the float32-dot probe, below the ceiling). Its linears are
 PyTorch's CPU matmul: timed alone in vLLM's own environment (torch.nn.functional.linear, one
 thread, float32, one token, the model's 80 matrices, 1.34 GB) they streamed 13.8-14.1 GB/s, half
 of the probe; vLLM's decode reached 10.3 GB/s with its attention and per-step work. On the
 earlier host the probe and torch's GEMV were both about 12 GB/s and the prediction agreed by
-coincidence of the two. Not fixed here: the plan's CPU prediction for vLLM needs a probe of the
-engine's own kernel (torch's linear in the engine's environment), not a float32 dot.
+coincidence of the two. So `bringup bench --engine-python PATH` now measures with the engine's
+own kernel (PyTorch's F.linear of one token in that interpreter), and this check passes vLLM's.
 """
 SLOT = Path("/work/locks/with-vllm-slot")
 SHAPE = {"n_embd": 1024, "n_ff": 4096, "n_layer": 20, "n_head": 16, "n_head_kv": 4}
@@ -141,7 +143,7 @@ def bandwidth() -> float:
     return measure_read_bandwidth(threads=THREADS)
 
 
-def bench_round(url: str, model: Path) -> dict[str, Any]:
+def bench_round(url: str, model: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
     argv = [
         sys.executable,
         "-m",
@@ -165,6 +167,7 @@ def bench_round(url: str, model: Path) -> dict[str, Any]:
         "--checkpoint",
         str(model),
         "--json",
+        *extra,
     ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     if proc.returncode != 0:
@@ -173,10 +176,12 @@ def bench_round(url: str, model: Path) -> dict[str, Any]:
     return report
 
 
-def measure(name: str, url: str, model: Path, rounds: int) -> dict[str, Any]:
+def measure(
+    name: str, url: str, model: Path, rounds: int, extra: Sequence[str] = ()
+) -> dict[str, Any]:
     rows = []
     for i in range(rounds):
-        report = bench_round(url, model)
+        report = bench_round(url, model, extra)
         after = bandwidth()
         d = report["decode"]
         plan = d["plan"]
@@ -237,7 +242,9 @@ def vllm(
             priority=priority,
             start_seconds=slot_wait,
         ) as url:
-            return measure("vLLM 0.32.0 CPU build (torch.compile)", url, model, rounds)
+            # the probe is vLLM's own kernel: PyTorch's F.linear in vLLM's interpreter
+            engine = ["--engine-python", str(vllm_python())]
+            return measure("vLLM 0.32.0 CPU build (torch.compile)", url, model, rounds, engine)
     except NotStarted:
         return f"vLLM CPU not measured: no vLLM slot came free within {slot_wait:.0f} s"
 
@@ -564,7 +571,9 @@ def main() -> int:
                 f"--output-tokens {OUTPUT} --requests {REQUESTS} --device cpu --threads {THREADS} "
                 "--checkpoint MODEL --json` in a fresh process: bench measures the read bandwidth "
                 "(float32 dot products over a 1 GiB buffer, 4x the last-level cache, one thread, "
-                "best of 10: adapters/membw.py) just before, "
+                "best of 10: adapters/membw.py; for vLLM, with `--engine-python` its own "
+                "interpreter, the rate of PyTorch's F.linear of one token, the kernel vLLM's CPU "
+                "build runs its linears through) just before, "
                 "and puts the plan's ceiling and expected speed (core/plan/decode.py, CPU constants: "
                 "85 % of the read bandwidth, 50 us per layer) beside the measured single-stream "
                 "decode (1000 / mean TPOT). Medians over the rounds."

@@ -501,3 +501,23 @@ def test_a_gguf_without_layout_flags_gets_the_plans_speed(
     )
     assert code == 0
     assert report["decode"]["plan"]["bytes_per_token_per_gpu"] > 0
+
+
+def test_engine_python_measures_the_cpu_with_the_engines_kernel(
+    sse_server: FakeServer, tmp_path: Path
+) -> None:
+    """--engine-python: the CPU's bandwidth is what PyTorch's linear streams in that interpreter
+    (here a stand-in printing 10 GB/s), not float32 dot products."""
+    import stat
+    import sys
+
+    python = tmp_path / "python"
+    python.write_text(f"#!{sys.executable}\nprint(10e9)\n", encoding="utf-8")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    common = ["--concurrency", "1", "--requests", "1", "--checkpoint", "Qwen3-0.6B"]
+    _, report = bench_json(
+        sse_server, *common, "--device", "cpu", "--threads", "1", "--engine-python", str(python)
+    )
+    _, given = bench_json(sse_server, *common, "--device", "cpu", "--memory-bandwidth", "10GB/s")
+    plan = report["decode"]["plan"]
+    assert plan["ceiling_tokens_per_s"] == given["decode"]["plan"]["ceiling_tokens_per_s"]

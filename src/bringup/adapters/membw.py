@@ -13,6 +13,11 @@ the limit, as it is for llama.cpp's and PyTorch's float32 matrix-vector products
 threads reach 20-22 GB/s either way. Measure with as many threads as the engine decodes with.
 
     measure_read_bandwidth(threads=2)        # bytes per second, e.g. 2.1e10
+
+An engine whose kernel is not that loop is measured with its own: vLLM's CPU build runs every
+linear through PyTorch's ``F.linear``, which on an AVX-512 host here streamed 13-14 GB/s on one
+thread where float32 dot products streamed 27-28, so :func:`measure_torch_linear_bandwidth` times
+``F.linear`` of one token in the engine's own interpreter (``bringup bench --engine-python``).
 """
 
 from __future__ import annotations
@@ -78,3 +83,51 @@ def measure_read_bandwidth(
         elapsed = time.perf_counter() - start
         best = max(best, data.nbytes / elapsed)
     return best
+
+
+# --- the engine's own kernel: PyTorch's matrix-vector product, run by the engine's python ----
+
+TORCH_PROBE = """
+import sys, time, torch
+threads, size, passes = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+torch.set_num_threads(threads)
+rows, cols = 4096, 1024
+mats = [torch.ones(rows, cols) for _ in range(max(1, size // (rows * cols * 4)))]
+x = torch.ones(1, cols)
+best = 0.0
+for _ in range(passes + 1):
+    start = time.perf_counter()
+    for m in mats:
+        torch.nn.functional.linear(x, m)
+    best = max(best, len(mats) * rows * cols * 4 / (time.perf_counter() - start))
+print(best)
+"""
+
+
+@functools.lru_cache(maxsize=8)
+def cached_torch_linear_bandwidth(python: str, threads: int) -> float:
+    """:func:`measure_torch_linear_bandwidth` once per process, interpreter and thread count."""
+    return measure_torch_linear_bandwidth(python, threads=threads)
+
+
+def measure_torch_linear_bandwidth(
+    python: str, threads: int, buffer_bytes: int | None = None, passes: int = PASSES
+) -> float:
+    """Bytes per second that PyTorch's float32 matrix-vector product (``F.linear`` of one
+    token, the call vLLM's CPU build makes for every linear layer) streams with ``threads``
+    threads, in the interpreter ``python`` (the engine's own, with its torch): over float32
+    matrices of 4096 x 1024 totalling at least 1 GiB and four times the last-level cache, the
+    best of ``passes``. OSError when that interpreter cannot run it (no torch, not found)."""
+    import subprocess
+
+    size = buffer_bytes or max(DEFAULT_BUFFER_BYTES, 4 * last_level_cache_bytes())
+    argv = [python, "-c", TORCH_PROBE, str(threads), str(size), str(max(1, passes))]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise OSError(f"{python}: the PyTorch probe did not run ({exc})") from exc
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise OSError(f"{python}: the PyTorch probe failed: {last[:200]}")
+    return float(lines[-1])

@@ -137,6 +137,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="--device cpu: threads the engine decodes with (default: every core)",
     )
+    plan.add_argument(
+        "--engine-python",
+        metavar="PATH",
+        help="--device cpu: measure the bandwidth with PyTorch's matrix-vector product in this "
+        "interpreter (the engine's: vLLM's CPU build runs its linears through it), not float32 "
+        "dot products",
+    )
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -266,6 +273,7 @@ def predict(
         expert_parallel=args.enable_expert_parallel,
         quantization=args.quantization,
         busy=spinner,
+        engine_python=args.engine_python,
     )
     return speed, ""
 

@@ -469,6 +469,7 @@ def predict_decode(
     expert_parallel: bool = False,
     quantization: str | None = None,
     busy: Busy = quiet,
+    engine_python: str | None = None,
 ) -> decode.DecodeSpeed:
     """Batch-1 decode speed of the model ``plan`` would plan for ``model_arg`` (bench uses it):
     on ``gpu`` (catalog name), or on this machine's CPU when ``gpu`` is None (its read
@@ -479,7 +480,7 @@ def predict_decode(
     processor = (
         decode.gpu_processor(model, memory_bandwidth)
         if model is not None
-        else cpu_processor(memory_bandwidth, cpu_threads, busy)
+        else cpu_processor(memory_bandwidth, cpu_threads, busy, engine_python)
     )
     decode.check_setup(setup, tensor_parallel)
     gguf = _gguf_checkpoint(model_arg)

@@ -15,10 +15,15 @@ from bringup.units import parse_size
 
 
 def cpu_processor(
-    memory_bandwidth: float | None, threads: int | None, busy: Busy = quiet
+    memory_bandwidth: float | None,
+    threads: int | None,
+    busy: Busy = quiet,
+    engine_python: str | None = None,
 ) -> decode.Processor:
     """This machine's CPU: the given bandwidth, or its read bandwidth measured now (seconds:
-    ``busy`` shows a spinner meanwhile on a terminal)."""
+    ``busy`` shows a spinner meanwhile on a terminal): as float32 dot products stream it, or,
+    with ``engine_python``, as PyTorch's matrix-vector product in that interpreter streams it
+    (vLLM's CPU build runs its linears through it, and it can be half the dot products' rate)."""
     if memory_bandwidth:
         return decode.Processor("CPU", "cpu", memory_bandwidth, "given")
     from bringup.adapters import membw
@@ -26,8 +31,18 @@ def cpu_processor(
     n = threads or membw.usable_cores()
     threads_text = count(n, "thread")
     with busy(f"measuring memory bandwidth ({threads_text}; --memory-bandwidth skips this)"):
-        measured = membw.cached_read_bandwidth(n)
-    return decode.Processor(f"CPU ({threads_text})", "cpu", measured, f"measured, {threads_text}")
+        if engine_python:
+            try:
+                measured = membw.cached_torch_linear_bandwidth(engine_python, n)
+            except OSError as exc:
+                raise UsageError(
+                    str(exc), hint="--engine-python: the engine's python, with torch"
+                ) from exc
+            source = f"measured, {threads_text}, PyTorch's linear"
+        else:
+            measured = membw.cached_read_bandwidth(n)
+            source = f"measured, {threads_text}"
+    return decode.Processor(f"CPU ({threads_text})", "cpu", measured, source)
 
 
 def parse_memory(flag: str, text: str) -> int:
