@@ -5,5 +5,7 @@
   passed in.
 - ``samplers``: the inbox, and the lanes that run the blocking reads (probes, GPU memory).
 - ``wiring``: the real dependencies (``follow_local``).
+- ``retry_loop``: the one ``--retry`` loop; what differs per kind of start is its ``Attempts``.
 - ``retry``: ``--retry`` for a child (``ChildAttempts``) or a systemd unit (``UnitAttempts``).
+- ``nodes_retry``: ``run --nodes --retry`` (``NodeAttempts``), every node started again.
 """

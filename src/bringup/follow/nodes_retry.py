@@ -1,6 +1,7 @@
 """``bringup run --nodes FILE --retry N``: a remedy that changes the command applies to every
 node's command, and every node starts again.
 
+The loop is the single-server one (``follow.retry_loop``); ``NodeAttempts`` is what differs.
 The one command the user gave is what the remedy rewrites (``retry_policy.apply``, as for a
 single server); each attempt plans every node's command from it again (``plan_for``) and
 follows all nodes to a verdict (``attempt``). The decision is the single-node one
@@ -26,6 +27,7 @@ from bringup.core.packs.types import Pack
 from bringup.core.retry_policy import Change, Decision
 from bringup.core.vocab import Outcome
 from bringup.follow.nodes import NodesObserver
+from bringup.follow.retry_loop import retry_loop
 
 
 @dataclass(frozen=True)
@@ -52,81 +54,59 @@ def retry_nodes(
     on_stop: Callable[[Decision], None] | None = None,
 ) -> NodesRetryOutcome:
     """Attempt over every node; on a failure before ready with a remedy, change the command and
-    attempt again over every node, at most ``retries`` times."""
-    current = tuple(argv)
-    history: list[Change] = []
-    records: list[AttemptRecord] = []
-    number = 1
-    while True:
-        plan = plan_for(current)
-        result = attempt(number, plan)
-        decision = _decide(result, current, history, retries - (number - 1), pack, plan_for)
-        change = decision.change if decision is not None else None
-        stopped = None if change is not None or decision is None else decision.reason
-        records.append(_record(number, current, result, change, stopped))
-        if close is not None:
-            close(result, records, change is None)
-        if change is None:
-            if decision is not None and on_stop is not None:
-                on_stop(decision)
-            return NodesRetryOutcome(result, tuple(records))
-        history.append(change)
-        number += 1
-        current = tuple(retry_policy.apply(current, change))
-        if on_retry is not None:
-            on_retry(RetryEvent(number, change))
+    attempt again over every node, at most ``retries`` times (``follow.retry_loop``, the loop
+    of ``run --retry``)."""
+    attempts = NodeAttempts(pack, plan_for, attempt, close)
+    result, records = retry_loop(attempts, argv, retries, on_retry=on_retry, on_stop=on_stop)
+    return NodesRetryOutcome(result, records)
 
 
-def _decide(
-    result: NodesResult,
-    argv: tuple[str, ...],
-    history: list[Change],
-    retries_left: int,
-    pack: Pack,
-    plan_for: Callable[[tuple[str, ...]], ClusterPlan],
-) -> Decision | None:
-    """None when there is nothing to decide (ready, interrupted, no failure)."""
-    if result.failure is None or result.interrupted or result.time_to_ready_seconds is not None:
-        return None
-    if retries_left <= 0:
-        return Decision(None, "no retries left" if history else "no --retry given")
-    decision = retry_policy.decide(
-        result.failure,
-        argv,
-        pack=pack,
-        history=history,
-        facts=result.facts,
-        can_wait=False,  # the GPUs are the nodes': bringup reads none of them here
-    )
-    if decision.change is None:
+class NodeAttempts:
+    """The multi-node strategy of the retry loop: each attempt plans every node's command from
+    the (changed) one and follows them all; a change is the new command line only; the pack is
+    the one given; a change the nodes cannot take is not made."""
+
+    def __init__(
+        self,
+        pack: Pack,
+        plan_for: Callable[[tuple[str, ...]], ClusterPlan],
+        attempt: Callable[[int, ClusterPlan], NodesResult],
+        close: Callable[[NodesResult, Sequence[AttemptRecord], bool], None] | None = None,
+    ) -> None:
+        self._pack = pack
+        self.plan_for = plan_for
+        self._attempt = attempt
+        self._close = close
+
+    def attempt(self, number: int, argv: tuple[str, ...]) -> NodesResult:
+        return self._attempt(number, self.plan_for(argv))
+
+    def change(self, change: Change, argv: tuple[str, ...]) -> bool:
+        return True  # the next attempt plans every node's command from ``argv``
+
+    def can_wait(self) -> bool:
+        return False  # the GPUs are the nodes': bringup reads none of them here
+
+    def pack(self, result: NodesResult) -> Pack:
+        return self._pack
+
+    def outcome(self, result: NodesResult) -> Outcome:
+        return Outcome(result.summary.get("outcome", "failed"))
+
+    def vet(self, argv: tuple[str, ...], decision: Decision) -> Decision:
+        """The changed command must still spread over the nodes: else say so, do not start."""
+        assert decision.change is not None
+        following = tuple(retry_policy.apply(argv, decision.change))
+        problems = self.plan_for(following).problems
+        if problems:
+            return Decision(
+                None, f"the changed command would not run on the nodes: {problems[0].line()}"
+            )
         return decision
-    following = tuple(retry_policy.apply(argv, decision.change))
-    problems = plan_for(following).problems
-    if problems:  # the changed command cannot be spread over the nodes: say so, do not start
-        return Decision(
-            None, f"the changed command would not run on the nodes: {problems[0].line()}"
-        )
-    return decision
 
-
-def _record(
-    number: int,
-    argv: tuple[str, ...],
-    result: NodesResult,
-    change: Change | None,
-    stopped: str | None,
-) -> AttemptRecord:
-    f = result.failure
-    return AttemptRecord(
-        attempt=number,
-        argv=argv,
-        outcome=Outcome(result.summary.get("outcome", "failed")),
-        exit_code=result.exit_code,
-        failure_class=f.failure_class.value if f else None,
-        phase=f.phase.value if f else None,
-        change=change,
-        stopped_because=stopped,
-    )
+    def close(self, result: NodesResult, attempts: Sequence[AttemptRecord], *, final: bool) -> None:
+        if self._close is not None:
+            self._close(result, attempts, final)
 
 
 class DeferredSummary:

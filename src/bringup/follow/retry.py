@@ -1,4 +1,5 @@
-"""The retry loop behind ``--retry N`` on ``bringup run`` and ``bringup up``::
+"""``--retry N`` on ``bringup run`` and ``bringup up``: the single-server strategies of the one
+retry loop (``follow.retry_loop``, which ``run --nodes --retry`` shares)::
 
     outcome = run_with_retry(ChildAttempts(config, make_observer), argv, retries=2, on_retry=print)
     outcome.result.exit_code, [a.to_json() for a in outcome.attempts]
@@ -9,7 +10,8 @@ object makes it (``run``: a new command line; ``up``: a systemd drop-in and a re
 and the next attempt starts, at most ``retries`` times. Every change is reported to the
 ``on_retry`` hook as a frozen ``RetryEvent`` before the next attempt; every attempt is
 kept as an ``AttemptRecord`` (the summary's ``"attempts"``). The attempts take how to
-follow (``follow``), the GPUs and the clock as dependencies; the defaults are the real ones.
+follow (``follow``), the GPUs and the clock as dependencies; the defaults are the real ones;
+the engine's pack comes from the attempt's result.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from bringup.core.plan.result import Plan
 from bringup.core.retry_policy import Change, Decision
 from bringup.core.startup import StartupSnapshot
 from bringup.core.systemd_unit import Word, render_retry_dropin
-from bringup.core.vocab import Engine
+from bringup.core.vocab import Engine, Outcome
 from bringup.errors import AdapterError, BringupError, InputError
+from bringup.follow.retry_loop import Attempts, retry_loop
 from bringup.follow.types import Observer, StartupConfig, model_needed
 from bringup.follow.wiring import follow_local, loads_on_request
 
@@ -67,33 +70,8 @@ class RetryOutcome:
         return self.result.exit_code
 
 
-class Attempts(Protocol):
-    """How one kind of start is attempted, changed and closed (``run``'s child or ``up``'s unit)."""
-
-    def attempt(self, number: int, argv: tuple[str, ...]) -> StartupResult:
-        """Start (or restart) with ``argv`` and follow to a verdict."""
-        ...
-
-    def change(self, change: Change, argv: tuple[str, ...]) -> bool:
-        """Make ``change`` before the next attempt (``argv`` is the new command line).
-
-        False when it could not be made (a wait for the GPUs that timed out).
-        """
-        ...
-
-    def can_wait(self) -> bool:
-        """Whether waiting for the GPUs is possible here (GPU readings are available)."""
-        ...
-
-    def close(
-        self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool
-    ) -> None:
-        """Report the end of an attempt (the final one gets the attempts in its summary)."""
-        ...
-
-
 def run_with_retry(
-    attempts: Attempts,
+    attempts: Attempts[StartupResult],
     argv: Sequence[str],
     retries: int,
     *,
@@ -101,107 +79,12 @@ def run_with_retry(
     on_stop: Callable[[Decision], None] | None = None,
     plan: Plan | None = None,
 ) -> RetryOutcome:
-    """Attempt, and on a failure before ready change what the policy says and attempt again."""
-    current = tuple(argv)
-    history: list[Change] = []
-    records: list[AttemptRecord] = []
-    number = 1
-    while True:
-        result = attempts.attempt(number, current)
-        decision = _decide(result, current, history, retries - (number - 1), attempts, plan)
-        change = decision.change if decision is not None else None
-        while change is not None:
-            history.append(change)
-            following = tuple(retry_policy.apply(current, change))
-            if attempts.change(change, following):
-                break
-            # a wait that timed out: ask again, knowing the wait was tried
-            pack = _pack(result)
-            decision = (
-                retry_policy.decide(
-                    result.failure,
-                    current,
-                    pack=pack,
-                    history=history,
-                    facts=_facts(result),
-                    plan=plan,
-                    can_wait=False,
-                )
-                if result.failure and pack is not None
-                else None
-            )
-            change = decision.change if decision is not None else None
-        stopped = None if change is not None or decision is None else decision.reason
-        records.append(_record(number, current, result, change, stopped))
-        if change is None:
-            attempts.close(result, records, final=True)
-            if decision is not None and on_stop is not None:
-                on_stop(decision)
-            return RetryOutcome(result, tuple(records))
-        attempts.close(result, records, final=False)
-        number += 1
-        current = tuple(retry_policy.apply(current, change))
-        if on_retry is not None:
-            on_retry(RetryEvent(number, change))
-
-
-def _decide(
-    result: StartupResult,
-    argv: tuple[str, ...],
-    history: list[Change],
-    retries_left: int,
-    attempts: Attempts,
-    plan: Plan | None,
-) -> Decision | None:
-    """None when there is nothing to decide (ready, interrupted, no failure)."""
-    if result.failure is None or result.interrupted or result.time_to_ready_seconds is not None:
-        return None
-    if retries_left <= 0:
-        return Decision(None, "no retries left" if history else "no --retry given")
-    pack = _pack(result)
-    if pack is None:
-        return Decision(None, "the engine is not known, so bringup knows none of its flags")
-    return retry_policy.decide(
-        result.failure,
-        argv,
-        pack=pack,
-        history=history,
-        facts=_facts(result),
-        plan=plan,
-        can_wait=attempts.can_wait(),
+    """Attempt, and on a failure before ready change what the policy says and attempt again
+    (``follow.retry_loop``, the loop ``run --nodes --retry`` shares)."""
+    result, records = retry_loop(
+        attempts, argv, retries, on_retry=on_retry, on_stop=on_stop, plan=plan
     )
-
-
-def _pack(result: StartupResult) -> Pack | None:
-    """The knowledge pack of the engine the attempt ran, when there is one."""
-    try:
-        return packs.get(result.engine) if result.engine is not None else None
-    except KeyError:
-        return None
-
-
-def _facts(result: StartupResult) -> dict[str, float | int | str]:
-    return dict(result.facts)
-
-
-def _record(
-    number: int,
-    argv: tuple[str, ...],
-    result: StartupResult,
-    change: Change | None,
-    stopped: str | None,
-) -> AttemptRecord:
-    f = result.failure
-    return AttemptRecord(
-        attempt=number,
-        argv=argv,
-        outcome=result.outcome,
-        exit_code=result.exit_code,
-        failure_class=f.failure_class.value if f else None,
-        phase=f.phase.value if f else None,
-        change=change,
-        stopped_because=stopped,
-    )
+    return RetryOutcome(result, records)
 
 
 # -- waiting for the GPUs ---------------------------------------------------------------------
@@ -263,6 +146,19 @@ class _SharedAttempts:
         except BringupError:
             return False
         return True
+
+    def pack(self, result: StartupResult) -> Pack | None:
+        """The knowledge pack of the engine the attempt ran, when there is one."""
+        try:
+            return packs.get(result.engine) if result.engine is not None else None
+        except KeyError:
+            return None
+
+    def outcome(self, result: StartupResult) -> Outcome:
+        return result.outcome
+
+    def vet(self, argv: tuple[str, ...], decision: Decision) -> Decision:
+        return decision  # one server: the policy's change is made as decided
 
     def close(
         self, result: StartupResult, attempts: Sequence[AttemptRecord], *, final: bool
