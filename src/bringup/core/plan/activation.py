@@ -51,12 +51,14 @@ def _attention_bytes(arch: Architecture, tp: int, t: int) -> int:
 
 def _mlp_bytes(arch: Architecture, tp: int, t: int, *, expert_parallel: bool) -> int:
     h, d = arch.hidden_size, arch.dtype_bytes
+    # an ungated MLP (Nemotron's up_proj, relu², down_proj) has an up output of i, not 2i
+    up = 2 if arch.gated_mlp else 1
     if arch.moe is None:
         i = arch.intermediate_size // tp
-        return t * (3 * i + h) * d
+        return t * ((up + 1) * i + h) * d
     moe = arch.moe
     # the fused kernel's N: each expert sharded 1/TP, or whole under expert parallelism
     i = moe.intermediate_size if expert_parallel else moe.intermediate_size // tp
     slots = t * moe.experts_per_token
-    caches = slots * (2 * i + i + h) * d
+    caches = slots * (up * i + i + h) * d
     return caches + t * h * d + t * moe.num_experts * ROUTER_LOGIT_BYTES

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bringup.core.plan import families
 from bringup.errors import InputError
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp8": 1}
@@ -65,6 +66,11 @@ class Architecture:
     # longer --max-model-len), and the hf_config's model_max_length, which may allow one
     max_len_key: str = "max_position_embeddings"
     model_max_length: int | None = None
+    gated_mlp: bool = True  # MLP and experts with a gate projection (Nemotron's have none)
+    # one block per layer ("mamba", "attention", "mlp", "moe": Nemotron-H); None: every layer
+    # has attention and a feed-forward
+    blocks: tuple[str, ...] | None = None
+    mamba: families.Mamba2 | None = None  # Nemotron-H's Mamba-2 mixer
 
     @property
     def dense(self) -> bool:
@@ -118,6 +124,9 @@ KNOWN_ARCHITECTURES = frozenset(
         "Glm4ForCausalLM",
         "Glm4MoeForCausalLM",
         "Llama4ForConditionalGeneration",
+        "Llama4ForCausalLM",
+        "NemotronForCausalLM",
+        "NemotronHForCausalLM",
     }
 )
 
@@ -157,7 +166,9 @@ def _merged(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _parse(cfg: Mapping[str, Any]) -> Architecture:
-    layers = _need(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    counted = families.num_layers(cfg)
+    layers = counted if counted and "num_hidden_layers" not in cfg else 0
+    layers = layers or _need(cfg, "num_hidden_layers", "n_layer", "num_layers")
     hidden = _need(cfg, "hidden_size", "n_embd", "d_model")
     heads = _need(cfg, "num_attention_heads", "n_head")
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
@@ -171,9 +182,8 @@ def _parse(cfg: Mapping[str, Any]) -> Architecture:
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        intermediate_size=int(
-            cfg.get("intermediate_size") or cfg.get("ffn_hidden_size") or 4 * hidden
-        ),
+        intermediate_size=families.dense_intermediate(cfg)
+        or int(cfg.get("intermediate_size") or cfg.get("ffn_hidden_size") or 4 * hidden),
         vocab_size=_need(cfg, "vocab_size", "padded_vocab_size"),
         max_position_embeddings=derived_max_len(cfg)[0],
         max_len_key=derived_max_len(cfg)[1],
@@ -188,6 +198,9 @@ def _parse(cfg: Mapping[str, Any]) -> Architecture:
         mla=_mla(cfg),
         linear_state_bytes=_linear_state_bytes(cfg),
         quantization=cfg.get("quantization_config") or cfg.get("compression_config"),
+        gated_mlp=families.gated_mlp(cfg),
+        blocks=families.blocks(cfg),
+        mamba=families.mamba2(cfg),
     )
 
 
@@ -291,6 +304,9 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _window(cfg: Mapping[str, Any]) -> int | None:
+    chunk = families.chunk_window(cfg)
+    if chunk is not None:
+        return chunk
     value = cfg.get("sliding_window")
     if not value or cfg.get("use_sliding_window") is False:
         return None
@@ -298,6 +314,9 @@ def _window(cfg: Mapping[str, Any]) -> int | None:
 
 
 def _layer_kinds(cfg: Mapping[str, Any], layers: int) -> tuple[str, ...]:
+    family = families.layer_kinds(cfg, layers)
+    if family is not None:
+        return family
     types = cfg.get("layer_types")
     if isinstance(types, list) and len(types) == layers:
         return tuple(_kind(str(t)) for t in types)
@@ -335,6 +354,10 @@ def _moe(cfg: Mapping[str, Any], layers: int) -> Moe | None:
         or 2
     )
     inter = int(cfg.get("moe_intermediate_size") or cfg["intermediate_size"])
+    layout = families.moe_layout(cfg, layers, inter)
+    if layout is not None:
+        dense_layers, family_shared = layout
+        return Moe(int(experts), per_token, inter, family_shared or 0, frozenset(dense_layers))
     shared = int(cfg.get("shared_expert_intermediate_size") or 0)
     if not shared and cfg.get("n_shared_experts"):
         shared = int(cfg["n_shared_experts"]) * inter
@@ -370,6 +393,9 @@ def _linear_state_bytes(cfg: Mapping[str, Any]) -> int:
         ssm = v_heads * k_dim * v_dim * 4
         conv_state = (2 * k_heads * k_dim + v_heads * v_dim) * (conv - 1) * 2
         return ssm + conv_state
+    mamba2 = families.mamba2(cfg)
+    if mamba2 is not None:
+        return mamba2.state_bytes(DTYPE_BYTES.get(str(cfg.get("torch_dtype")), 2))
     if cfg.get("mamba_n_heads") or cfg.get("ssm_state_size") or cfg.get("mamba_d_state"):
         heads = int(cfg.get("mamba_n_heads") or 128)
         head_dim = int(cfg.get("mamba_d_head") or cfg.get("mamba_head_dim") or 64)

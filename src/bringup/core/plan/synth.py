@@ -23,6 +23,9 @@ def synthesize(arch: Architecture, fmt: WeightFormat) -> list[TensorInfo]:
         out.append(plain("lm_head.weight", (arch.vocab_size, arch.hidden_size), d))
     for i in range(arch.num_layers):
         p = f"model.layers.{i}"
+        if arch.blocks is not None:
+            out += _block(arch, fmt, i, p)
+            continue
         out += [
             plain(f"{p}.input_layernorm.weight", (arch.hidden_size,), d),
             plain(f"{p}.post_attention_layernorm.weight", (arch.hidden_size,), d),
@@ -88,8 +91,38 @@ def _ffn(
     arch: Architecture, fmt: WeightFormat, p: str, inter: int, *, expert: bool = False
 ) -> list[TensorInfo]:
     h = arch.hidden_size
+    gate = _lin(fmt, arch, f"{p}.gate_proj", inter, h, expert=expert) if arch.gated_mlp else []
     return (
-        _lin(fmt, arch, f"{p}.gate_proj", inter, h, expert=expert)
+        gate
         + _lin(fmt, arch, f"{p}.up_proj", inter, h, expert=expert)
         + _lin(fmt, arch, f"{p}.down_proj", h, inter, expert=expert)
     )
+
+
+def _block(arch: Architecture, fmt: WeightFormat, i: int, p: str) -> list[TensorInfo]:
+    """One Nemotron-H layer: a norm and its one block (``core.plan.families``)."""
+    assert arch.blocks is not None
+    block, h, d = arch.blocks[i], arch.hidden_size, arch.dtype_bytes
+    out = [plain(f"{p}.norm.weight", (h,), d)]
+    if block == "attention":
+        return out + _attention(arch, fmt, f"{p}.mixer")
+    if block in ("mlp", "moe"):
+        return out + _mlp(arch, fmt, i, f"{p}.mixer")
+    m = arch.mamba
+    if m is None:
+        return out
+    # vLLM nemotron_h.py / mamba_mixer2.py: in_proj to z, x, B, C and dt; a depthwise conv over
+    # x, B, C; per-head A, D, dt_bias; a gated norm; out_proj back to the hidden size
+    inner = m.heads * m.head_dim
+    conv_dim = inner + 2 * m.groups * m.state
+    return [
+        *out,
+        *_lin(fmt, arch, f"{p}.mixer.in_proj", inner + conv_dim + m.heads, h),
+        plain(f"{p}.mixer.conv1d.weight", (conv_dim, 1, m.conv_kernel), d),
+        plain(f"{p}.mixer.conv1d.bias", (conv_dim,), d),
+        plain(f"{p}.mixer.A_log", (m.heads,), 4),
+        plain(f"{p}.mixer.D", (m.heads,), 4),
+        plain(f"{p}.mixer.dt_bias", (m.heads,), 4),
+        plain(f"{p}.mixer.norm.weight", (inner,), d),
+        *_lin(fmt, arch, f"{p}.mixer.out_proj", h, inner),
+    ]
