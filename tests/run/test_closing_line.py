@@ -3,11 +3,17 @@ the one the FAILED line above it was made from."""
 
 from __future__ import annotations
 
+import io
+import os
+import re
+
+from bringup.cli.main import Context, main
 from bringup.core.diagnosis import Failure, FailureEvent, PhaseEvent, TimelineEntry
 from bringup.core.live import StartupResult
 from bringup.core.startup import StartupMachine, StartupPolicy, summary_json
 from bringup.core.vocab import FailureClass, Outcome, Phase
 from bringup.render.live import format_ending
+from run.helpers import fake, free_port
 
 
 def _ended(failure_phase: Phase, reached: Phase, outcome: Outcome) -> list[str]:
@@ -34,3 +40,44 @@ def test_failed_in_the_failures_phase() -> None:
     not in the memory_profiling the log had reached."""
     lines = _ended(Phase.KV_CACHE_ALLOC, Phase.MEMORY_PROFILING, Outcome.FAILED)
     assert lines[0] == "failed in kv_cache_alloc"
+
+
+class _Terminal(io.StringIO):
+    """stdout as a terminal: bringup draws its live frame (rich) on it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+_ERASE = re.compile(r"(?:\x1b\[2K)?(?:\x1b\[1A\x1b\[2K)+|\r\x1b\[2K")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def test_the_live_frames_last_state_is_the_final_one() -> None:
+    """`run --exit-when-ready` on a terminal, the server listening 1.5 s after its log says it
+    starts the API server: frames show `probe health: connection refused` meanwhile, and the
+    last frame drawn (before it is cleared for `ready in ...`) is the ready state with every
+    probe ok, not the refused probe under `starting the API server`."""
+    port = free_port()
+    out = _Terminal()
+    code = main(
+        ["run", "--exit-when-ready", "--", *fake("ready", port, "--listen-delay", "1.5")],
+        Context(
+            stdout=out,
+            stderr=io.StringIO(),
+            stdin=io.StringIO(),
+            environ={"PATH": os.environ.get("PATH", "")},
+        ),
+    )
+    raw = out.getvalue()
+    frames = [_ANSI.sub("", f) for f in _ERASE.split(raw[: raw.rindex("\x1b[?25h")])]
+    closing = _ANSI.sub("", raw[raw.rindex("\x1b[?25h") :])
+    assert code == 0
+    assert any("probe health: connection refused" in f for f in frames)  # the premise
+    last = frames[-1]
+    assert last.startswith("bringup run: ready"), last
+    assert "connection refused" not in last
+    assert "probe health: ok" in last
+    assert "probe smoke: ok" in last
+    assert "ready in " in closing
+    assert "connection refused" not in closing

@@ -214,6 +214,7 @@ class RichObserver:
         self._live = Live(console=console, auto_refresh=False, transient=True)
         self._live.start()
         self._last_refresh = -1e9
+        self._shown: tuple[object, ...] = ()  # the state, phase and probe verdicts on screen
         self._last_line = ""
         self._weights: Progress | None = None  # the weights' last progress, for the bar
 
@@ -243,10 +244,15 @@ class RichObserver:
         self.console.print(Text(f"bringup: {text}", style="yellow"))
 
     def refresh(self, snapshot: StartupSnapshot) -> None:
+        """At most four frames a second, but at once when the state, the phase or a probe's
+        verdict changed: the frame never shows a state that is over (``probe health:
+        connection refused`` under a server that answered)."""
         now = snapshot.elapsed_seconds
-        if now - self._last_refresh < 0.25:
+        shown = _what_is_shown(snapshot)
+        if now - self._last_refresh < 0.25 and shown == self._shown:
             return
         self._last_refresh = now
+        self._shown = shown
         self._live.update(self._panel(snapshot), refresh=True)
 
     def _panel(self, m: StartupSnapshot) -> RenderableType:
@@ -280,9 +286,18 @@ class RichObserver:
         return Group(*parts)
 
     def close(self, result: StartupResult, snapshot: StartupSnapshot) -> None:
+        # the last frame is the final state (stop() draws the frame once more before it
+        # clears it, and a terminal that cannot clear it keeps it)
+        self._live.update(self._panel(snapshot), refresh=True)
         self._live.stop()
         for line in format_ending(result, snapshot):
             self.console.print(line)
+
+
+def _what_is_shown(m: StartupSnapshot) -> tuple[object, ...]:
+    """What a frame must not show stale: the state, the phase, each probe's verdict."""
+    probes = tuple((kind, probe_fields(obs)["ok"]) for kind, obs in sorted(m.probes.items()))
+    return (m.state, m.phase, probes)
 
 
 class Observers:
