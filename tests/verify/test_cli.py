@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,38 @@ def test_format_count() -> None:
         "8.03B",
         "405.0B",
     ]
+
+
+def test_long_lines_wrap_with_a_hanging_indent_at_80_columns(tmp_path: Path) -> None:
+    """On an 80-column colour terminal a long path, problem or fix wraps with its continuation
+    indented deeper than the line it belongs to (never back at column 0, never at a sub-line's
+    indent); the words are the plain output's, in order, and no line is wider than 80."""
+    root = tmp_path / ("a-long-folder-name-" * 3) / "snapshots" / ("0123456789abcdef" * 3)
+    write_checkpoint(root, n_shards=3)
+    (root / shard_name(3, 3)).unlink()
+    (root / "config.json").unlink()
+
+    def run(environ: dict[str, str]) -> str:
+        out = io.StringIO()
+        assert (
+            main(["verify", str(root)], Context(stdout=out, stderr=io.StringIO(), environ=environ))
+            == 1
+        )
+        return out.getvalue()
+
+    plain = run({})
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", run({"FORCE_COLOR": "1", "COLUMNS": "80"}))
+    assert "".join(shown.split()) == "".join(plain.split())
+    rows = shown.splitlines()
+    assert max(len(r) for r in rows) <= 80
+    assert len(rows) > len(plain.splitlines())  # something did wrap
+    starts = {line.strip().split()[0] for line in plain.splitlines()}
+    indent = 0
+    for row in rows:
+        lead = len(row) - len(row.lstrip(" "))
+        if row.strip().split()[0] in starts and lead <= indent + 2:
+            indent = lead  # a line of its own
+        else:
+            assert lead == indent + 4, f"continuation not indented 4 more: {row!r}"
+    assert rows[0] == "checkpoint"
+    assert rows[1].startswith("    " + str(tmp_path)[:20])

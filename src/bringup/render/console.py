@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # imported in make_console: wants_color alone does not pay for rich
     from rich.console import Console
+    from rich.text import Text
+
+HANG = 4  # a continuation is indented this much more than its line (deeper than its sub-lines, 2)
 
 
 def wants_color(stream: TextIO, environ: Mapping[str, str]) -> bool:
@@ -21,7 +24,8 @@ def wants_color(stream: TextIO, environ: Mapping[str, str]) -> bool:
 def make_console(
     stream: TextIO, environ: Mapping[str, str], *, width: int | None = None
 ) -> Console:
-    """A rich Console writing to ``stream`` that respects NO_COLOR and non-terminals."""
+    """A rich Console writing to ``stream`` that respects NO_COLOR and non-terminals; its
+    width (``COLUMNS``) and terminal type come from ``environ`` too, not from os.environ."""
     from rich.console import Console
 
     color = wants_color(stream, environ)
@@ -34,4 +38,35 @@ def make_console(
         soft_wrap=not color,
         width=width if width is not None else (None if color else 100),
         emoji=False,
+        _environ=dict(environ),
     )
+
+
+def hanging(text: Text, width: int) -> Text:
+    """``text`` wrapped at ``width`` columns, each continuation indented :data:`HANG` more
+    than the line's own indent, so a wrapped path or problem reads as one item (rich's own
+    wrapping starts continuations at column 0). Words break only where one is longer than a
+    line (a long path), never otherwise.
+
+    >>> from rich.console import Console
+    >>> from rich.text import Text
+    >>> print(hanging(Text("  fix: fetch the file again"), 18).plain)
+      fix: fetch
+          the file
+          again
+    """
+    from rich.console import Console
+    from rich.text import Text
+
+    plain = text.plain
+    indent = len(plain) - len(plain.lstrip(" ")) + HANG
+    if len(plain) <= width or width <= indent + 8:
+        return text
+    rows = text.wrap(Console(width=width, _environ={}), width - indent, overflow="fold")
+    out = Text()
+    for i, row in enumerate(rows):
+        row.rstrip()
+        if i:
+            out.append("\n" + " " * indent)
+        out.append_text(row)
+    return out

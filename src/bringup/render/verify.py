@@ -15,7 +15,7 @@ from typing import TextIO
 from bringup.core.checkpoint import VerifyReport, format_size
 from bringup.core.printable import printable
 from bringup.core.words import count
-from bringup.render.console import make_console, wants_color
+from bringup.render.console import hanging, make_console, wants_color
 from bringup.units import format_seconds
 
 Piece = tuple[str, str | None]  # text, rich style (None: plain)
@@ -123,7 +123,8 @@ def print_report(
 
     console = make_console(stream, environ)
     for line in lines:
-        console.print(Text.assemble(*((text, style or "") for text, style in line)))
+        text = Text.assemble(*((text, style or "") for text, style in line))
+        console.print(hanging(text, console.width), crop=False, overflow="ignore")
 
 
 @contextlib.contextmanager
