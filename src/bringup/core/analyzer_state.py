@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ahocorasick_rs
 
@@ -20,9 +20,6 @@ from bringup.core.logline import LogLine
 from bringup.core.packs import index as pack_index
 from bringup.core.packs.types import Pack, Signature
 from bringup.core.vocab import Engine, FailureClass, Phase
-
-if TYPE_CHECKING:
-    from bringup.core.after_ready import AfterReady
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<func>[\w<>.]+)')
 _TRACEBACK = "Traceback (most recent call last)"
@@ -84,7 +81,6 @@ class AnalyzerState:
     _use_screen: bool
     _screen: ahocorasick_rs.AhoCorasick | None
     _use_after_ready: bool
-    _after_ready: AfterReady | None
     _number: int
     _version: str | None
     _pending: list[tuple[int, str]]
