@@ -53,3 +53,21 @@ def test_unreadable_graph_is_unknown_and_disabled_cache_is_cold(tmp_path: Path) 
     _entry(tmp_path, "0123456789", GRAPH)
     off = find({**env, "VLLM_DISABLE_COMPILE_CACHE": "1"}, hidden_size=64, layers=2)
     assert off == (CompileCache.COLD, "VLLM_DISABLE_COMPILE_CACHE is set")
+
+
+def test_aot_artifacts_are_unknown_never_warm(tmp_path: Path) -> None:
+    """vLLM's AOT layout (torch_aot_compile/<sha256>/rank_0_0/model) prints no graph: an
+    artifact there may be this model's or another's. A hash folder without rank 0's
+    artifact (a compile that did not finish) is nothing."""
+    env = {"VLLM_CACHE_ROOT": str(tmp_path)}
+    base = tmp_path / "torch_compile_cache" / "torch_aot_compile"
+    (base / ("a" * 64) / "inductor_cache").mkdir(parents=True)
+    assert find(env, hidden_size=64, layers=2)[0] is CompileCache.COLD
+    rank = base / ("b" * 64) / "rank_0_0"
+    rank.mkdir(parents=True)
+    (rank / "model").write_bytes(b"\x80\x04")
+    state, why = find(env, hidden_size=64, layers=2)
+    assert state is CompileCache.UNKNOWN
+    assert why.startswith("1 AOT-compiled entry under ")
+    _entry(tmp_path, "0123456789", GRAPH)  # a readable graph of this shape still says warm
+    assert find(env, hidden_size=64, layers=2)[0] is CompileCache.WARM

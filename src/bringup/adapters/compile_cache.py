@@ -16,6 +16,18 @@ model's shape: a tensor whose last dimension is the hidden size, and the last la
 (other flags, another vLLM) count as warm too, so "warm" may be wrong after an upgrade; with
 entries whose graphs cannot be read the answer is ``unknown``. ``VLLM_DISABLE_COMPILE_CACHE=1``
 makes every start cold.
+
+**vLLM's AOT compile** (0.32 with torch 2.10 or newer: ``VLLM_USE_AOT_COMPILE``'s default,
+``vllm/envs.py::use_aot_compile``) writes another layout
+(``vllm/compilation/decorators.py``): ``torch_compile_cache/torch_aot_compile/<hash>/
+rank_<rank>_<dp_rank>/model``, a pickled artifact, beside ``<hash>/inductor_cache`` (where
+it points ``TORCHINDUCTOR_CACHE_DIR``). ``<hash>`` is the SHA-256 of vLLM's
+``aot_compile_hash_factors(vllm_config)`` and the model's ``forward`` (vLLM's version, its
+qualified name and first line): not reproducible here either, and the artifact prints no
+graph to read the model's shape from. Such entries make the answer ``unknown``, never warm:
+on this project's vLLM 0.32 CPU build the artifact even failed to load on the next start
+("Compiling model again due to a load failure", ``'function' object has no attribute
+'finalize_loading'``), and only the warm Inductor cache beside it made that recompile shorter.
 """
 
 from __future__ import annotations
@@ -55,6 +67,16 @@ def _entries(root: Path) -> list[Path]:
     return found
 
 
+def _aot_entries(root: Path) -> list[Path]:
+    """Each ``torch_aot_compile/<hash>`` folder whose rank 0 wrote its ``model`` artifact."""
+    base = root / "torch_compile_cache" / "torch_aot_compile"
+    try:
+        hashes = sorted(p for p in base.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    return [h for h in hashes if (h / "rank_0_0" / "model").is_file()]
+
+
 def _graph_matches(text: str, hidden_size: int, layers: int) -> bool:
     last = layers - 1
     if not re.search(rf"layers_modules_{last}_", text):
@@ -70,7 +92,8 @@ def find(environ: Mapping[str, str], *, hidden_size: int, layers: int) -> tuple[
         return CompileCache.COLD, "VLLM_DISABLE_COMPILE_CACHE is set"
     root = cache_root(environ)
     entries = _entries(root)
-    if not entries:
+    aot = _aot_entries(root)
+    if not entries and not aot:
         return CompileCache.COLD, NONE_OF_THIS_MODEL
     unreadable = 0
     for entry in entries:
@@ -84,4 +107,10 @@ def find(environ: Mapping[str, str], *, hidden_size: int, layers: int) -> tuple[
             return CompileCache.WARM, f"{entry.parent.parent} holds a graph of this model's shape"
     if unreadable:
         return CompileCache.UNKNOWN, f"{unreadable} entries under {root} without a readable graph"
+    if aot:
+        n = len(aot)
+        return CompileCache.UNKNOWN, (
+            f"{n} AOT-compiled {'entry' if n == 1 else 'entries'} under "
+            f"{root / 'torch_compile_cache' / 'torch_aot_compile'}, whose model cannot be read"
+        )
     return CompileCache.COLD, NONE_OF_THIS_MODEL
