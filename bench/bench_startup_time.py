@@ -9,13 +9,17 @@ total", "Graph capturing finished in N secs"): the median error and the share wi
 ``--derive`` prints the medians and quartiles the constants in
 ``core/startup_time/constants.py`` were taken from.
 
-``--real``: real vLLM (the 0.32 CPU build) on a 1.35 GB float32 Llama in 7 shards, four
-starts: cold/warm page cache (``posix_fadvise(DONTNEED)`` on the shards, or every shard read
-first) x cold/warm compile cache (a fresh ``VLLM_CACHE_ROOT`` and Inductor cache, or the
-previous run's). Before each start the prediction is made as ``run`` makes it; the start is
-then timed (wall clock to the first answered /v1/models) and its log read for "Model loading
-took", "torch.compile takes" and the shard bar, whose elapsed times replay the live ETA
-(``core.startup_time.eta``) to check it once 25 % of the bytes are read.
+``--corpus`` also gives, for each phase and scaling (one constant, per layer, per
+graph, per graph x layer), the share within +-30 % the best single constant could reach,
+chosen with hindsight on the same logs: an upper bound for any such constant.
+
+``--real``: real vLLM (the 0.32 CPU build) on a 1.22 GB float32 Llama in 7 shards
+(``--which eager``: ``--enforce-eager`` with a cold and a warm page cache) and a 4-layer one
+(``--which compile``: torch.compile with an empty ``VLLM_CACHE_ROOT`` and Inductor cache, then
+the same again). ``--which live`` starts the eager pair through ``bringup run --json
+--exit-when-ready``: the follower's own phase events and ETA. Before each start the
+prediction is made twice on one storage measurement: ``after`` (the model as it is) and
+``before`` (without the CPU build's copies into fresh memory).
 
 Writes bench/results/startup_time.md (the machine's load average beside every figure). A
 measurement, not a test: nothing here asserts a time.
@@ -136,6 +140,88 @@ def _summary(rows: list[tuple[str, tuple[float, float, float], float]]) -> dict[
     }
 
 
+_BARS = re.compile(r"Capturing CUDA graphs? ?(?:\(([^)]*)\))?[^|\n]*\|[^|\n]*\| *\d+/(\d+) \[")
+_MODEL = re.compile(r"model='([^']*)'")
+
+
+def _layers(text: str) -> int | None:
+    """The model's layer count, from the config bench/bench_plan_memory.py maps its name to
+    (public config.json figures), or None."""
+    import bench_plan_memory as pm
+
+    from bringup.adapters.model_source import load_model, locate_model
+    from bringup.core.plan import parse_architecture
+
+    m = _MODEL.search(text)
+    if not m:
+        return None
+    name, _quant, _why = pm._config(m.group(1))
+    if name is None:
+        return None
+    try:
+        config = load_model(locate_model(pm._config_path(name), {})).config
+        return int(parse_architecture(config).num_layers)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def best_constant_share(pairs: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """The most logs any single constant c could put within +-30 %, chosen with hindsight on
+    these very logs (prediction c * x against the logged m): (share, c). An upper bound for
+    every model of the form constant x this normalisation, not a model."""
+    intervals = sorted(
+        ((1 - WITHIN) * m / x, (1 + WITHIN) * m / x) for x, m in pairs if x > 0 and m > 0
+    )
+    if not intervals:
+        return None
+    best, best_c = 0, 0.0
+    for lo, _hi in intervals:  # an optimal c sits at some interval's low end
+        n = sum(a <= lo <= b for a, b in intervals)
+        if n > best:
+            best, best_c = n, lo
+    return best / len(intervals), best_c
+
+
+def ceilings(folder: Path) -> dict[str, Any]:
+    """For each phase and normalisation, the hindsight ceiling of a single constant."""
+    rows: dict[str, list[tuple[float, float]]] = {}
+    rounded = 0
+    captures = 0
+    for path in sorted(folder.glob("*vllm*.log")):
+        text = path.read_bytes().decode("utf-8", "replace").replace("\r", "\n")
+        f = log_facts(path)
+        layers = _layers(text)
+        if "compile_s" in f and f["compile_s"] > 0:
+            kind = "warm" if f["warm"] else "cold"
+            rows.setdefault(f"torch_compile {kind}: one constant", []).append((1.0, f["compile_s"]))
+            if layers:
+                rows.setdefault(f"torch_compile {kind}: per layer", []).append(
+                    (float(layers), f["compile_s"])
+                )
+        if "capture_s" in f and f.get("graphs") and f["capture_s"] > 0:
+            captures += 1
+            rounded += f["capture_s"] <= 2  # "%.0f secs": +-0.5 s is +-25 % or more
+            bars: dict[str, int] = {}
+            for kind, total in _BARS.findall(text):
+                bars[kind] = max(bars.get(kind, 0), int(total))
+            every = sum(bars.values()) or f["graphs"]
+            tp = "TP 1" if (f.get("tp") or 1) == 1 else "TP > 1"
+            m = f["capture_s"]
+            rows.setdefault(f"cuda_graph_capture {tp}: per size", []).append((f["graphs"], m))
+            rows.setdefault(f"cuda_graph_capture {tp}: per graph (every bar)", []).append(
+                (float(every), m)
+            )
+            if layers:
+                rows.setdefault(f"cuda_graph_capture {tp}: per graph x layer", []).append(
+                    (float(every * layers), m)
+                )
+    out: dict[str, Any] = {"capture_logs": captures, "capture_at_most_2_s": rounded}
+    for name, pairs in sorted(rows.items()):
+        got = best_constant_share(pairs)
+        out[name] = {"n": len(pairs), "ceiling": got[0] if got else None}
+    return out
+
+
 def derive(folder: Path) -> None:
     """The medians and quartiles behind the corpus constants."""
     cold, warm, one, many = [], [], [], []
@@ -163,7 +249,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 out = Path(sys.argv[1])
 build(out)
 cfg = LlamaConfig.from_pretrained(out)
-cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers = 1024, 4096, 20
+cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers = 1024, 4096, int(sys.argv[3])
 cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = 16, 4, 64
 torch.manual_seed(0)
 with torch.no_grad():
@@ -174,12 +260,19 @@ model.save_pretrained(out, safe_serialization=True, max_shard_size="200MB")
 """
 
 
-def build_model(work: Path, vllm_python: Path, env: dict[str, str]) -> Path:
-    out = work / "startup-check-hf"
+def build_model(work: Path, vllm_python: Path, env: dict[str, str], layers: int = 20) -> Path:
+    out = work / ("startup-check-hf" if layers == 20 else f"startup-check-hf-{layers}l")
     if not (out / ".complete").exists():
         shutil.rmtree(out, ignore_errors=True)
         subprocess.run(
-            [str(vllm_python), "-c", HF_BUILD, str(out), str(REPO / "tests" / "builders")],
+            [
+                str(vllm_python),
+                "-c",
+                HF_BUILD,
+                str(out),
+                str(REPO / "tests" / "builders"),
+                str(layers),
+            ],
             check=True,
             env=env,
             timeout=1200,
@@ -226,45 +319,115 @@ def read_log(log: Path) -> dict[str, Any]:
         out["weights_s"] = float(m.group(1))
     elif init and reads:  # 0.32's CPU runner says the two parts apart
         out["weights_s"] = float(init.group(1)) + float(reads.group(1))
+    if init and reads:
+        out["init_s"], out["reads_s"] = float(init.group(1)), float(reads.group(1))
+    out["phase_s"] = phase_span(text)
     m = _PATTERNS["compile_s"].search(text)
     if m:
         out["compile_s"] = float(m.group(1))
+    else:  # 0.32's CPU runner prints no total: its compile is its warmup, by timestamps
+        out["compile_s"] = span(text, "Warming up model for the compilation", "Warming up done")
     out["bar"] = [(int(d), int(t), int(mm) * 60 + int(ss)) for d, t, mm, ss in _BAR.findall(text)]
     out["warm_compile"] = "Directly load the compiled graph" in text
     return out
 
 
+_STAMP = re.compile(r"\d\d-\d\d (\d\d):(\d\d):(\d\d)")
+
+
+def span(text: str, first: str, last: str) -> float | None:
+    """Whole seconds between the first line holding ``first`` and the next holding ``last``."""
+    lines = text.splitlines()
+    a = next((i for i, line in enumerate(lines) if first in line), None)
+    if a is None:
+        return None
+    b = next((line for line in lines[a:] if last in line), None)
+    t0, t1 = _STAMP.search(lines[a]), _STAMP.search(b or "")
+    if t0 is None or t1 is None:
+        return None
+    seconds = [int(h) * 3600 + int(m) * 60 + int(x) for h, m, x in (t0.groups(), t1.groups())]
+    return float((seconds[1] - seconds[0]) % 86400)
+
+
+def phase_span(text: str) -> float | None:
+    """The weights phase as the follower sees it, from the log's timestamps (whole seconds):
+    "Starting to load model" to the first line after "Loading weights took" (the CPU
+    GEMM's repacking runs in between, after vLLM's own figure stops)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if "Starting to load model" in line), None)
+    read = next((i for i, line in enumerate(lines) if "Loading weights took" in line), None)
+    if start is None or read is None:
+        return None
+    after = next((line for line in lines[read + 1 :] if _STAMP.search(line)), None)
+    t0, t1 = _STAMP.search(lines[start]), _STAMP.search(after or "")
+    if t0 is None or t1 is None:
+        return None
+    seconds = [int(h) * 3600 + int(m) * 60 + int(x) for h, m, x in (t0.groups(), t1.groups())]
+    return float((seconds[1] - seconds[0]) % 86400)
+
+
 def eta_check(
-    bar: list[tuple[int, int, int]], weights_s: float, predicted_s: float
+    bar: list[tuple[int, int, int]], init_s: float, phase_s: float | None, predicted_s: float
 ) -> dict[str, Any]:
-    """Replay the live ETA on the shard bar (elapsed seconds since the bar began at each
-    shard): the ETA given once 25 % of the shards (equal-sized: the bytes) are done,
-    against the real end of the reads."""
+    """Replay the live ETA in the phase's time (0 at "Starting to load model"; the shard bar
+    begins after the model's init, vLLM's own figure): the ETA given once 25 % of the
+    shards (equal-sized: the bytes) are read, against the real end of the phase (its
+    timestamps; whole seconds, so the real time left is +-1 s)."""
     from bringup.core.startup_time.eta import WeightsEta
 
-    if not bar:
+    if not bar or phase_s is None:
         return {}
     total = bar[-1][1]
-    end = bar[-1][2]
     eta = WeightsEta(total_units=total, predicted_seconds=predicted_s, start=0.0)
     for done, _total, elapsed in bar:
-        estimate = eta.update(float(elapsed), done)
+        now = init_s + elapsed
+        estimate = eta.update(float(now), done)
         if done / total >= 0.25 and done < total:
-            real_left = end - elapsed
             return {
                 "at_share": done / total,
+                "at_s": now,
                 "eta_s": estimate.eta_seconds,
-                "real_left_s": real_left,
-                "bar_end_s": end,
+                "real_left_s": phase_s - now,
             }
-    return {"bar_end_s": end}
+    return {}
 
 
-def run_real(work: Path, eager: bool = False) -> list[dict[str, Any]]:
+COMPILE_LAYERS = 4  # the compile-cache pair: a shorter model, so a cold compile ends here
+
+
+def predictions(argv: list[str], env: dict[str, str]) -> tuple[Any, Any]:
+    """(before, after) for one command from one storage measurement: ``after`` is the model
+    as it is now (``run``'s prediction), ``before`` the same without the parameters'
+    first-touch copy (the model before issue 26's second round)."""
+    import dataclasses
+
+    from bringup.core import engine_args
+    from bringup.follow.startup_time import measure_storage, model_facts, predict_startup
+
+    command = engine_args.parse_server_command(argv)
+    facts = model_facts(command.model or "", env)
+    assert facts is not None
+    storage = measure_storage(facts.shards)
+    assert storage is not None
+    out = [
+        predict_startup(
+            facts,
+            command.flags,
+            env,
+            weights_bytes_per_rank=facts.checkpoint_bytes,
+            world_size=1,
+            graphs=0,
+            device="cpu",
+            storage=st,
+        )
+        for st in (dataclasses.replace(storage, fill_bytes_per_s=None), storage)
+    ]
+    return out[0], out[1]
+
+
+def run_real(work: Path, which: str = "all") -> list[dict[str, Any]]:
     from bench_serving import _free_port as free_port
     from bench_serving import serving
-
-    from bringup.follow.startup_time import for_command
 
     from builders.vllm_env import serve_argv, vllm_environ, vllm_problem, vllm_python
 
@@ -273,54 +436,182 @@ def run_real(work: Path, eager: bool = False) -> list[dict[str, Any]]:
         raise SystemExit(f"vLLM CPU is not available ({problem})")
     work.mkdir(parents=True, exist_ok=True)
     build_env = vllm_environ(work / "build-env")
-    model = build_model(work, vllm_python(), build_env)
+    models = {
+        "eager": build_model(work, vllm_python(), build_env),
+        "compile": build_model(work, vllm_python(), build_env, layers=COMPILE_LAYERS),
+    }
     rows = []
+    # (page cache, compile cache, env folder, model): --enforce-eager with a cold and a warm
+    # page cache, then torch.compile with an empty VLLM_CACHE_ROOT and Inductor cache and
+    # again with the cache the first compile left (the page cache warm for both)
     plan = [
-        ("cold", "cold", "a"),
-        ("warm", "warm", "a"),
-        ("cold", "warm", "a"),
-        ("warm", "cold", "b"),
+        ("cold", "off", "eager", "eager"),
+        ("warm", "off", "eager", "eager"),
+        ("warm", "cold", "compile", "compile"),
+        ("warm", "warm", "compile", "compile"),
     ]
-    if eager:  # --enforce-eager: the page cache alone (no compile to wait for)
-        plan = [("cold", "off", "a"), ("warm", "off", "a")]
-    for page, compile_state, env_name in plan:
+    if which == "eager":
+        plan = plan[:2]
+    elif which == "compile":
+        plan = plan[2:]
+    for page, compile_state, env_name, model_key in plan:
+        model = models[model_key]
         folder = work / f"env-{env_name}"
-        if compile_state == "cold":
+        if compile_state == "cold" or (compile_state == "off" and page == "cold"):
             shutil.rmtree(folder, ignore_errors=True)
         env = vllm_environ(folder, kv_cache_gib=1)
         env["VLLM_CPU_OMP_THREADS_BIND"] = "0"
         (drop_cache if page == "cold" else fill_cache)(model)
         port = free_port()
-        argv = serve_argv(model, port, eager=eager, max_model_len=512, memory_fraction=0.3)
-        prediction = for_command(argv, env)
-        assert prediction is not None
+        argv = serve_argv(
+            model, port, eager=compile_state == "off", max_model_len=512, memory_fraction=0.3
+        )
+        before, after = predictions(argv, env)
         (drop_cache if page == "cold" else fill_cache)(model)  # the measurement read a little
         load_before = loadavg()
         log = work / f"vllm-{page}-{compile_state}.log"
         t0 = time.monotonic()
-        with serving(argv, port, log, env=env, ready_seconds=1500):
+        with serving(argv, port, log, env=env, ready_seconds=2400):
             ready = time.monotonic() - t0
         facts = read_log(log)
-        weights = prediction.phase(Phase.WEIGHTS_LOADING)
-        comp = prediction.phase(Phase.TORCH_COMPILE)
-        assert weights is not None
-        row = {
+        row: dict[str, Any] = {
             "page_cache": page,
             "compile_cache": compile_state,
-            "predicted_weights": weights.seconds,
-            "weights_band": (weights.low, weights.high),
-            "weights_basis": weights.basis,
+            "layers": 20 if model_key == "eager" else COMPILE_LAYERS,
             "measured_weights": facts.get("weights_s"),
-            "predicted_compile": comp.seconds if comp else None,
-            "compile_basis": comp.basis if comp else None,
+            "measured_init": facts.get("init_s"),
+            "measured_reads": facts.get("reads_s"),
+            "measured_phase": facts["phase_s"],
             "measured_compile": facts.get("compile_s"),
-            "predicted_ready": prediction.total_seconds,
+            "warm_compile_logged": facts["warm_compile"],
             "measured_ready": ready,
-            "eta": eta_check(facts["bar"], facts.get("weights_s") or 0.0, weights.seconds),
             "load_before": load_before,
             "load_after": loadavg(),
         }
-        print(json.dumps(row), flush=True)
+        for name, prediction in (("before", before), ("after", after)):
+            weights = prediction.phase(Phase.WEIGHTS_LOADING)
+            comp = prediction.phase(Phase.TORCH_COMPILE)
+            assert weights is not None
+            row[name] = {
+                "weights": weights.seconds,
+                "weights_band": (weights.low, weights.high),
+                "weights_basis": weights.basis,
+                "compile": comp.seconds if comp else None,
+                "compile_band": (comp.low, comp.high) if comp else None,
+                "compile_basis": comp.basis if comp else None,
+                "ready": prediction.total_seconds,
+                "eta": eta_check(
+                    facts["bar"], facts.get("init_s") or 0.0, facts["phase_s"], weights.seconds
+                ),
+            }
+        print(json.dumps(row, default=str), flush=True)
+        rows.append(row)
+    return rows
+
+
+def live_events(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """From ``bringup run --json``'s events: the weights phase's span (its first phase
+    event to the next predicted phase's), and the ETA the follower gave at the first
+    progress event with 25 % of the shards read, against the real time left."""
+    from bringup.core.startup_time.live import predicted_phase
+
+    start = end = None
+    for ev in events:
+        if ev.get("event") != "phase":
+            continue
+        group = predicted_phase(Phase(ev["phase"]))
+        if group is Phase.WEIGHTS_LOADING and start is None:
+            start = ev["t"]
+        elif start is not None and group not in (None, Phase.WEIGHTS_LOADING):
+            end = ev["t"]
+            break
+    out: dict[str, Any] = {"phase_s": None if start is None or end is None else end - start}
+    for ev in events:
+        if ev.get("event") != "progress" or end is None or not ev.get("total"):
+            continue
+        if ev["done"] / ev["total"] >= 0.25 and ev["done"] < ev["total"]:
+            out.update(
+                at_share=ev["done"] / ev["total"],
+                eta_s=ev.get("eta_seconds"),
+                real_left_s=end - ev["t"],
+            )
+            break
+    return out
+
+
+def run_live(work: Path) -> list[dict[str, Any]]:
+    """The --enforce-eager pair (cold, then warm page cache) started by ``bringup run --json
+    --exit-when-ready``: its own prediction, progress events and ETA, as a user sees them."""
+    from bench_serving import _free_port as free_port
+
+    from builders.vllm_env import serve_argv, vllm_environ, vllm_problem, vllm_python
+
+    problem = vllm_problem()
+    if problem:
+        raise SystemExit(f"vLLM CPU is not available ({problem})")
+    model = build_model(work, vllm_python(), vllm_environ(work / "build-env"))
+    bringup = REPO / ".venv" / "bin" / "bringup"
+    rows = []
+    for page in ("cold", "warm"):
+        folder = work / "env-live"
+        if page == "cold":
+            shutil.rmtree(folder, ignore_errors=True)
+        env = vllm_environ(folder, kv_cache_gib=1)
+        env["VLLM_CPU_OMP_THREADS_BIND"] = "0"
+        port = free_port()
+        argv = serve_argv(model, port, max_model_len=512, memory_fraction=0.3)
+        (drop_cache if page == "cold" else fill_cache)(model)
+        before, after = predictions(argv, env)
+        (drop_cache if page == "cold" else fill_cache)(model)
+        load_before = loadavg()
+        log = work / f"live-{page}.log"
+        t0 = time.monotonic()
+        with log.open("w") as err:
+            done = subprocess.run(
+                [str(bringup), "run", "--json", "--exit-when-ready", "--stall", "0", "--", *argv],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env=env,
+                text=True,
+                timeout=1800,
+                check=False,
+            )
+        wall = time.monotonic() - t0
+        events = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+        facts = read_log(log)
+        follow = live_events(events)
+        pred = next(
+            (
+                e.get("predicted_seconds")
+                for e in events
+                if e.get("event") == "phase" and e.get("phase") == "weights_loading"
+            ),
+            None,
+        )
+        row: dict[str, Any] = {
+            "page_cache": page,
+            "exit": done.returncode,
+            "measured_weights_vllm": facts.get("weights_s"),
+            "measured_init": facts.get("init_s"),
+            "measured_reads": facts.get("reads_s"),
+            "measured_phase_log": facts["phase_s"],
+            "measured_phase_follower": follow.get("phase_s"),
+            "eta": follow,
+            "run_predicted_weights": pred,
+            "wall_s": wall,
+            "load_before": load_before,
+            "load_after": loadavg(),
+        }
+        for name, prediction in (("before", before), ("after", after)):
+            weights = prediction.phase(Phase.WEIGHTS_LOADING)
+            assert weights is not None
+            row[name] = {
+                "weights": weights.seconds,
+                "weights_band": (weights.low, weights.high),
+                "weights_basis": weights.basis,
+                "ready": prediction.total_seconds,
+            }
+        print(json.dumps(row, default=str), flush=True)
         rows.append(row)
     return rows
 
@@ -330,7 +621,12 @@ def main() -> int:
     parser.add_argument("--corpus", action="store_true")
     parser.add_argument("--derive", action="store_true")
     parser.add_argument("--real", action="store_true")
-    parser.add_argument("--eager", action="store_true", help="with --real: --enforce-eager runs")
+    parser.add_argument(
+        "--which",
+        choices=("all", "eager", "compile", "live"),
+        default="all",
+        help="with --real: the --enforce-eager pair, the compile-cache pair, or both",
+    )
     parser.add_argument("--work", default="/tmp/bringup-startup-bench")
     parser.add_argument("--json-out", default=None, help="also write the raw figures here")
     args = parser.parse_args()
@@ -343,8 +639,11 @@ def main() -> int:
     result: dict[str, Any] = {"load": loadavg()}
     if args.corpus:
         result["corpus"] = {name: score_corpus(CORPUS / name) for name in ("vllm", "batch2")}
+        result["ceilings"] = {name: ceilings(CORPUS / name) for name in ("vllm", "batch2")}
     if args.real:
-        result["real"] = run_real(Path(args.work), eager=args.eager)
+        work = Path(args.work)
+        live = args.which == "live"
+        result["real"] = run_live(work) if live else run_real(work, which=args.which)
     text = json.dumps(result, indent=1, default=str)
     if args.json_out:
         Path(args.json_out).write_text(text)
