@@ -129,3 +129,91 @@ def test_corpus_verdicts_do_not_change() -> None:
         if _every_line(data, after_ready=True)[0] != reference:
             differ.append(path.name)
     assert not differ
+
+
+def _by_line(lines: list[str]) -> tuple[LogAnalyzer, list[tuple[int, list[object]]]]:
+    analyzer = LogAnalyzer()
+    events: list[tuple[int, list[object]]] = []
+    for k, line in enumerate(lines):
+        got = analyzer.feed(line)
+        if got:
+            events.append((k, list(got)))
+    return analyzer, events
+
+
+def _in_batches(lines: list[str], size: int) -> tuple[LogAnalyzer, list[tuple[int, list[object]]]]:
+    analyzer = LogAnalyzer()
+    events: list[tuple[int, list[object]]] = []
+    for start in range(0, len(lines), size):
+        for k, got in analyzer.feed_lines(lines[start : start + size]):
+            events.append((start + k, list(got)))
+    return analyzer, events
+
+
+_AFTER = [
+    "(EngineCore_DP0 pid=1301) ERROR 12-01 11:00:00 [core.py:720] EngineCore encountered a fatal error.",
+    "(EngineCore_DP0 pid=1301) Traceback (most recent call last):",
+    '(EngineCore_DP0 pid=1301)   File "/opt/vllm/v1/engine/core.py", line 711, in run_engine_core',
+    "(EngineCore_DP0 pid=1301)     engine_core.run_busy_loop()",
+    "(EngineCore_DP0 pid=1301) RuntimeError: CUDA error: an illegal memory access was encountered",
+    '{"MESSAGE": "INFO 12-01 11:00:01 [loggers.py:1] Engine 000: Avg prompt throughput: 1.0 tokens/s"}',
+    "   ",
+    'INFO:     10.0.0.5:53124 - "GET /v1/models HTTP/1.1" 200 OK \u2588',
+    "after a hole" + "\x00" * 80 + "old process",
+    "(APIServer pid=6) ERROR 12-01 11:00:02 [core.py:1] an old process's error",
+]
+
+
+@pytest.mark.parametrize("size", [1, 7, 500, 100_000])
+@pytest.mark.parametrize("failure", [False, True])
+def test_lines_in_batches_give_what_one_at_a_time_gives(size: int, failure: bool) -> None:
+    """feed_lines (a follower's burst, screened in one pass once ready): the same events at the
+    same lines, the same verdict, the same line count and last line, as feed line by line,
+    through a runtime traceback, a JSON record, blank and non-ASCII lines and a NUL hole."""
+    lines = [*serving_journal.journal("v1", "raw", 3000, failure=failure, startup_lines=300)]
+    lines[1500:1500] = _AFTER[:5]
+    lines += _AFTER
+    one, one_events = _by_line(lines)
+    batch, batch_events = _in_batches(lines, size)
+    assert batch_events == one_events
+    assert batch.diagnosis() == one.diagnosis()
+    assert batch.finish(1) == one.finish(1)
+    assert batch.finish(whole_log=True) == one.finish(whole_log=True)
+    assert batch.work == one.work
+    assert (batch._number, batch._last) == (one._number, one._last)
+
+
+def test_request_lines_hold_no_after_ready_token() -> None:
+    """A server's request lines (uvicorn's access line for the routes clients poll) hold none
+    of any pack's after-ready tokens: rules whose longest string is in them ("model" of the
+    banner's fact, " HTTP/1." of the proxy signature) are screened for another they need."""
+    from bringup.core.after_ready import AfterReady
+    from bringup.core.packs import common
+
+    for engine in Engine:
+        tokens = AfterReady(packs.get(engine)).tokens(True)
+        assert tokens is not None
+        for line in common.ROUTINE_LINES:
+            assert not [t for t in tokens if t in line], (engine, line)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "avoid", "strings"),
+    [
+        (r"[█▀▄]\s+model\s+(?P<m>\S+)", (), {"model"}),
+        (r"[█▀▄]\s+model\s+(?P<m>\S+)", ("GET /v1/models",), {"█", "▀", "▄"}),
+        (r"x[ab]y|model (?P<m>\S+)", ("model",), {"x", "model "}),
+        (r'https?://\S+ "[A-Z]+ https?://\S* HTTP/1\.[01]"', ('"GET /x HTTP/1.1" 200',), {" http"}),
+        (r"model", ("models",), {"model"}),  # nothing else is needed: kept
+    ],
+)
+def test_required_strings_avoid_routine_lines(
+    pattern: str, avoid: tuple[str, ...], strings: set[str]
+) -> None:
+    """With lines to avoid, the strings picked are ones those lines lack, where the pattern
+    needs such (a class of a few characters counts then); else what it needs most."""
+    import re
+
+    from bringup.core.packs import index
+
+    assert index.required(re.compile(pattern), avoid) == strings

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bringup.adapters.sources import logfile
-from bringup.adapters.sources.items import LineItem, NoteItem
+from bringup.adapters.sources.items import LinesItem, NoteItem
 from bringup.adapters.sources.logfile import FIRST_SCAN_BYTES, FileSource
 
 BANNER = "(APIServer pid=6) INFO 11-30 09:47:00 [api_server.py:1] vLLM API server version 0.32.0"
@@ -41,13 +41,13 @@ def _scan(path: Path) -> tuple[FileSource, list[str], list[str]]:
 
     def emit(item: Any) -> None:
         items.append(item)
-        if isinstance(item, LineItem) and item.text == "last":
+        if isinstance(item, LinesItem) and "last" in item.texts:
             got.set()
 
     source.start(emit)
     assert got.wait(60), items[-3:]
     source.stop(0.0)
-    lines = [i.text for i in items if isinstance(i, LineItem)]
+    lines = [t for i in items if isinstance(i, LinesItem) for t in i.texts]
     notes = [i.text for i in items if isinstance(i, NoteItem)]
     return source, lines, notes
 

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from bringup.adapters.sources.container import ContainerSource
-from bringup.adapters.sources.items import ExitItem, LineItem
+from bringup.adapters.sources.items import ExitItem, LineItem, LinesItem
 from bringup.adapters.sources.logfile import FileSource
 from bringup.adapters.sources.unit import UnitSource
 from bringup.core.journal import journal_message
@@ -29,7 +29,7 @@ BANNER = "(APIServer pid=6) INFO 11-30 09:47:00 [api_server.py:1] vLLM server ve
 def collect(q: queue.SimpleQueue[Any], want: int, timeout: float = 20.0) -> list[Any]:
     items: list[Any] = []
     deadline = time.monotonic() + timeout
-    while len([i for i in items if isinstance(i, LineItem)]) < want and time.monotonic() < deadline:
+    while len(lines_of(items)) < want and time.monotonic() < deadline:
         try:
             items.append(q.get(timeout=0.1))
         except queue.Empty:
@@ -38,7 +38,14 @@ def collect(q: queue.SimpleQueue[Any], want: int, timeout: float = 20.0) -> list
 
 
 def lines_of(items: list[Any]) -> list[str]:
-    return [i.text for i in items if isinstance(i, LineItem)]
+    """The lines of one item each or of several (a file source emits what one read found)."""
+    out: list[str] = []
+    for i in items:
+        if isinstance(i, LineItem):
+            out.append(i.text)
+        elif isinstance(i, LinesItem):
+            out.extend(i.texts)
+    return out
 
 
 def test_file_source_follows_renames_and_truncation(tmp_path: Path):

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from collections.abc import Sequence
+from itertools import accumulate
 
 import ahocorasick_rs
 
 from bringup.core import logline
 from bringup.core.analyzer_state import _CHAINED, _EXCEPTION, _FRAME, _TRACEBACK
+from bringup.core.packs import common
 from bringup.core.packs import index as pack_index
 from bringup.core.packs.types import Pack
 
@@ -58,8 +62,8 @@ class AfterReady:
             if strings is None:  # pragma: no cover - the analyzer's own patterns all have some
                 return
             own |= strings
-        base = index.required_of(_AFTER_READY_TABLES)
-        version = index.required_of(("version",))
+        base = index.required_of(_AFTER_READY_TABLES, avoid=common.ROUTINE_LINES)
+        version = index.required_of(("version",), avoid=common.ROUTINE_LINES)
         if base is None or version is None:
             return
         self._tokens = {True: _fewest(own | base | version), False: _fewest(own | base)}
@@ -91,3 +95,31 @@ def _fewest(strings: set[str] | frozenset[str]) -> tuple[str, ...]:
         for i, s in enumerate(ordered)
         if all(j == i for j, _, _ in finder.find_matches_as_indexes(s, overlapping=True))
     )
+
+
+def may_matter_in(lines: Sequence[str], start: int, tokens: tuple[str, ...]) -> list[int]:
+    """The indexes, from ``start`` on, of the lines that :meth:`AfterReady.may_matter` lets
+    through with ``tokens``, and of those the analyzer must see whatever they hold (a NUL hole
+    ends the log at its line), from one automaton pass over the lines joined. A token holds no
+    newline, so each match lies in one line, and every line holding a token holds a match."""
+    texts = lines[start:] if start else lines
+    joined = "\n".join(texts)
+    if joined.isascii():  # bytes: the automaton of the whole-log reader, offsets the same
+        data = joined.encode("ascii")
+        found = [
+            s for _, s, _ in logline.finder_for(tokens, len(data)).find_matches_as_indexes(data)
+        ]
+    else:
+        found = [s for _, s, _ in logline.line_finder(tokens).find_matches_as_indexes(joined)]
+    for mark in ("\n{", "\x00"):  # a JSON record may hide its text; a NUL hole ends the log
+        pos = joined.find(mark)
+        while pos != -1:
+            found.append(pos + 1 if mark[0] == "\n" else pos)
+            pos = joined.find(mark, pos + 1)
+    if joined.startswith("{"):
+        found.append(0)
+    if not found:
+        return []
+    ends = list(accumulate(len(t) + 1 for t in texts))  # past each line's newline
+    hits = sorted({bisect_right(ends, pos) for pos in found})
+    return [start + k for k in hits]

@@ -41,8 +41,10 @@ reads the lines.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bringup.core import fact_checks, logline, packs
-from bringup.core.after_ready import AfterReady, _after_ready_of
+from bringup.core.after_ready import AfterReady, _after_ready_of, may_matter_in
 from bringup.core.analyzer_state import (
     _CHAINED,
     _ERROR_LEVELS,
@@ -164,6 +166,47 @@ class LogAnalyzer(Verdicts):
             return self._process(self._pack, logline.parse(line, number))
         except RecursionError:  # pragma: no cover - pathological regex input
             return []
+
+    def feed_lines(self, lines: Sequence[str]) -> list[tuple[int, list[Event]]]:
+        """:meth:`feed` each of ``lines`` in order; the (index, events) of those that gave
+        events. Once the start is ready, the batch is screened with the after-ready tokens in
+        one automaton pass (a follower gets its lines in bursts, and one call per line costs
+        more than the pass): a line without a token is counted, as :meth:`feed` counts it, and
+        never parsed; the others are fed one by one, and the batch is screened again from
+        where a line changed what matters (a restart, a traceback's source lines)."""
+        out: list[tuple[int, list[Event]]] = []
+        i, n = 0, len(lines)
+        while i < n:
+            tokens = self._after_ready_tokens()
+            if tokens is None or self._stale:
+                events = self.feed(lines[i])
+                if events:
+                    out.append((i, events))
+                i += 1
+                continue
+            for k in [*may_matter_in(lines, i, tokens), n]:
+                self._skip(lines, i, k)
+                if k == n:
+                    i = n
+                    break
+                events = self.feed(lines[k])
+                if events:
+                    out.append((k, events))
+                i = k + 1
+                if self._stale or self._after_ready_tokens() is not tokens:
+                    break  # what matters changed: screen the rest again
+        return out
+
+    def _skip(self, lines: Sequence[str], start: int, end: int) -> None:
+        """Count ``lines[start:end]`` as :meth:`feed` counts lines it does not read."""
+        if end <= start:
+            return
+        for k in range(end - 1, start - 1, -1):
+            line = lines[k]
+            if line and not line.isspace():
+                self._last = (self._number + k - start + 1, line)
+                break
+        self._number += end - start
 
     def prepare(self) -> None:
         """Build the per-line pattern indexes now (the pack's, or every pack's while the engine

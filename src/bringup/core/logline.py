@@ -287,7 +287,7 @@ _WINDOW = 256 * 1024  # bytes searched per automaton call: its list of matches s
 def _finder(tokens: tuple[str, ...], dfa: bool = False) -> ahocorasick_rs.BytesAhoCorasick:
     """One automaton for a set of tokens: a single vectorised pass finds them all (leftmost
     first), where one ``bytes.find`` sweep per token read the buffer once for each. ``dfa``: a
-    full DFA, slower to build, faster to run (see :func:`_finder_for`)."""
+    full DFA, slower to build, faster to run (see :func:`finder_for`)."""
     if any("\n" in t or not t for t in tokens):
         raise ValueError(f"a screen token must be one line and not empty: {tokens!r}")
     return ahocorasick_rs.BytesAhoCorasick(
@@ -300,7 +300,7 @@ def _finder(tokens: tuple[str, ...], dfa: bool = False) -> ahocorasick_rs.BytesA
 _SCANNED: dict[tuple[str, ...], int] = {}
 
 
-def _finder_for(tokens: tuple[str, ...], n_bytes: int) -> ahocorasick_rs.BytesAhoCorasick:
+def finder_for(tokens: tuple[str, ...], n_bytes: int) -> ahocorasick_rs.BytesAhoCorasick:
     """The automaton for scanning ``n_bytes`` more with ``tokens``: a full DFA once a token set
     has scanned :data:`DFA_AFTER_BYTES` (it runs about 2.4x the default's speed over a serving
     journal, but takes ~50 ms to build for the ~550 after-ready tokens of vLLM: a small log
@@ -328,7 +328,7 @@ def _hits(data: bytes, tokens: tuple[str, ...], start: int = 0) -> Iterator[int]
     of matches costs a bounded list at a time; a line that is already a hit is skipped to
     its end (the caller wants lines, and a long line of matches would cost a long list).
     """
-    finder = _finder_for(tokens, len(data) - start)
+    finder = finder_for(tokens, len(data) - start)
     view = memoryview(data)
     pos, n = start, len(data)
     while pos < n:

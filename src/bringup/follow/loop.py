@@ -319,8 +319,7 @@ class _Follower:
     def _handle(self, item: Any, now: float) -> None:
         m = self.machine
         if isinstance(item, LinesItem):
-            for text in item.texts:
-                self._line(item.stream, text, now)
+            self._lines(item.stream, item.texts, now)
         elif isinstance(item, LineItem):
             self._line(item.stream, item.text, now)
         elif isinstance(item, ProbeItem):
@@ -341,6 +340,18 @@ class _Follower:
             self.observer.note(item.text)
         elif isinstance(item, _SignalItem):
             self.signum = item.signum
+
+    def _lines(self, stream: str, texts: list[str], now: float) -> None:
+        """Lines that arrived together: the analyzer reads them as one batch (once ready, one
+        screening pass for all), then each is shown and counted, and its events reported,
+        in order, as one line at a time would be."""
+        found = dict(self.analyzer.feed_lines(texts))
+        for k, text in enumerate(texts):
+            self.observer.line(stream, text)
+            self.machine.on_line(text, now)
+            for event in found.get(k, ()):
+                self._engine_seen(event)
+                self._report(self.machine.on_event(event, now))
 
     def _line(self, stream: str, text: str, now: float) -> None:
         self.observer.line(stream, text)

@@ -11,13 +11,14 @@ from typing import Any
 
 from bringup.adapters import files
 from bringup.adapters.process import decode_line
-from bringup.adapters.sources.items import Emit, LineItem, NoteItem, Stoppable
+from bringup.adapters.sources.items import Emit, LineItem, LinesItem, NoteItem, Stoppable
 from bringup.core.log_attempts import BackwardScan
 from bringup.errors import BringupError, InputError
 
 SCAN_BYTES = 64 << 20  # the most of an existing log read (backwards) to find its newest attempt
 FIRST_SCAN_BYTES = 1 << 20  # the first chunk read from its end; each next one twice as big
 MAX_LINE_BYTES = 1 << 20  # the analyzer reads 65,536 characters of a line at most
+_BATCH_LINES = 4096  # lines of the newest attempt emitted as one item
 HINT = "give the log file the server writes to (a pipe: `... | bringup diagnose -`)"
 
 
@@ -66,8 +67,8 @@ class FileSource(Stoppable):
                     f"(its first {len(lines)} lines), not the earlier ones"
                 )
             )
-        for text in lines:
-            emit(LineItem("log", text))
+        for start in range(0, len(lines), _BATCH_LINES):
+            emit(LinesItem("log", lines[start : start + _BATCH_LINES]))
         return rest
 
     def _scan_back(self, handle: Any, size: int) -> tuple[list[str], bytes, int, bool]:
@@ -154,8 +155,9 @@ class FileSource(Stoppable):
 
 
 def _emit_lines(data: bytes, stream: str, emit: Emit) -> bytes:
-    """Emit every complete line of ``data``; return the unfinished rest."""
+    """Emit the complete lines of ``data`` as one item (the follower reads them as one batch);
+    return the unfinished rest."""
     *lines, rest = data.split(b"\n")
-    for raw in lines:
-        emit(LineItem(stream, decode_line(raw)))
+    if lines:
+        emit(LinesItem(stream, [decode_line(raw) for raw in lines]))
     return rest

@@ -191,3 +191,21 @@ SIGNATURES = (
         P.DISTRIBUTED_INIT,
     ),
 )
+
+
+# What a healthy OpenAI-compatible server prints all day once it is ready: uvicorn's access line
+# (its access format '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s',
+# uvicorn/config.py LOGGING_CONFIG; vLLM and SGLang serve through uvicorn) for the routes that
+# clients and health checks poll. Once a start is ready, a rule's string found in these lines is
+# not what a line is screened for where the rule's pattern needs another (core.after_ready):
+# "model" (in every /v1/models request) or " HTTP/1." would let every request line by.
+ROUTINE_LINES = tuple(
+    f'INFO:     127.0.0.1:40312 - "{route} HTTP/1.1" 200 OK'
+    for route in (
+        "GET /v1/models",
+        "GET /health",
+        "GET /metrics",
+        "POST /v1/chat/completions",
+        "POST /v1/completions",
+    )
+)

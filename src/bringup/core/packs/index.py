@@ -44,14 +44,19 @@ TABLES = (
 )
 
 
-def required(pattern: re.Pattern[str]) -> frozenset[str] | None:
+def required(pattern: re.Pattern[str], avoid: tuple[str, ...] = ()) -> frozenset[str] | None:
     """Strings one of which occurs in every text ``pattern`` matches; None: no such set is
-    known (case-insensitive, or nothing literal that every match must contain)."""
-    return _required(pattern.pattern, pattern.flags)
+    known (case-insensitive, or nothing literal that every match must contain).
+
+    ``avoid``: lines the set should not be found in where the pattern offers another (a
+    screen for what a healthy server prints all day); a class of a few characters is then an
+    option too (``[█▀▄]``). Any set given is right: they differ in how many lines they let by.
+    """
+    return _required(pattern.pattern, pattern.flags, avoid)
 
 
 @cache
-def _required(source: str, flags: int) -> frozenset[str] | None:
+def _required(source: str, flags: int, avoid: tuple[str, ...] = ()) -> frozenset[str] | None:
     """:func:`required` of one pattern text (the packs share many: read each once)."""
     if flags & re.IGNORECASE:
         return None
@@ -59,12 +64,13 @@ def _required(source: str, flags: int) -> frozenset[str] | None:
         tree = sre_parse.parse(source, flags)
     except (re.error, RecursionError, TypeError, ValueError):  # pragma: no cover - compiled already
         return None
-    return _sequence(list(tree))
+    return _sequence(list(tree), avoid)
 
 
-def _sequence(items: Sequence[tuple[Any, Any]]) -> frozenset[str] | None:
+def _sequence(items: Sequence[tuple[Any, Any]], avoid: tuple[str, ...]) -> frozenset[str] | None:
     """Every item of a sequence must match: any one item's set will do; the best is the one
-    whose shortest string is longest (it occurs in fewest lines)."""
+    whose shortest string is longest (it occurs in fewest lines), among those found in none of
+    the ``avoid`` lines when there are such."""
     options: list[frozenset[str]] = []
     run: list[str] = []
     for op, av in items:
@@ -74,35 +80,41 @@ def _sequence(items: Sequence[tuple[Any, Any]]) -> frozenset[str] | None:
         if run:
             options.append(frozenset({"".join(run)}))
             run = []
-        found = _item(op, av)
+        found = _item(op, av, avoid)
         if found is not None:
             options.append(found)
     if run:
         options.append(frozenset({"".join(run)}))
+    if avoid:
+        clear = [o for o in options if not any(s in line for s in o for line in avoid)]
+        options = clear or options
     if not options:
         return None
     return max(options, key=lambda s: (min(len(x) for x in s), -len(s)))
 
 
-def _item(op: Any, av: Any) -> frozenset[str] | None:
+def _item(op: Any, av: Any, avoid: tuple[str, ...]) -> frozenset[str] | None:
     if op is sre_c.SUBPATTERN:
         _group, add_flags, _del_flags, sub = av
         if add_flags & re.IGNORECASE:
             return None
-        return _sequence(list(sub))
+        return _sequence(list(sub), avoid)
     if op is sre_c.ATOMIC_GROUP:
-        return _sequence(list(av))
+        return _sequence(list(av), avoid)
     if op is sre_c.BRANCH:
         strings: set[str] = set()
         for alternative in av[1]:
-            found = _sequence(list(alternative))
+            found = _sequence(list(alternative), avoid)
             if found is None:
                 return None
             strings |= found
         return frozenset(strings) if len(strings) <= _MAX_STRINGS else None
     if op in _REPEATS:
         low, _high, sub = av
-        return _sequence(list(sub)) if low >= 1 else None
+        return _sequence(list(sub), avoid) if low >= 1 else None
+    if avoid and op is sre_c.IN and len(av) <= _MAX_STRINGS:  # [█▀▄]: one of these characters
+        chars = {chr(v) for o, v in av if o is sre_c.LITERAL}
+        return frozenset(chars) if len(chars) == len(av) else None
     return None  # a class, an anchor, a look-around, a back reference: no string known
 
 
@@ -158,29 +170,32 @@ class RuleIndex:
         """Every required string in the automaton (for tests and benchmarks)."""
         return self._strings
 
-    def required_of(self, names: Sequence[str]) -> frozenset[str] | None:
+    def required_of(
+        self, names: Sequence[str], avoid: tuple[str, ...] = ()
+    ) -> frozenset[str] | None:
         """The strings one of which every text a rule of tables ``names`` matches contains;
-        None when some rule of them has no such strings (it can match anything)."""
+        None when some rule of them has no such strings (it can match anything). ``avoid``:
+        lines the strings should not be in, where a rule's pattern offers others (see
+        :func:`required`)."""
         found: set[str] = set()
         for name in names:
             for rule in self.tables[name]:
-                strings = _rule_required(rule)
+                strings = _rule_required(rule, avoid)
                 if strings is None or not all(strings):
                     return None
                 found |= strings
         return frozenset(found)
 
 
-def _rule_required(rule: Any) -> frozenset[str] | None:
-    """A rule's required strings: its own (a message-table rule knows them), else its pattern's."""
-    return getattr(rule, "required", None) or required(_pattern(rule))
-
-
-def _pattern(rule: Any) -> re.Pattern[str]:
-    """A table's rule is a pattern, or holds one (a signature, a phase marker, a fact rule)."""
+def _rule_required(rule: Any, avoid: tuple[str, ...] = ()) -> frozenset[str] | None:
+    """A rule's required strings: its own (a message-table rule knows them), else its pattern's;
+    with ``avoid``, its pattern's when its own are in one of those lines."""
+    own = getattr(rule, "required", None)
+    if own and not (avoid and any(s in line for s in own for line in avoid)):
+        return frozenset(own)
     pattern = rule if isinstance(rule, re.Pattern) else rule.pattern
-    assert isinstance(pattern, re.Pattern), pattern
-    return pattern
+    found = _required(pattern.pattern, pattern.flags, avoid)
+    return found if found is not None or not own else frozenset(own)
 
 
 _INDEXES: dict[int, tuple[Pack, RuleIndex]] = {}
