@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bringup.core.analyzer import diagnose_bytes
-from bringup.core.logfeed import LineBlocks, blocks_of, diagnose_chunks, is_binary
+from bringup.core.logfeed import LineBlocks, blocks_of, diagnose_chunks, is_binary, read_blocks
 from bringup.core.vocab import Engine
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
@@ -54,6 +54,45 @@ def test_line_blocks_keep_lines_whole_and_cut_overlong_ones() -> None:
     assert blocks.push(b"ab\ncdefgh") == b"ab\ncdef\n"
     assert blocks.push(b"ij\nk") == b""
     assert blocks.end() == b"k"
+
+
+def _readinto(data: bytes, most: int):  # type: ignore[no-untyped-def]
+    """A file's readinto over ``data`` that gives at most ``most`` bytes a call (a pipe)."""
+    pos = 0
+
+    def readinto(view: memoryview) -> int:
+        nonlocal pos
+        n = min(len(view), most, len(data) - pos)
+        view[:n] = data[pos : pos + n]
+        pos += n
+        return n
+
+    return readinto
+
+
+@pytest.mark.parametrize("block", [1, 3, 8, 9, 64, 1 << 20])
+@pytest.mark.parametrize("most", [1, 5, 1 << 20])
+def test_blocks_read_into_their_buffers_are_the_blocks_cut_from_pieces(
+    block: int, most: int
+) -> None:
+    """read_blocks (one copy, from the file) cuts what blocks_of cuts from pieces of the same
+    size (as the file was read before): the same blocks, a partial line over max_line cut
+    there and its rest dropped, a last line without a newline, whatever each read returns."""
+    rng = random.Random(block * 31 + most)
+    for data in [
+        b"",
+        b"\n",
+        b"ab\ncdefgh",
+        b"x" * 30 + b"\nnext\n" + b"y" * 9,
+        b"".join(
+            rng.choice([b"a", b"bb\n", b"\n", b"c" * 20, b"d" * 7 + b"\n"]) for _ in range(300)
+        ),
+    ]:
+        for max_line in (4, 8, 1 << 20):
+            pieces = [data[i : i + block] for i in range(0, len(data), block)]
+            want = list(blocks_of(pieces, max_line))
+            got = list(read_blocks(_readinto(data, most), block, max_line))
+            assert got == want, (data, max_line)
 
 
 def test_binary_is_skipped_and_the_log_after_it_read() -> None:

@@ -156,3 +156,16 @@ def test_effective_caps_are_read_from_proc() -> None:
     assert caps is None or caps >= 0
     if os.geteuid() == 0 and caps is not None:
         assert caps >> 1 & 1  # this test process (root) keeps CAP_DAC_OVERRIDE
+
+
+def test_readinto_of_reads_to_the_limit_and_no_further(tmp_path: Path) -> None:
+    path = tmp_path / "f.log"
+    path.write_bytes(b"0123456789" * 3)
+    with path.open("rb") as f:
+        readinto = files.readinto_of(f, path=path, limit=25)
+        buf = bytearray(20)
+        with memoryview(buf) as view:
+            assert readinto(view) == 20
+            assert readinto(view) == 5  # the limit, though the file holds more
+            assert readinto(view) == 0
+    assert bytes(buf[:5]) == b"01234"

@@ -24,7 +24,7 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -184,6 +184,31 @@ def iter_blocks(
         if left is not None:
             left -= len(data)
         yield data
+
+
+def readinto_of(
+    f: BinaryIO, *, path: StrPath, what: str = "file", limit: int | None = None
+) -> Callable[[memoryview], int]:
+    """``f.readinto`` for a reader that fills its own buffers
+    (``bringup.core.logfeed.read_blocks``): an OS error is one InputError, and no more than
+    ``limit`` bytes are read in all (pass the size at open, as to :func:`iter_blocks`)."""
+    left = limit
+
+    def readinto(view: memoryview) -> int:
+        nonlocal left
+        if left is not None:
+            view = view[: max(0, left)]
+        if not len(view):
+            return 0
+        try:
+            n = f.readinto(view) or 0  # type: ignore[attr-defined]
+        except OSError as exc:
+            raise error(exc, path, what=what) from None
+        if left is not None:
+            left -= n
+        return n
+
+    return readinto
 
 
 def list_folder(path: StrPath, *, what: str = "folder", hint: str | None = None) -> list[Path]:

@@ -41,7 +41,7 @@ _PATHS = {COMPLETIONS: "/v1/completions", CHAT: "/v1/chat/completions"}
 def tokenize_tries() -> tuple[TokenizeSpec, ...]:
     """Every tokenizer endpoint the packs name, in pack order, each once."""
     specs: list[TokenizeSpec] = []
-    for pack in packs.all_packs():
+    for pack in packs.declared():
         for http in (pack.http, *pack.http_variants.values()):
             if http.tokenize is not None and http.tokenize not in specs:
                 specs.append(http.tokenize)

@@ -32,12 +32,12 @@ from bringup.core.vocab import Engine
 
 # flags of every engine that never take a value, so the next word is not read as their value
 BOOLEAN_FLAGS: frozenset[str] = frozenset(
-    {"--help", "-h"}.union(*(pack.flags.boolean for pack in packs.all_packs()))
+    {"--help", "-h"}.union(*(pack.flags.boolean for pack in packs.declared()))
 )
 
 # short alias -> long flag (vLLM's -tp, -pp, -dp, -q)
 ALIASES: dict[str, str] = {
-    alias: flag for pack in packs.all_packs() for alias, flag in pack.flags.aliases.items()
+    alias: flag for pack in packs.declared() for alias, flag in pack.flags.aliases.items()
 }
 
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -46,13 +46,13 @@ _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 # the packs' entry points: python -m MODULE, and PROGRAM [SUBCOMMAND]
 _MODULES: dict[str, tuple[Engine, EntryPoint]] = {
     ep.module: (pack.engine, ep)
-    for pack in packs.all_packs()
+    for pack in packs.declared()
     for ep in pack.entry_points
     if ep.module is not None and pack.engine is not None
 }
 _PROGRAMS: dict[str, tuple[Engine, EntryPoint]] = {
     ep.program: (pack.engine, ep)
-    for pack in packs.all_packs()
+    for pack in packs.declared()
     for ep in pack.entry_points
     if ep.program is not None and pack.engine is not None
 }

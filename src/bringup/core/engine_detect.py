@@ -16,13 +16,13 @@ def detect_engine(text: str) -> Pack | None:
     tried first); None if none does. One automaton pass, leftmost match first."""
     finder, owners = _detector()
     found = finder.find_matches_as_indexes(text)
-    return owners[found[0][0]] if found else None
+    return packs.get(owners[found[0][0]]) if found else None
 
 
 def _shape_engine(text: str) -> Engine | None:
     """The engine whose logger alone writes lines shaped like ``text`` (``Pack.detect_lines``:
     vLLM's header, SGLang's rank prefix, Ollama's slog records); None if none does."""
-    for pack in packs.all_packs():
+    for pack in packs.declared():
         for shape in pack.detect_lines:
             if shape.search(text):
                 return pack.engine
@@ -30,16 +30,16 @@ def _shape_engine(text: str) -> Engine | None:
 
 
 @cache
-def _detector() -> tuple[ahocorasick_rs.AhoCorasick, tuple[Pack, ...]]:
-    """Every pack's detection substrings, in pack order, and the pack of each."""
-    tokens = tuple(t for pack in packs.all_packs() for t in pack.detect)
-    owners = tuple(pack for pack in packs.all_packs() for _ in pack.detect)
+def _detector() -> tuple[ahocorasick_rs.AhoCorasick, tuple[Engine, ...]]:
+    """Every pack's detection substrings, in pack order, and the engine of each."""
+    tokens = tuple(t for pack in packs.declared() for t in pack.detect)
+    owners = tuple(pack.engine for pack in packs.declared() if pack.engine for _ in pack.detect)
     return logline.line_finder(tokens), owners
 
 
 def detect_bytes(data: bytes) -> Pack | None:
     """The engine of a whole buffer: the pack whose substring occurs first."""
-    tokens = tuple(t for pack in packs.all_packs() for t in pack.detect)
+    tokens = tuple(t for pack in packs.declared() for t in pack.detect)
     first = logline.find_first(data, tokens)
     return detect_engine(first[1]) if first is not None else None
 

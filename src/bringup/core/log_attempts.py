@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from bringup.core.packs import all_packs
+from bringup.core.packs import declared
 from bringup.core.vocab import Phase
 
 _TROUBLE = ("Traceback (most recent call last)", " ERROR ", "Error:", "error:")
@@ -26,9 +26,9 @@ _TROUBLE = ("Traceback (most recent call last)", " ERROR ", "Error:", "error:")
 
 def _patterns() -> tuple[list[re.Pattern[str]], list[re.Pattern[str]]]:
     """The start markers, and the phases past config (progress)."""
-    restarts = [p for pack in all_packs() for p in pack.restart]
+    restarts = [p for pack in declared() for p in pack.restart]
     later = [
-        m.pattern for pack in all_packs() for m in pack.phases if m.phase.order > Phase.CONFIG.order
+        m.pattern for pack in declared() for m in pack.phases if m.phase.order > Phase.CONFIG.order
     ]
     return restarts, later
 

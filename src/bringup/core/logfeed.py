@@ -24,7 +24,7 @@ Pure: the caller reads the file (``bringup.adapters.files.iter_blocks``).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from bringup.core import logline, packs
 from bringup.core.analyzer import LogAnalyzer, detect_engine
@@ -33,6 +33,7 @@ from bringup.core.packs.types import Pack
 from bringup.core.vocab import Engine
 
 MAX_LINE_BYTES = 1 << 20  # logline.parse reads 65,536 characters of a line at most
+BLOCK_BYTES = 8 << 20  # read at a time by read_blocks
 HOLD_BYTES = 32 << 20  # the engine's banner comes in the first kilobytes of a real log
 BINARY_CONTROL_SHARE = 0.01  # of a block's bytes: text logs have none, random bytes ~8 %
 MIN_TEXT_RUN = 256  # inside binary, a run this long without control bytes is read as text
@@ -77,6 +78,39 @@ class LineBlocks:
         tail, self._carry = self._carry, b""
         return tail
 
+    def take(self, buf: bytearray) -> bytearray:
+        """:meth:`push` for a buffer that already starts with the carried line (see
+        :meth:`carried`) and that the caller gives up: the block is cut out of it in place,
+        without a copy; empty when no line is complete."""
+        if self._skipping:  # the carried line was cut: nothing was carried
+            end = buf.find(b"\n")
+            if end == -1:
+                return bytearray()
+            del buf[: end + 1]  # at the front of a bytearray: no copy
+            self._skipping = False
+        last = buf.rfind(b"\n")
+        if last == -1:
+            if len(buf) > self.max_line:
+                return self._cut_in_place(buf, 0)
+            self._carry = bytes(buf)
+            return bytearray()
+        if len(buf) - last - 1 > self.max_line:
+            return self._cut_in_place(buf, last + 1)
+        self._carry = bytes(buf[last + 1 :])
+        del buf[last + 1 :]
+        return buf
+
+    def carried(self) -> bytes:
+        """The partial line the next bytes continue (:meth:`take`'s buffer starts with it)."""
+        return self._carry
+
+    def _cut_in_place(self, buf: bytearray, start: int) -> bytearray:
+        """The over-long line from ``start`` cut at ``max_line``; its rest is skipped."""
+        self._carry, self._skipping = b"", True
+        del buf[start + self.max_line :]
+        buf += b"\n"
+        return buf
+
     def _cut(self, line: bytes) -> bytes:
         self._skipping = True
         return line[: self.max_line] + b"\n"
@@ -96,6 +130,36 @@ def blocks_of(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iterat
     tail = cutter.end()
     if tail:
         yield tail
+
+
+def read_blocks(
+    readinto: Callable[[memoryview], int],
+    block_bytes: int = BLOCK_BYTES,
+    max_line: int = MAX_LINE_BYTES,
+) -> Iterator[bytes]:
+    """The blocks :func:`blocks_of` cuts, read with ``readinto`` (a file's: fills the view it is
+    given, returns how much, 0 at the end) straight into each block after the line carried from
+    the one before: the bytes are copied once, from the file, where reading pieces and cutting
+    them copies each block twice more (joining the carried line, cutting at the last newline).
+    The blocks are ``bytearray`` objects, each new (the caller may keep them)."""
+    cutter = LineBlocks(max_line)
+    while True:
+        carry = cutter.carried()
+        block = bytearray(len(carry) + block_bytes)
+        block[: len(carry)] = carry
+        got = len(carry)
+        with memoryview(block) as view:
+            while got < len(block) and (n := readinto(view[got:])):
+                got += n
+        del block[got:]
+        if got == len(carry):  # the end
+            tail = cutter.end()
+            if tail:
+                yield tail
+            return
+        cut = cutter.take(block)
+        if cut:
+            yield cut  # type: ignore[misc]  # a bytearray: it has all the readers use of bytes
 
 
 def is_binary(block: bytes) -> bool:
@@ -138,7 +202,7 @@ class _Feed:
         self.analyzer: LogAnalyzer | None = (
             LogAnalyzer(self.pack.engine) if self.pack is not None else None
         )
-        self.tokens = tuple(t for p in packs.all_packs() for t in p.detect)
+        self.tokens = tuple(t for p in packs.declared() for t in p.detect)
         self.full = False  # JSON records hide their text: every line is read
         self.started = False
         self.held: deque[tuple[int, bytes]] = deque()
@@ -221,8 +285,15 @@ def diagnose_chunks(
     max_line: int = MAX_LINE_BYTES,
 ) -> Diagnosis:
     """The verdict on a log read in pieces: ``diagnose_bytes`` without holding it whole."""
+    return diagnose_blocks(blocks_of(chunks, max_line), engine, hold_bytes=hold_bytes)
+
+
+def diagnose_blocks(
+    blocks: Iterable[bytes], engine: Engine | None = None, *, hold_bytes: int = HOLD_BYTES
+) -> Diagnosis:
+    """:func:`diagnose_chunks` of blocks already cut at line ends (:func:`read_blocks`)."""
     feed = _Feed(engine, hold_bytes)
-    for block in blocks_of(chunks, max_line):
+    for block in blocks:
         feed.block(block)
         if feed.ended:
             break

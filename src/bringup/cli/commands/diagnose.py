@@ -88,18 +88,20 @@ def _report(args: argparse.Namespace, ctx: Context, engine: Engine | None) -> in
 def diagnose_path(path: str, engine: Engine | None, ctx: Context) -> Diagnosis:
     """The verdict on the log at ``path`` (``-``: stdin), streamed in constant memory."""
     from bringup.adapters import files
-    from bringup.core.logfeed import diagnose_chunks
+    from bringup.core.logfeed import diagnose_blocks, diagnose_chunks, read_blocks
 
     if path == "-":
         buffer = getattr(ctx.stdin, "buffer", None)
         if buffer is None:  # a text stream (tests): it is already in memory
             return diagnose_chunks([ctx.stdin.read().encode("utf-8", "surrogateescape")], engine)
-        return diagnose_chunks(files.iter_blocks(buffer, path="stdin", what="log"), engine)
+        return diagnose_blocks(
+            read_blocks(files.readinto_of(buffer, path="stdin", what="log")), engine
+        )
     hint = "pass a readable log file, or - to read stdin"
     with files.open_file(path, what="log file", hint=hint) as fh:
         size = os.fstat(fh.fileno()).st_size
         why = not_a_log(os.pread(fh.fileno(), SNIFF_BYTES, 0), size)
         if why is not None:
             raise InputError(f"{printable(path)}: {why}", hint="give the server's startup log")
-        blocks = files.iter_blocks(fh, path=path, what="log file", limit=size or None)
-        return diagnose_chunks(blocks, engine)
+        reader = files.readinto_of(fh, path=path, what="log file", limit=size or None)
+        return diagnose_blocks(read_blocks(reader), engine)

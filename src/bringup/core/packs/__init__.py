@@ -17,7 +17,7 @@ from bringup.core.packs.index import required
 from bringup.core.packs.types import EngineFlags, HttpSpec, Pack, Signature
 from bringup.core.vocab import Engine
 
-__all__ = ["HttpSpec", "Pack", "all_packs", "generic", "get"]
+__all__ = ["HttpSpec", "Pack", "all_packs", "declared", "generic", "get"]
 
 # every line a common signature matches carries one of these ("NCCL" alone would let every
 # NCCL INFO line through the screen: 55 % of a multi-GPU log, 150x slower)
@@ -81,21 +81,35 @@ def _with_common(pack: Pack) -> Pack:
     )
 
 
-_PACKS: dict[Engine, Pack] = {
-    pack.engine: _with_common(pack)
+_DECLARED: dict[Engine, Pack] = {
+    pack.engine: pack
     for pack in (vllm.PACK, sglang.PACK, tgi.PACK, ollama.PACK, llamacpp.PACK)
     if pack.engine is not None
 }
+# each engine's whole pack, made at its first use: a log of one engine never pays for the
+# others' message tables (hundreds of signatures each)
+_PACKS: dict[Engine, Pack] = {}
 
 
 def get(engine: Engine) -> Pack:
     """The pack for ``engine``."""
-    return _PACKS[Engine(engine)]
+    engine = Engine(engine)
+    pack = _PACKS.get(engine)
+    if pack is None:  # two threads may both make it: the first one stored is everyone's
+        pack = _PACKS.setdefault(engine, _with_common(_DECLARED[engine]))
+    return pack
 
 
 def all_packs() -> tuple[Pack, ...]:
     """Every pack, vLLM first (the order auto-detection tries them in)."""
-    return tuple(_PACKS.values())
+    return tuple(get(engine) for engine in _DECLARED)
+
+
+def declared() -> tuple[Pack, ...]:
+    """Every pack as its module declares it, vLLM first: without what :func:`get` merges in
+    (the common signatures, facts and screen tokens, the message tables). For what the merge
+    leaves as it is: detection, flags, entry points, HTTP, phases and restarts."""
+    return tuple(_DECLARED.values())
 
 
 @cache

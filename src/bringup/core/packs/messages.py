@@ -120,10 +120,6 @@ def _version_key(name: str) -> tuple[int, ...]:
 _CARRIER = re.compile(r":\s*\{\}\W*$")
 
 
-def _literal_length(pattern: str) -> int:
-    return sum(len(run) for run in _literals(pattern))
-
-
 @cache
 def signatures(engine: Engine) -> tuple[Signature, ...]:
     """One signature per distinct pattern of the engine's tables, the most literal first (a
@@ -131,10 +127,13 @@ def signatures(engine: Engine) -> tuple[Signature, ...]:
     name = _NAMES[engine]
     seen: dict[str, Signature] = {}
     carriers: set[str] = set()
+    lengths: dict[str, int] = {}  # of each pattern's literal text
     for row in _rows(engine):
         pattern = str(row["pattern"])
         if pattern in seen:
             continue
+        literals = _literals(pattern)
+        lengths[pattern] = sum(len(run) for run in literals)
         cls = FailureClass(str(row["class"]))
         meaning, remedy = _MEANING[cls]
         where = f"{row['file']}:{row['line']}"
@@ -149,7 +148,7 @@ def signatures(engine: Engine) -> tuple[Signature, ...]:
             Phase(str(row["phase"])) if row.get("phase") else None,
             # a death or a failed start is a summary: the line that says why comes first
             is_wrapper=cls is F.ENGINE_CORE_DIED,
-            required=frozenset({max(_literals(pattern), key=len)}),
+            required=frozenset({max(literals, key=len)}),
             loud_only=True,
         )
     # a message that ends in another message ("error loading model: {}") goes after the
@@ -157,6 +156,6 @@ def signatures(engine: Engine) -> tuple[Signature, ...]:
     return tuple(
         sorted(
             seen.values(),
-            key=lambda s: (s.name in carriers, -_literal_length(s.pattern.pattern)),
+            key=lambda s: (s.name in carriers, -lengths[s.pattern.pattern]),
         )
     )
