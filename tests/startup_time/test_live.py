@@ -56,6 +56,30 @@ def test_eta_starts_from_the_prediction_and_follows_the_real_pace() -> None:
     assert slow.eta_seconds == pytest.approx(0.5 * 60.0 + 0.5 * 0.0)
 
 
+def test_the_work_after_the_last_shard_stays_in_the_eta() -> None:
+    """A phase predicted at 40 s of which 10 s come after the last shard (the CPU build's
+    repack): the shards' pace says nothing of those 10 s, so every shard read leaves 10 s,
+    not zero, and half read at the predicted pace leaves what the prediction does."""
+    eta = WeightsEta(total_units=8, predicted_seconds=40.0, start=0.0, tail_seconds=10.0)
+    assert eta.update(15.0, 4).eta_seconds == pytest.approx(0.5 * (15.0 + 10.0) + 0.5 * 25.0)
+    assert eta.update(30.0, 8).eta_seconds == pytest.approx(10.0)
+    plain = WeightsEta(total_units=8, predicted_seconds=40.0, start=0.0)
+    assert plain.update(30.0, 8).eta_seconds == pytest.approx(0.0)
+
+
+def test_a_phase_tail_reaches_the_followers_eta() -> None:
+    phases = (
+        PhaseEstimate(Phase.START, 10.0, 5.0, 20.0, "b"),
+        PhaseEstimate(Phase.WEIGHTS_LOADING, 40.0, 20.0, 60.0, "b", "", 10.0),
+    )
+    policy = StartupPolicy(
+        stall_seconds=30.0, prediction=StartupPrediction(phases, 50.0, Phase.WEIGHTS_LOADING)
+    )
+    m = StartupMachine(policy, start=T0)
+    phase(m, Phase.WEIGHTS_LOADING, 10.0)
+    assert shards(m, 8, 40.0).eta_seconds == pytest.approx(10.0)
+
+
 def test_progress_events_carry_eta_and_rate_and_phases_their_prediction() -> None:
     m = machine()
     (reached,) = phase(m, Phase.WEIGHTS_LOADING, 10.0)

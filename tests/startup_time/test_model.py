@@ -79,6 +79,8 @@ def test_cpu_build_adds_the_first_touch_and_the_repacking() -> None:
     assert cpu.seconds == pytest.approx(c.MODEL_INIT.seconds + 10.0 + 15.0 + 20.0, abs=0.01)
     assert cpu.low < cpu.seconds < cpu.high
     assert "copied twice into fresh memory" in cpu.basis
+    assert cpu.tail_seconds == pytest.approx(20.0)  # the repack, after the last shard
+    assert gpu.tail_seconds == 0.0
     assert "copied twice" not in gpu.basis
 
 

@@ -5,6 +5,9 @@ observed rate (units done over the seconds since the phase began) gives its own 
 time; the two are blended by the share done, so the prediction fades out as the load shows
 its real pace: ``eta = f * observed + (1 - f) * predicted_left`` with ``f`` the share done.
 Units are taken as equal in size (vLLM's shards of one checkpoint are, but for the last).
+Work the prediction places after the last unit (``tail_seconds``: the CPU build's repack
+after the last shard) shows in no unit's pace, so the observed remainder carries it as
+predicted: once every shard is read the ETA is that tail, not zero.
 Pure: the caller passes the times.
 """
 
@@ -27,10 +30,17 @@ class Estimate:
 class WeightsEta:
     """The ETA of a phase of ``total_units`` units, begun at ``start``."""
 
-    def __init__(self, total_units: int, predicted_seconds: float | None, start: float) -> None:
+    def __init__(
+        self,
+        total_units: int,
+        predicted_seconds: float | None,
+        start: float,
+        tail_seconds: float = 0.0,
+    ) -> None:
         self.total = max(1, total_units)
         self.predicted = predicted_seconds
         self.start = start
+        self.tail = max(0.0, tail_seconds)
         self.done = 0
 
     def update(self, now: float, done: int, total: int | None = None) -> Estimate:
@@ -46,7 +56,7 @@ class WeightsEta:
         share = self.done / self.total
         rate = self.done / elapsed if self.done and elapsed > 0 else None
         predicted_left = None if self.predicted is None else max(0.0, self.predicted - elapsed)
-        observed_left = None if rate is None else (self.total - self.done) / rate
+        observed_left = None if rate is None else (self.total - self.done) / rate + self.tail
         if observed_left is None:
             eta = predicted_left
         elif predicted_left is None:

@@ -85,7 +85,12 @@ class Expectation:
             return None
         if self._eta is None:
             est = self.prediction.phase(Phase.WEIGHTS_LOADING)
-            self._eta = WeightsEta(total, est.seconds if est else None, self._group_since)
+            self._eta = WeightsEta(
+                total,
+                est.seconds if est else None,
+                self._group_since,
+                est.tail_seconds if est else 0.0,
+            )
         return self._eta.update(t, done, total)
 
     def bytes_per_second(self, estimate: Estimate) -> float | None:

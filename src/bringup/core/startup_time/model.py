@@ -85,6 +85,9 @@ class PhaseEstimate:
     # why this phase may run long, from the facts (live says it when the phase passes
     # ``high``); for people and the live follower only, not in JSON
     slow_reason: str = field(default="", metadata={"json": None})
+    # of ``seconds``, the part after the phase's last progress line (the CPU build's repack
+    # after the last shard): the live ETA adds it to what the observed pace leaves
+    tail_seconds: float = field(default=0.0, metadata={"json": None})
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +134,13 @@ def predict(setup: StartupSetup) -> StartupPrediction:
 
 def _rounded(p: PhaseEstimate) -> PhaseEstimate:
     return PhaseEstimate(
-        p.phase, round(p.seconds, 2), round(p.low, 2), round(p.high, 2), p.basis, p.slow_reason
+        p.phase,
+        round(p.seconds, 2),
+        round(p.low, 2),
+        round(p.high, 2),
+        p.basis,
+        p.slow_reason,
+        round(p.tail_seconds, 2),
     )
 
 
@@ -171,6 +180,7 @@ def weights(setup: StartupSetup) -> PhaseEstimate:
         init.high + io * 4 / 3,
         basis,
         _weights_slow_reason(st, cold / read_bytes if read_bytes else 0.0),
+        cpu_prepack_seconds(setup),
     )
 
 
