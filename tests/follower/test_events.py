@@ -80,6 +80,7 @@ SMOKE = ProbeObservation(
                 "remedy": [{"text": "Lower it.", "flag": "--x", "value": "1", "env": None}],
                 "line_number": 7,
                 "summary": "it broke",
+                "outcome": "failed",
             },
         ),
         (

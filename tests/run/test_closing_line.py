@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import re
+from pathlib import Path
 
 from bringup.cli.main import Context, main
 from bringup.core.diagnosis import Failure, FailureEvent, PhaseEvent, TimelineEntry
@@ -13,7 +14,7 @@ from bringup.core.live import StartupResult
 from bringup.core.startup import StartupMachine, StartupPolicy, summary_json
 from bringup.core.vocab import FailureClass, Outcome, Phase
 from bringup.render.live import format_ending
-from run.helpers import fake, free_port
+from run.helpers import cli, events, fake, free_port
 
 
 def _ended(failure_phase: Phase, reached: Phase, outcome: Outcome) -> list[str]:
@@ -81,3 +82,51 @@ def test_the_live_frames_last_state_is_the_final_one() -> None:
     assert "probe smoke: ok" in last
     assert "ready in " in closing
     assert "connection refused" not in closing
+
+
+def test_a_stall_says_stalled_in_run_and_watch(tmp_path: Path) -> None:
+    """A stall's live event line and closing line say "stalled" (run and watch; up follows
+    with the same observers), never `FAILED: timeouts`; its JSON failure event carries
+    `"outcome": "stalled"` next to the class, as the summary does."""
+    port = free_port()
+    code, out, _ = cli(
+        ["run", "--quiet", "--stall", "3s", "--grace", "2s", "--", *fake("hang", port)]
+    )
+    assert code == 4
+    assert "FAILED" not in out
+    assert re.search(
+        r"^bringup: \[ *[0-9.]+m?s\] STALLED during distributed_init \(timeouts\)$", out, re.M
+    )
+    assert "bringup: stalled in distributed_init: no new phase" in out
+
+    code, out, _ = cli(
+        ["run", "--json", "--stall", "3s", "--grace", "2s", "--", *fake("hang", free_port())]
+    )
+    failure = next(e for e in events(out) if e["event"] == "failure")
+    assert (code, failure["outcome"], failure["class"]) == (4, "stalled", "timeouts")
+    assert events(out)[-1]["outcome"] == "stalled"
+
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "(APIServer pid=6) INFO 11-30 09:47:00 [api_server.py:1] vLLM server version 0.33.0, serving model m\n"
+        "(EngineCore pid=7) INFO 11-30 09:47:03 [gpu_model_runner.py:4327] Starting to load model m...\n"
+    )
+    code, out, _ = cli(
+        ["watch", "--log", str(log), "--stall", "2s", "--url", f"http://127.0.0.1:{free_port()}"]
+    )
+    assert code == 4
+    assert "FAILED" not in out
+    assert "STALLED during weights_loading (timeouts)" in out
+    assert "bringup: stalled in weights_loading:" in out
+
+
+def test_a_root_cause_still_says_failed() -> None:
+    """The other side: a root cause in the log is `FAILED: <class> during <phase>`, its JSON
+    failure event `"outcome": "failed"`."""
+    code, out, _ = cli(["run", "--json", "--", *fake("config", free_port(), "--teardown", "0.2")])
+    failure = next(e for e in events(out) if e["event"] == "failure")
+    assert (code, failure["outcome"]) == (1, "failed")
+    code, out, _ = cli(["run", "--quiet", "--", *fake("config", free_port(), "--teardown", "0.2")])
+    assert code == 1
+    assert "FAILED: " in out
+    assert "STALLED" not in out

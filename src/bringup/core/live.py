@@ -152,12 +152,14 @@ class FailureFound(_Event):
     name: ClassVar[str] = "failure"
     t: float
     failure: Failure
+    stalled: bool = False  # no progress for --stall, or --deadline passed: not a root cause
 
     def _fields(self) -> dict[str, Any]:
         return {
             **failure_fields(self.failure),
             "line_number": self.failure.line_number,
             "summary": self.failure.summary,
+            "outcome": "stalled" if self.stalled else "failed",
         }
 
 

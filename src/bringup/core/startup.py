@@ -478,7 +478,7 @@ class StartupMachine:
             self._failed = failure
         self.ended_at = now
         self._pending = None
-        return [FailureFound(now - self.start, failure)]
+        return [FailureFound(now - self.start, failure, stalled=state is State.STALLED)]
 
     def _advance_readiness(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
         interval = self.policy.probe_interval_seconds

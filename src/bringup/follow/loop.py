@@ -446,7 +446,8 @@ class _Follower:
             )
         elif isinstance(event, FailureFound):
             f = event.failure
-            n.status(f"failed: {f.failure_class.value} during {f.phase.value}")
+            ended = "stalled" if event.stalled else "failed"
+            n.status(f"{ended}: {f.failure_class.value} during {f.phase.value}")
         elif (
             isinstance(event, PhaseReached | Progress | GpuSample)
             and self.machine.state is State.STARTING

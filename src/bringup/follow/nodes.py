@@ -338,7 +338,8 @@ class _Follower:
             )
         elif isinstance(inner, FailureFound):
             f = inner.failure
-            n.status(f"failed: {rank}{f.failure_class.value} during {f.phase.value}")
+            ended = "stalled" if inner.stalled else "failed"
+            n.status(f"{ended}: {rank}{f.failure_class.value} during {f.phase.value}")
         elif isinstance(inner, PhaseReached | Progress) and m.state is State.STARTING:
             machine = m.runs[event.rank].machine if isinstance(event, NodeEvent) else m.rank0
             text = rank + status_text(machine.phase, machine.progress)

@@ -45,8 +45,12 @@ def progress_words(phase: Phase, done: int, total: int, unit: str) -> str:
 
 
 def format_failure(fields: Mapping[str, Any]) -> list[str]:
-    """The diagnosis block: class, phase, why, root-cause line, remedy."""
-    out = [f"FAILED: {fields['class']} during {fields['phase']}"]
+    """The diagnosis block: class, phase, why, root-cause line, remedy. A stall (``outcome``
+    ``stalled``) says so: ``STALLED during distributed_init (timeouts)``, not ``FAILED``."""
+    if fields.get("outcome") == "stalled":
+        out = [f"STALLED during {fields['phase']} ({fields['class']})"]
+    else:
+        out = [f"FAILED: {fields['class']} during {fields['phase']}"]
     if fields.get("summary"):
         out.append(f"  why:        {fields['summary']}")
     if fields.get("line"):
@@ -222,7 +226,7 @@ class RichObserver:
         if isinstance(event, FailureFound):
             for line in format_failure(event.fields):
                 self.console.print(
-                    Text(line, style="bold red" if line.startswith("FAILED") else "")
+                    Text(line, style="bold red" if line.startswith(("FAILED", "STALLED")) else "")
                 )
         elif isinstance(event, Ready):
             self.console.print(
