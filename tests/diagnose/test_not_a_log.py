@@ -89,3 +89,62 @@ def test_no_file_on_a_terminal_is_a_usage_error() -> None:
     code, _, err = _run(["diagnose"], _Terminal())
     assert code == 2
     assert "no log given" in err
+
+
+@pytest.mark.parametrize("argv", [[], ["-"], ["--json"], ["--markdown-file", "REPORT"]])
+def test_empty_stdin_says_it_is_empty(tmp_path: Path, argv: list[str]) -> None:
+    """``bringup diagnose < /dev/null`` (a real process, stdin the null device): one line
+    saying the input is empty, exit 2 as for an empty file, not "incomplete ... ends
+    mid-startup"; with --json the error object on stdout; no report is written."""
+    import subprocess
+    import sys
+
+    argv = [str(tmp_path / "r.md") if a == "REPORT" else a for a in argv]
+    with open("/dev/null", "rb") as null:
+        done = subprocess.run(
+            [sys.executable, "-m", "bringup", "diagnose", *argv],
+            stdin=null,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert "stdin: empty input" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert "incomplete" not in done.stdout + done.stderr
+    if "--json" in argv:
+        assert json.loads(done.stdout)["error"] == "stdin: empty input (nothing was piped in)"
+    else:
+        assert done.stdout == ""
+    assert not (tmp_path / "r.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (_random, "no text lines"),
+        (_gguf, "this is a GGUF file, not a log"),
+        (_empty, "empty input"),
+    ],
+    ids=["random-bytes", "gguf", "empty"],
+)
+def test_what_is_piped_in_is_named_like_a_file(
+    tmp_path: Path, make: Callable[[Path], Path], said: str
+) -> None:
+    """Piped in, what is not a log is named as it is for a file given by path."""
+    import subprocess
+    import sys
+
+    path = make(tmp_path)
+    with path.open("rb") as piped:
+        done = subprocess.run(
+            [sys.executable, "-m", "bringup", "diagnose"],
+            stdin=piped,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert f"stdin: {said}" in done.stderr

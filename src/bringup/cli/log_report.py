@@ -60,14 +60,16 @@ def log_report(
     command: tuple[str, ...] = (),
     exit_note: str | None = None,
     with_gpus: bool = False,
+    held: bytes | None = None,
 ) -> LogReport:
-    """Diagnose the log at ``path`` (``-``: stdin) and make its report."""
+    """Diagnose the log at ``path`` (``-``: stdin, or ``held``, stdin already read) and make
+    its report."""
     from bringup.adapters import report_env
     from bringup.adapters.log_excerpt import excerpt
     from bringup.core.logfeed import diagnose_chunks
     from bringup.render.report import from_diagnosis
 
-    held = read_log(path, ctx)
+    held = held if held is not None else read_log(path, ctx)
     d = diagnose_chunks(_blocks(path, held), engine)
     cause = d.failure or d.after_ready
     lines, total = excerpt(_blocks(path, held), cause.line_number if cause else None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bringup.cli import report_flags
@@ -74,7 +75,15 @@ def _report(args: argparse.Namespace, ctx: Context, engine: Engine | None) -> in
 
     report_flags.check(args)
     source = "stdin" if args.file == "-" else printable(args.file)
-    made = log_report(args.file, engine, ctx, title=f"bringup diagnose {source}", source=source)
+    held = None
+    if args.file == "-":
+        held = _read_stdin(ctx)
+        check_stdin(held[:SNIFF_BYTES], complete=True)
+    else:
+        _check_file(args.file)
+    made = log_report(
+        args.file, engine, ctx, title=f"bringup diagnose {source}", source=source, held=held
+    )
     target = report_flags.markdown_target(args)
     write_outputs(made, args, ctx, (), target)
     human = report_flags.human_context(args, ctx)
@@ -93,15 +102,80 @@ def diagnose_path(path: str, engine: Engine | None, ctx: Context) -> Diagnosis:
     if path == "-":
         buffer = getattr(ctx.stdin, "buffer", None)
         if buffer is None:  # a text stream (tests): it is already in memory
-            return diagnose_chunks([ctx.stdin.read().encode("utf-8", "surrogateescape")], engine)
-        return diagnose_blocks(
-            read_blocks(files.readinto_of(buffer, path="stdin", what="log")), engine
-        )
-    hint = "pass a readable log file, or - to read stdin"
-    with files.open_file(path, what="log file", hint=hint) as fh:
+            held = _read_stdin(ctx)
+            check_stdin(held[:SNIFF_BYTES], complete=True)
+            return diagnose_chunks([held], engine)
+        read = files.readinto_of(buffer, path="stdin", what="log")
+        head = _read_head(read)
+        check_stdin(head, complete=len(head) < SNIFF_BYTES)
+        return diagnose_blocks(read_blocks(_served_first(head, read)), engine)
+    with files.open_file(path, what="log file", hint=_FILE_HINT) as fh:
         size = os.fstat(fh.fileno()).st_size
-        why = not_a_log(os.pread(fh.fileno(), SNIFF_BYTES, 0), size)
-        if why is not None:
-            raise InputError(f"{printable(path)}: {why}", hint="give the server's startup log")
+        _refuse(printable(path), not_a_log(os.pread(fh.fileno(), SNIFF_BYTES, 0), size))
         reader = files.readinto_of(fh, path=path, what="log file", limit=size or None)
         return diagnose_blocks(read_blocks(reader), engine)
+
+
+def _read_head(readinto: Callable[[memoryview], int]) -> bytes:
+    """The first :data:`SNIFF_BYTES` of a stream (all of it when shorter), however a pipe
+    splits them."""
+    head = bytearray(SNIFF_BYTES)
+    got = 0
+    with memoryview(head) as view:
+        while got < SNIFF_BYTES and (n := readinto(view[got:])):
+            got += n
+    return bytes(head[:got])
+
+
+def _served_first(
+    head: bytes, readinto: Callable[[memoryview], int]
+) -> Callable[[memoryview], int]:
+    """``readinto`` of the stream whose first bytes, ``head``, were read already."""
+    at = 0
+
+    def first(view: memoryview) -> int:
+        nonlocal at
+        if at < len(head):
+            n = min(len(view), len(head) - at)
+            view[:n] = head[at : at + n]
+            at += n
+            return n
+        return readinto(view)
+
+    return first
+
+
+_FILE_HINT = "pass a readable log file, or - to read stdin"
+
+
+def check_stdin(head: bytes, *, complete: bool) -> None:
+    """Refuse stdin in one line when it is not a log: nothing at all (``< /dev/null``, an
+    empty pipe), a weights file, or (when ``head`` is all of it) no text line."""
+    if not head:
+        raise InputError(
+            "stdin: empty input (nothing was piped in)",
+            hint="pipe the server's startup log in, or give its path",
+        )
+    _refuse("stdin", not_a_log(head, len(head) if complete else _LONGER))
+
+
+_LONGER = 1 << 62  # stdin read only in part: its size is more than its first bytes
+
+
+def _check_file(path: str) -> None:
+    from bringup.adapters import files
+
+    with files.open_file(path, what="log file", hint=_FILE_HINT) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        _refuse(printable(path), not_a_log(os.pread(fh.fileno(), SNIFF_BYTES, 0), size))
+
+
+def _refuse(source: str, why: str | None) -> None:
+    if why is not None:
+        raise InputError(f"{source}: {why}", hint="give the server's startup log")
+
+
+def _read_stdin(ctx: Context) -> bytes:
+    from bringup.cli.log_report import read_log
+
+    return read_log("-", ctx) or b""
