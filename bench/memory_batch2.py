@@ -121,6 +121,7 @@ def argv_for(point: dict[str, Any], config: Path, quant: str | None) -> tuple[li
     """``bringup plan`` flags for the point and what its GPU figure is."""
     tp = int(point.get("tp") or 1)
     pp = int(point.get("pp") or 1)
+    dp = int(point.get("dp") or 1)
     total = point.get("gpu_total_gib")
     text = str(point.get("gpu") or "")
     # a vGPU slice is a share of the named GPU: its memory is not the catalog's
@@ -132,7 +133,9 @@ def argv_for(point: dict[str, Any], config: Path, quant: str | None) -> tuple[li
     else:
         gib, source = 80.0, "unknown (80 GiB assumed)"
     argv = [str(config), "--gpu-memory", f"{gib}GiB", "-tp", str(tp), "-pp", str(pp)]
-    argv += ["--gpus", str(tp * pp)]
+    argv += ["--gpus", str(tp * pp * dp)]
+    if dp > 1:
+        argv += ["--data-parallel-size", str(dp)]
     if gpu is not None:
         argv += ["--gpu", gpu.name]
     version, _env = engine_version(str(point.get("vllm_version") or ""))
@@ -164,8 +167,6 @@ def unplannable(point: dict[str, Any]) -> str | None:
         return f"world size {point['world_size']} with the TP/PP split not given"
     if isinstance(point.get("gpu_total_gib"), list):
         return "pipeline stages on GPUs of different sizes (the planner takes one GPU model)"
-    if "dp" in point and (point.get("dp") or 1) > 1:
-        return "data parallel"
     return None
 
 

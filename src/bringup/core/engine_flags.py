@@ -2,7 +2,8 @@
 with, the ones that cannot change a plan, and one warning line naming every other one.
 
 A flag changes the plan when it changes what vLLM puts in GPU memory or how a decode step
-runs: the layout (``-tp``, ``-pp``, ``--enable-expert-parallel``, ``-dcp``), the weights
+runs: the layout (``-tp``, ``-pp``, ``-dp``, ``--data-parallel-size-local``,
+``--enable-expert-parallel``, ``-dcp``), the weights
 (``--dtype``, ``--quantization``, ``--cpu-offload-gb``), the KV cache (``--kv-cache-dtype``,
 ``--block-size``, ``--max-model-len``), the batch (``--max-num-seqs``,
 ``--max-num-batched-tokens``), the budget (``--gpu-memory-utilization``), CUDA graphs
@@ -35,6 +36,8 @@ PLANNED: frozenset[str] = frozenset(
         "--revision",
         "--tensor-parallel-size",
         "--pipeline-parallel-size",
+        "--data-parallel-size",
+        "--data-parallel-size-local",
         "--enable-expert-parallel",
         "--decode-context-parallel-size",
         "--gpu-memory-utilization",

@@ -38,6 +38,7 @@ def format_plan(plan: Plan) -> Group:
         f"{plan.model.architecture}: {format_parameters(plan.model.parameters)} parameters, "
         f"{format_bytes(plan.model.weights_bytes_total)} of weights; vLLM {s.engine_version}, "
         f"tp {s.tensor_parallel_size}, pp {s.pipeline_parallel_size}"
+        f"{f', dp {s.data_parallel_size}' if s.data_parallel_size > 1 else ''}"
         f"{', expert parallel' if s.enable_expert_parallel else ''}, "
         f"utilization {s.gpu_memory_utilization}, max_num_seqs {s.max_num_seqs}, "
         f"max_num_batched_tokens {s.max_num_batched_tokens}, max_model_len {s.max_model_len}, "
@@ -67,6 +68,11 @@ def format_plan(plan: Plan) -> Group:
         if kv.dcp_group_size > 1
         else ""
     )
+    if s.data_parallel_size > 1:
+        across += (
+            f" in each of the {s.data_parallel_size} data-parallel engines (each its own KV cache:"
+            f" {s.data_parallel_size * kv.tokens:,} tokens in all)"
+        )
     kv_line = Text(
         f"KV cache: {kv.bytes_per_token:,} bytes per token, {kv.tokens:,} tokens, "
         f"max concurrency {kv.max_concurrency:.2f} at {s.max_model_len:,} tokens per request"

@@ -52,6 +52,8 @@ from bringup.units import parse_size
 _VLLM_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
     (("--tensor-parallel-size", "-tp"), "tensor_parallel_size", int),
     (("--pipeline-parallel-size", "-pp"), "pipeline_parallel_size", int),
+    (("--data-parallel-size", "-dp"), "data_parallel_size", int),
+    (("--data-parallel-size-local", "-dpl"), "data_parallel_size_local", int),
     (("--gpu-memory-utilization",), "gpu_memory_utilization", float),
     (("--max-model-len",), "max_model_len", str),
     (("--max-num-seqs",), "max_num_seqs", int),
@@ -67,6 +69,11 @@ _VLLM_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
 _FLAG_HELP: dict[str, tuple[str, str]] = {
     "tensor_parallel_size": ("N", "GPUs each copy of the model is split over (default 1)"),
     "pipeline_parallel_size": ("N", "pipeline stages, each on its own tp GPUs (default 1)"),
+    "data_parallel_size": (
+        "N",
+        "engines, each with its own weights (over its tp x pp GPUs) and KV cache (default 1)",
+    ),
+    "data_parallel_size_local": ("N", "of the -dp engines, how many run on this node"),
     "gpu_memory_utilization": (
         "FRACTION",
         "share of each GPU's memory vLLM may use, 0 to 1 (default 0.92 from vLLM 0.33, else 0.9)",

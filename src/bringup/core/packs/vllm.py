@@ -634,6 +634,7 @@ FLAGS = EngineFlags(
             "-tp": "--tensor-parallel-size",
             "-pp": "--pipeline-parallel-size",
             "-dp": "--data-parallel-size",
+            "-dpl": "--data-parallel-size-local",
             "-q": "--quantization",
             "-dcp": "--decode-context-parallel-size",
             "-ep": "--enable-expert-parallel",

@@ -34,12 +34,12 @@ ROUTER_LOGIT_BYTES = 4  # the router's logits, float32 (fused_moe's topk_softmax
 
 
 def forward_peak_bytes(
-    arch: Architecture, tp: int, tokens: int, *, expert_parallel: bool = False
+    arch: Architecture, tp: int, tokens: int, *, expert_parallel: bool = False, dp: int = 1
 ) -> int:
     """The largest set of live tensors of one decoder layer on one rank (module docstring)."""
     t, h, d = tokens, arch.hidden_size, arch.dtype_bytes
     stream = 2 * t * h * d
-    mlp = _mlp_bytes(arch, tp, t, expert_parallel=expert_parallel)
+    mlp = _mlp_bytes(arch, tp, t, expert_parallel=expert_parallel, dp=dp)
     return stream + max(_attention_bytes(arch, tp, t), mlp)
 
 
@@ -49,7 +49,7 @@ def _attention_bytes(arch: Architecture, tp: int, t: int) -> int:
     return t * (q + 2 * kv + q + arch.hidden_size) * arch.dtype_bytes
 
 
-def _mlp_bytes(arch: Architecture, tp: int, t: int, *, expert_parallel: bool) -> int:
+def _mlp_bytes(arch: Architecture, tp: int, t: int, *, expert_parallel: bool, dp: int = 1) -> int:
     h, d = arch.hidden_size, arch.dtype_bytes
     # an ungated MLP (Nemotron's up_proj, relu², down_proj) has an up output of i, not 2i
     up = 2 if arch.gated_mlp else 1
@@ -58,7 +58,13 @@ def _mlp_bytes(arch: Architecture, tp: int, t: int, *, expert_parallel: bool) ->
         return t * ((up + 1) * i + h) * d
     moe = arch.moe
     # the fused kernel's N: each expert sharded 1/TP, or whole under expert parallelism
-    i = moe.intermediate_size if expert_parallel else moe.intermediate_size // tp
+    i = moe.intermediate_size if expert_parallel else moe.intermediate_size // (tp * dp)
+    # under data parallelism the MoE layer works on every DP rank's tokens: the default
+    # all2all backend (config/parallel.py: "allgather_reducescatter"; moe_runner.py's naive
+    # dispatch for kernels outside the modular framework) gathers them first, and the profile
+    # run's DP ranks all run the same dummy size (0.32). Not modelled: the releases of late
+    # 2025 whose FusedMoE chunked the gathered tokens (VLLM_MOE_DP_CHUNK_SIZE, vllm#27220)
+    t *= dp
     slots = t * moe.experts_per_token
     caches = slots * (up * i + i + h) * d
     return caches + t * h * d + t * moe.num_experts * ROUTER_LOGIT_BYTES

@@ -137,7 +137,13 @@ def stages_for(
         pad = mxfp4_moe_padding(
             gpus.compute_capability, gpus.interconnect, parse_version(s.engine_version)
         )
-    par = Parallel(s.tensor_parallel_size, s.pipeline_parallel_size, s.enable_expert_parallel, pad)
+    par = Parallel(
+        s.tensor_parallel_size,
+        s.pipeline_parallel_size,
+        s.enable_expert_parallel,
+        pad,
+        dp=s.data_parallel_size,
+    )
     return weights_per_stage(tensors, arch, par)
 
 
@@ -178,6 +184,7 @@ def _rank(
         last_stage=last,
         expert_parallel=s.enable_expert_parallel,
         runner=s.model_runner,
+        dp=s.data_parallel_size,
     )
     activation = max(0, activation + c.overhead_delta_bytes)
     graphs = peaks.cuda_graph_bytes(
@@ -260,11 +267,15 @@ def first_failure(
 def config_failure(arch: Architecture, s: Settings, gpus: GpuSet) -> Found | None:
     """Settings vLLM rejects before touching a GPU."""
     tp = s.tensor_parallel_size
-    if s.world_size > gpus.count:
+    if s.local_gpus > gpus.count:
+        layout = "tensor x pipeline parallel"
+        if s.data_parallel_size > 1:
+            local = s.data_parallel_size_local or s.data_parallel_size
+            layout = f"tensor x pipeline x data parallel ({local} DP {plural(local, 'rank')} here)"
         return Found(
             FailureClass.CONFIG_ERROR,
             Phase.CONFIG,
-            f"tensor x pipeline parallel = {s.world_size} GPUs, but only {gpus.count} "
+            f"{layout} = {s.local_gpus} GPUs, but only {gpus.count} "
             f"{plural(gpus.count, 'is')} available",
         )
     problem = parallel_problem(

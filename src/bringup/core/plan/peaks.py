@@ -118,6 +118,7 @@ def activation_peak_bytes(
     last_stage: bool = True,
     expert_parallel: bool = False,
     runner: str = "v1",
+    dp: int = 1,
 ) -> int:
     """Peak torch memory of the profile run above the weights, one rank.
 
@@ -128,7 +129,7 @@ def activation_peak_bytes(
     docstring), plus kernel workspaces.
     """
     t = max_num_batched_tokens
-    forward = forward_peak_bytes(arch, tp, t, expert_parallel=expert_parallel)
+    forward = forward_peak_bytes(arch, tp, t, expert_parallel=expert_parallel, dp=dp)
     if last_stage:
         rows = sampler_requests(max_num_seqs, t) * padded_vocab(arch)
         # the forward's activations are freed before the sampler runs: the peak is the larger

@@ -53,11 +53,16 @@ class Planner:
     tensors: Sequence[TensorInfo]
     gpus: GpuSet
     calibration: Calibration | None = None
-    _stages: dict[tuple[int, int, bool], list[StageWeights]] = field(default_factory=dict)
+    _stages: dict[tuple[int, int, bool, int], list[StageWeights]] = field(default_factory=dict)
 
     def stages(self, s: Settings) -> list[StageWeights]:
         """Weights per rank for each stage (cached by parallel layout)."""
-        key = (s.tensor_parallel_size, s.pipeline_parallel_size, s.enable_expert_parallel)
+        key = (
+            s.tensor_parallel_size,
+            s.pipeline_parallel_size,
+            s.enable_expert_parallel,
+            s.data_parallel_size,
+        )
         if key not in self._stages:
             self._stages[key] = stages_for(self.arch, self.tensors, s, self.gpus)
         return self._stages[key]

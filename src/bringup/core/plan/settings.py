@@ -47,6 +47,8 @@ class Requested:
     block_size: int | None = None  # --block-size (None: the attention backend's default)
     cpu_offload_gb: float = 0.0  # --cpu-offload-gb: GiB of weights per GPU kept in CPU memory
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the environment
+    data_parallel_size: int | None = None  # -dp (None: 1)
+    data_parallel_size_local: int | None = None  # --data-parallel-size-local (None: all of -dp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +77,21 @@ class Settings:
     # VLLM_ALLOW_LONG_MAX_MODEL_LEN: a max_model_len above the model's own is a warning, not
     # a config error (vllm/config/model.py::_get_and_verify_max_len)
     allow_long_max_model_len: bool = False
+    # -dp: vLLM runs this many engines, each with its own copy of the dense weights (split
+    # over its TP ranks) and its own KV cache; the MoE layers see TP x DP ranks (layout.py)
+    data_parallel_size: int = 1
+    data_parallel_size_local: int | None = None  # DP ranks on this node (None: all)
 
     @property
     def world_size(self) -> int:
-        """GPUs one instance uses."""
-        return self.tensor_parallel_size * self.pipeline_parallel_size
+        """GPUs one instance uses, every DP rank's included."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+
+    @property
+    def local_gpus(self) -> int:
+        """GPUs this node gives the instance (``--data-parallel-size-local`` DP ranks)."""
+        local = self.data_parallel_size_local or self.data_parallel_size
+        return self.tensor_parallel_size * self.pipeline_parallel_size * local
 
     def with_(self, **changes: object) -> Settings:
         """A copy with some settings changed (batch defaults are not re-derived)."""
@@ -288,7 +300,23 @@ def resolve(
         else _positive("--block-size", req.block_size, 16),
         cpu_offload_bytes=_offload_bytes(req.cpu_offload_gb),
         allow_long_max_model_len=req.allow_long_max_model_len,
+        data_parallel_size=_positive("--data-parallel-size", req.data_parallel_size, 1),
+        data_parallel_size_local=_local_dp(req),
     )
+
+
+def _local_dp(req: Requested) -> int | None:
+    """``--data-parallel-size-local``: at least 1 and at most ``-dp`` (vLLM's
+    ``ParallelConfig.__post_init__`` refuses more)."""
+    local = req.data_parallel_size_local
+    if local is None:
+        return None
+    dp = req.data_parallel_size or 1
+    if not 0 <= local <= dp:
+        raise UsageError(
+            f"--data-parallel-size-local {local} must be between 0 and --data-parallel-size {dp}"
+        )
+    return local
 
 
 def _offload_bytes(gib: float) -> int:

@@ -52,6 +52,14 @@ class Parallel:
     pp: int = 1
     expert_parallel: bool = False
     expert_pad: tuple[int, int] = (1, 1)  # MXFP4 load-time padding (intermediate, hidden)
+    dp: int = 1  # data-parallel ranks: the MoE layers are split over tp x dp ranks
+
+    @property
+    def moe_ranks(self) -> int:
+        """The ranks a MoE layer's experts are split over: vLLM flattens TP across DP for
+        the fused MoE (``fused_moe/config.py::FusedMoEParallelConfig.make``:
+        ``flatten_tp_across_dp_and_pcp``), whole experts under EP, each sliced without."""
+        return self.tp * self.dp
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,11 +133,12 @@ def _place(t: TensorInfo, arch: Architecture, par: Parallel) -> tuple[int, int]:
     tp = par.tp
     if _EXPERT.search(t.name) and "shared_expert" not in t.name:
         nbytes = round(t.nbytes * _expert_padding(arch, par))
-        if par.expert_parallel and tp > 1:
-            # whole experts spread over EP = TP ranks; the busiest holds ceil(E / EP) of them
-            experts = arch.moe.num_experts if arch.moe else tp
-            return _EXPERT_I, nbytes * -(-experts // tp) // experts
-        return _EXPERT_I, nbytes // tp
+        ranks = par.moe_ranks
+        if par.expert_parallel and ranks > 1:
+            # whole experts spread over EP = TP x DP ranks; the busiest holds ceil(E / EP)
+            experts = arch.moe.num_experts if arch.moe else ranks
+            return _EXPERT_I, nbytes * -(-experts // ranks) // experts
+        return _EXPERT_I, nbytes // ranks
     if _VOCAB.search(t.name) and len(t.shape) == 2:
         rows = t.shape[0]
         padded = -(-arch.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
@@ -149,7 +158,7 @@ def _expert_padding(arch: Architecture, par: Parallel) -> float:
     mi, mh = par.expert_pad
     if (mi, mh) == (1, 1) or arch.moe is None:
         return 1.0
-    shards = 1 if par.expert_parallel else par.tp
+    shards = 1 if par.expert_parallel else par.moe_ranks
     inter = arch.moe.intermediate_size // shards
     padded_inter = -(-inter // mi) * mi
     padded_hidden = -(-arch.hidden_size // mh) * mh
