@@ -16,22 +16,23 @@ own runtime: it neither launches ranks itself nor rendezvous.
 
 The parts, each its own module: ``layout`` (the nodes file, node addresses), ``plan`` (each
 node's command), ``facts`` (what the pre-flight found on a node), ``preflight`` and
-``preflight_ray`` (the decisions over those facts), ``machine`` (one startup over every node)
-and ``status`` (``status --nodes``). Every name is importable from ``bringup.core.nodes``.
+``preflight_ray`` (the decisions over those facts), ``machine`` (one startup over every node),
+``attribution`` (each node's part of it, and the failure that names a node) and ``status``
+(``status --nodes``). Every name is importable from ``bringup.core.nodes``.
 """
 
 from __future__ import annotations
 
-from bringup.core.nodes.facts import ListenResult, ModelFile, NodeFacts, facts_from_json
-from bringup.core.nodes.layout import Node, parse_nodes, tcp_address
-from bringup.core.nodes.machine import (
+from bringup.core.nodes.attribution import (
     RAY_DAEMON_EXIT,
     RAY_ERROR,
     RAY_UP,
     RAY_WORKER_PREFIX,
-    ClusterMachine,
     NodeRun,
 )
+from bringup.core.nodes.facts import ListenResult, ModelFile, NodeFacts, facts_from_json
+from bringup.core.nodes.layout import Node, parse_nodes, tcp_address
+from bringup.core.nodes.machine import ClusterMachine
 from bringup.core.nodes.plan import (
     DEFAULT_RAY_PORT,
     ClusterPlan,

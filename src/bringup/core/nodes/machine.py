@@ -1,69 +1,33 @@
-"""One startup over every node (pure): each node's part (``NodeRun``) and the verdict over
-them all (``ClusterMachine``), from what each node's log, exit and `ray start` say."""
+"""One startup over every node (pure): the verdict over them all (``ClusterMachine``), from
+what each node's log, exit and `ray start` say; when a node is to blame. What its failure says
+(summary, line, remedy) is ``nodes.attribution``'s."""
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from bringup.core.diagnosis import Event, Failure, Remedy
+from bringup.core.diagnosis import Event, Failure
 from bringup.core.live import ClusterEvent, FailureFound, Joined, NodeEvent
-from bringup.core.nodes.layout import Node, is_ip, node_ip, same_address, show_address, tcp_address
+from bringup.core.nodes.attribution import (
+    RAY_DAEMON_EXIT,
+    RAY_ERROR,
+    RAY_UP,
+    RAY_WORKER_PREFIX,
+    NodeRun,
+    after_ready,
+    meets_elsewhere,
+    never_joined,
+    ray_exited,
+    ray_not_joined,
+    unplaceable,
+)
+from bringup.core.nodes.layout import is_ip, node_ip, same_address, tcp_address
 from bringup.core.nodes.plan import ClusterPlan
 from bringup.core.packs.types import MultiNodeSpec
 from bringup.core.probes import ProbeObservation
 from bringup.core.startup import StartupMachine, StartupPolicy
 from bringup.core.verdict import State
-from bringup.core.vocab import FailureClass, Phase
-
-# -- one startup over every node -------------------------------------------------------------
-
-
-@dataclass
-class NodeRun:
-    """How one node's part of the startup stands."""
-
-    node: Node
-    machine: StartupMachine
-    waiting_at: float | None = None  # when it said it is about to meet the others
-    meets_at: tuple[str, int] | None = None  # the address it said it meets them at
-    joined_at: float | None = None  # when its first "joined the group" line came
-    exited: bool = False
-    exit_code: int | None = None
-    unreachable_line: str | None = None  # its last "cannot reach the head" line
-    rendezvous_line: str | None = None  # its line naming where it meets the others
-    # the Ray backend: the node's `ray start`
-    ray_started_at: float | None = None  # bringup started it
-    ray_up_at: float | None = None  # it said its runtime is in the cluster
-    ray_exited: bool = False
-    ray_exit_code: int | None = None
-    ray_last_line: str = ""
-    ray_error_line: str | None = None  # its first line that says what went wrong
-    ray_lines: int = 0
-
-    @property
-    def alive(self) -> bool:
-        """Still running (as far as bringup has seen)."""
-        return not self.exited and not self.ray_exited
-
-
-# Ray's own lines (ray 2.60 ``ray start --block``, python/ray/scripts/scripts.py): the node's
-# runtime is up once it registered with the head's GCS (``Node`` waits for that before this
-# line); with --block it then watches its daemons, and when one dies it says which and exits 1
-RAY_UP = re.compile(r"Ray runtime started\.")
-RAY_ERROR = re.compile(
-    r"Some Ray subprocesses exited unexpectedly|\[exit code=-?\d+\]|Version mismatch|"
-    r"(?:Connection|Runtime|Value)Error\b|Failed to connect to GCS|Unable to connect to GCS|"
-    r"\bERROR\b.*--|^\w+Error: "
-)
-RAY_DAEMON_EXIT = re.compile(r"(?P<daemon>[A-Za-z_]+) \[exit code=(?P<code>-?\d+)\]")
-# Ray's prefix on a line of one of its workers that the driver prints: the worker's node is
-# named by its address when it is not the driver's (vLLM 0.32 RayWorkerProc / older RayWorkerWrapper)
-RAY_WORKER_PREFIX = re.compile(
-    r"\((?P<actor>[A-Za-z_][\w.]*) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?\)"
-)
 
 
 class ClusterMachine:
@@ -202,30 +166,7 @@ class ClusterMachine:
         run.ray_exited, run.ray_exit_code = True, exit_code
         if self.is_terminal:
             return []
-        code = "with an unknown status" if exit_code is None else f"with status {exit_code}"
-        line = run.ray_error_line or run.ray_last_line
-        m = RAY_DAEMON_EXIT.search(line or "")
-        why = f" ({m['daemon']} exited with code {m['code']})" if m else ""
-        if self.state is State.READY:
-            summary = f"{run.node.label}'s Ray runtime exited {code}{why} after the model was ready"
-            remedy = "the engine's workers on that node are gone; read its Ray logs, then start all nodes again"
-        elif run.ray_up_at is None:
-            summary = f"{run.node.label}'s `ray start` exited {code} before it joined the Ray cluster{why}"
-            remedy = (
-                "read the node's `ray start` lines above (the head's address and port, the same "
-                "Ray and Python on every node)"
-            )
-        else:
-            summary = f"{run.node.label}'s Ray runtime exited {code}{why}: the engine loses the workers placed there"
-            remedy = "read the node's Ray logs (its run folder's ray-logs) for why the daemon ended"
-        failure = Failure(
-            failure_class=FailureClass.ENGINE_CORE_DIED,
-            phase=run.machine.phase,
-            line=line,
-            line_number=run.ray_lines,
-            summary=summary,
-            remedy=(Remedy(remedy[0].upper() + remedy[1:] + "."),),
-        )
+        failure = ray_exited(run, exit_code, ready=self.state is State.READY)
         return self._fail(run, now, failure)
 
     def _fail(self, run: NodeRun, now: float, failure: Failure) -> list[ClusterEvent]:
@@ -243,25 +184,7 @@ class ClusterMachine:
         ray = self.spec.ray
         if ray is None or (m := ray.placement_wait.search(text)) is None:
             return []
-        key = ray.gpu_device_key
-        failure = Failure(
-            failure_class=FailureClass.CONFIG_ERROR,
-            phase=self.rank0.phase,
-            line=text,
-            line_number=self.rank0.line_count,
-            summary=(
-                f"the Ray cluster cannot place the engine's placement group {m['specs']}: "
-                f"{self.plan.devices_needed} bundles of 1 {key} over {len(self.plan.nodes)} nodes; "
-                f"the engine would wait {ray.placement_wait_seconds // 60} minutes for it"
-            ),
-            remedy=(
-                Remedy(
-                    f"Check `ray status` on node 0: another job may hold {key}s, or a node's Ray "
-                    f"registered fewer than it has; lower -tp/-pp or free the {key}s."
-                ),
-            ),
-        )
-        return self._fail(self.runs[0], now, failure)
+        return self._fail(self.runs[0], now, unplaceable(self.plan, ray, m, text, self.rank0))
 
     def _ray_tick(self, now: float) -> list[ClusterEvent]:
         """A node whose ``ray start`` has not joined ``join_seconds`` after it was started."""
@@ -278,29 +201,7 @@ class ClusterMachine:
         if not late:
             return []
         run = late[0]
-        head = show_address((self.plan.master_addr, self.plan.master_port))
-        said = f"; its last line: {run.ray_last_line}" if run.ray_last_line else ""
-        return self._fail(
-            run,
-            now,
-            Failure(
-                failure_class=FailureClass.NCCL_ERROR,
-                phase=run.machine.phase,
-                line=run.ray_error_line or run.ray_last_line,
-                line_number=run.ray_lines,
-                summary=(
-                    f"{run.node.label}'s `ray start` has not joined the Ray cluster at {head} "
-                    f"{self.join_seconds:g} s after it started{said}"
-                ),
-                remedy=(
-                    Remedy(
-                        f"Make node 0's address ({self.plan.master_addr}) and port "
-                        f"{self.plan.master_port} reachable from node {run.node.rank}, and check "
-                        "its `ray start` runs by hand."
-                    ),
-                ),
-            ),
-        )
+        return self._fail(run, now, ray_not_joined(run, self.plan, self.join_seconds))
 
     def on_line(
         self, rank: int, text: str, events: Sequence[Event], now: float
@@ -356,21 +257,7 @@ class ClusterMachine:
                 tried, line = run.meets_at, run.rendezvous_line
             if tried is None or line is None or same_address(tried, head):
                 continue
-            return self._fail_join(
-                run,
-                now,
-                summary=(
-                    f"{run.node.label} connects to {show_address(tried)}, but the head (node 0) listens at "
-                    f"{show_address(head)}: it would retry until the timeout while node 0 waits"
-                ),
-                line=line,
-                remedy=Remedy(
-                    f"Give every node the same {self.spec.master_addr_flag} (node 0's address, "
-                    f"{head[0]}); look for what changes it on node {run.node.rank} (a wrapper "
-                    "script, an alias, its own flags)."
-                ),
-                failure_class=FailureClass.CONFIG_ERROR,
-            )
+            return self._fail(run, now, meets_elsewhere(run, tried, head, line, self.spec))
         return []
 
     def on_exit(
@@ -382,31 +269,8 @@ class ClusterMachine:
         if self.is_terminal:
             return []
         if self.state is State.READY:
-            failure = self._after_ready(run, exit_code, failure)
+            failure = after_ready(run, exit_code, failure)
         return self._settle(rank, run.machine.on_exit(exit_code, failure, now), now)
-
-    def _after_ready(self, run: NodeRun, exit_code: int | None, failure: Failure | None) -> Failure:
-        """A node ended while the model was being served: say so, with what its log says."""
-        code = "with an unknown status" if exit_code is None else f"with status {exit_code}"
-        summary = f"{run.node.label} exited {code} after the model was ready"
-        if run.node.rank:
-            summary += " (rank 0 still answers /health, but the next request fails)"
-        if failure is not None:
-            return dataclasses.replace(
-                failure, summary=f"{summary}: {failure.summary}", is_final=True
-            )
-        return Failure(
-            failure_class=FailureClass.ENGINE_CORE_DIED,
-            phase=Phase.READY,
-            line=run.machine.last_line,
-            line_number=run.machine.line_count,
-            summary=summary,
-            remedy=(
-                Remedy(
-                    f"Read node {run.node.rank}'s last lines for why it ended, then start all nodes again."
-                ),
-            ),
-        )
 
     def on_probe(self, obs: ProbeObservation, now: float) -> list[ClusterEvent]:
         """An HTTP probe of rank 0 came back."""
@@ -458,69 +322,7 @@ class ClusterMachine:
         return out
 
     def _never_joined(self, run: NodeRun, now: float, limit: float) -> list[ClusterEvent]:
-        plan = self.plan
-        head = show_address(self._head())
-        waited = f"{limit:g} s"
-        if run.unreachable_line is not None:
-            m = self.spec.cannot_reach.search(run.unreachable_line)
-            tried = m["addr"] if m else head
-            summary = (
-                f"{run.node.label} never connected to {tried} after {waited}: it keeps retrying"
-            )
-            if tried != head:
-                summary += f" (the head, node 0, listens at {head})"
-            line = run.unreachable_line
-            remedy = Remedy(
-                f"Make {self.spec.master_addr_flag} node 0's address as node {run.node.rank} sees it, and open port {plan.master_port} between the nodes."
-            )
-        elif run.waiting_at is not None and run.node.rank > 0:
-            summary = (
-                f"{run.node.label} reached the rendezvous with the head at {head} but has not "
-                f"joined the group {waited} after both were there"
-            )
-            line = run.machine.last_line
-            remedy = Remedy(
-                f"The nodes also connect to each other, not only to port {plan.master_port}: "
-                "open the ports between them, and make *_SOCKET_IFNAME name the interface "
-                f"that reaches the other nodes on node {run.node.rank}."
-            )
-        elif run.machine.line_count == 0:
-            summary = (
-                f"{run.node.label} printed nothing {waited} after node 0 reached the rendezvous "
-                f"at {head}: its server never started"
-            )
-            line = ""
-            remedy = Remedy(
-                f"Check that the command runs on node {run.node.rank} by hand (the same "
-                "executable and environment as in the nodes file); its log is in the run folder."
-            )
-        else:
-            summary = f"{run.node.label} did not join the group within {waited} of node 0 waiting at {head}"
-            line = run.machine.last_line
-            remedy = Remedy(
-                f"Read node {run.node.rank}'s last lines; check it runs the same command, model and versions as node 0."
-            )
-        return self._fail_join(run, now, summary=summary, line=line, remedy=remedy)
-
-    def _fail_join(
-        self,
-        run: NodeRun,
-        now: float,
-        *,
-        summary: str,
-        line: str,
-        remedy: Remedy,
-        failure_class: FailureClass = FailureClass.NCCL_ERROR,
-    ) -> list[ClusterEvent]:
-        failure = Failure(
-            failure_class=failure_class,
-            phase=run.machine.phase,
-            line=line,
-            line_number=run.machine.line_count,
-            summary=summary,
-            remedy=(remedy,),
-        )
-        return self._fail(run, now, failure)
+        return self._fail(run, now, never_joined(run, self.plan, self.spec, self._head(), limit))
 
     def stop(self, now: float) -> None:
         """The user asked to stop after ready: not a failure."""
