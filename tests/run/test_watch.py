@@ -336,3 +336,39 @@ def test_from_end_only_applies_to_a_log(tmp_path: Path):
     code, _, err = cli(["watch", "--pid", "1", "--from-end"])
     assert code == 2
     assert "apply to --log FILE only" in err
+
+
+def test_a_phases_late_progress_line_is_not_shown_after_the_next_phase(tmp_path: Path):
+    """The last shard's progress line (tqdm, on stderr) read after "Model loading took" (the
+    next phase, on stdout): no `loading weights 2/2` after `phase weights_loaded`, a step
+    back; the progress lines before it still show."""
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "\n".join(
+            [
+                BANNER,
+                "(EngineCore pid=7) INFO 11-30 09:47:03 [gpu_model_runner.py:4327] Starting to load model m...",
+                "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.00it/s]",
+                "(EngineCore pid=7) INFO 11-30 09:47:05 [gpu_model_runner.py:4400] Model loading took 1.50 GiB memory and 2.000000 seconds",
+                "Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:02<00:00,  1.00it/s]",
+            ]
+        )
+        + "\n"
+    )
+    code, out, _ = cli(
+        [
+            "watch",
+            "--log",
+            str(log),
+            "--quiet",
+            "--stall",
+            "2s",
+            "--url",
+            f"http://127.0.0.1:{free_port()}",
+        ]
+    )
+    assert code == 4
+    said = [line.split("] ", 1)[-1] for line in out.splitlines()]
+    loaded = said.index("phase weights_loaded: weights loaded")
+    assert "loading weights 1/2 shards" in said[:loaded]
+    assert not [s for s in said[loaded:] if s.startswith("loading weights")]

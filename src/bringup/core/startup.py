@@ -255,6 +255,11 @@ class StartupMachine:
             return self._on_phase(event, now)
         if isinstance(event, ProgressEvent):
             self._last_activity = now
+            if event.phase.order < self.phase.order and not self.policy.model_on_request:
+                # a phase that is over: its last progress line came late (tqdm writes to
+                # stderr, the next phase's line to stdout, and the two are read apart);
+                # "loading weights 126/126" after "weights loaded" would be a step back
+                return []
             self.progress = event
             return [self._progress(event, now)]
         if isinstance(event, FailureEvent):
