@@ -75,3 +75,28 @@ def test_graph_capture_progress_says_graphs_once() -> None:
     assert "capturing CUDA graphs 51/51" in text
     assert "51/51 graphs" not in text
     assert "loading weights 3/3 shards" in text
+
+
+def test_no_string_of_bringup_makes_a_plural_with_parentheses() -> None:
+    """No "1 restart(s)", "2 GPU(s)": every count in bringup's own words goes through
+    core.words. The twin is left out: it reproduces the engines' own text ("proc(s)")."""
+    import re
+    import tokenize
+
+    import bringup
+
+    root = Path(bringup.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if "twin" in path.relative_to(root).parts:
+            continue
+        with path.open("rb") as f:
+            for tok in tokenize.tokenize(f.readline):
+                text = tok.string.lstrip("rbufRBUF").replace("http(s)", "")  # a scheme
+                if (
+                    tok.type == tokenize.STRING
+                    and re.search(r"[A-Za-z]\(s\)", text)
+                    and not text.startswith(('"""', "'''"))  # docstrings
+                ):
+                    found.append(f"{path.relative_to(root)}:{tok.start[0]}")
+    assert found == []

@@ -170,3 +170,13 @@ def test_a_failed_unit_that_restart_would_restart_names_the_start_limit():
         service.parse_show("LoadState=loaded\nActiveState=failed\nResult=exit-code\nRestart=no\n")
     )
     assert "start limit" not in service.derive(service.Look(no_restart, None, None))[1]
+
+
+def test_one_restart_is_said_as_one():
+    """The human status says "1 restart", not "1 restart(s)" (counts from core.words)."""
+    code, out = call(recorded(SHOW_FAILED, MESSAGES))
+    assert code == 1
+    assert (
+        "  unit:    failed/failed (result exit-code, 1 restart, exit status 1)" in out.splitlines()
+    )
+    assert "(s)" not in out

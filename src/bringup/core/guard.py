@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from bringup.core.gpu import GpuReading, select_visible
+from bringup.core.words import count
 from bringup.errors import UsageError
 
 
@@ -118,7 +119,7 @@ def select_gpus(
     if not visible:
         raise UsageError(
             f"no GPU to guard: CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} names none of "
-            f"the {len(readings)} GPU(s)",
+            f"the {count(len(readings), 'GPU')}",
             hint="unset it or list indices/UUIDs that exist",
         )
     if gpus is None or not gpus.strip():

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bringup.core.checkpoint import Problem, fetch_again, format_size, hf_download, repo_id_of
+from bringup.core.words import count
 
 _SHARD = re.compile(r"^(?P<stem>.+)-(?P<k>\d+)-of-(?P<n>\d+)\.safetensors$")
 
@@ -68,7 +69,7 @@ def recognise(
     )
     if bins and weights:
         notes.append(
-            f"{len(bins)} PyTorch .bin file(s) beside the safetensors ({bins[0]}...): vLLM loads "
+            f"{count(len(bins), 'PyTorch .bin file')} beside the safetensors ({bins[0]}...): vLLM loads "
             "the safetensors and ignores them"
         )
     return Layout(tuple(notes), frozenset(accepted))

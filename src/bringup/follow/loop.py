@@ -45,6 +45,7 @@ from bringup.core.startup import StartupMachine, StartupPolicy, summary_json
 from bringup.core.startup_time.live import summary_line as startup_note
 from bringup.core.verdict import State
 from bringup.core.vocab import Engine
+from bringup.core.words import count
 from bringup.errors import BringupError
 from bringup.follow.samplers import (
     GpuItem,
@@ -566,7 +567,7 @@ class _Follower:
             names = child.shm_removed
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             self.observer.note(
-                f"removed {len(names)} /dev/shm object(s) the server left behind: {shown}"
+                f"removed {count(len(names), '/dev/shm object')} the server left behind: {shown}"
             )
         return None, None
 

@@ -40,6 +40,7 @@ from bringup.core.phase_words import status_text
 from bringup.core.startup import StartupPolicy, timeline_json
 from bringup.core.verdict import State
 from bringup.core.vocab import Engine, FailureClass
+from bringup.core.words import count
 from bringup.follow.samplers import Inbox, InlineLane, Lane, ProbeItem, ThreadLane, probe_once
 from bringup.follow.types import Notify, Prober
 
@@ -245,7 +246,8 @@ class _Follower:
             for other in range(1, len(self.plan.nodes)):
                 self._start_ray(other)
             self.observer.note(
-                f"the Ray head is up; starting Ray on {len(self.plan.nodes) - 1} more node(s)"
+                "the Ray head is up; starting Ray on "
+                f"{count(len(self.plan.nodes) - 1, 'more node', 'more nodes')}"
             )
         if m.cluster_up and m.serve_started_at is None and not m.is_terminal:
             node0 = self.plan.nodes[0]

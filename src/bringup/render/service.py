@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from bringup.core.attempts import RetryEvent
 from bringup.core.retry_policy import Change, Decision
+from bringup.core.words import count
 from bringup.render.json_out import write_line
 from bringup.render.live import format_failure, format_probe
 from bringup.units import format_bytes
@@ -70,7 +71,7 @@ def format_status(report: Mapping[str, Any]) -> list[str]:
     s = report["state"]
     lines = [f"{report['unit']}: {report['verdict'].upper()}: {report['why']}"]
     pid = f", main pid {s['main_pid']}" if s.get("main_pid") else ""
-    restarts = f", {s['n_restarts']} restart(s)" if s.get("n_restarts") else ""
+    restarts = f", {count(s['n_restarts'], 'restart')}" if s.get("n_restarts") else ""
     status = f", exit status {s['exec_main_status']}" if s.get("exec_main_status") else ""
     lines.append(
         f"  unit:    {s['active_state']}/{s['sub_state']} (result {s['result'] or '-'}{pid}{restarts}{status})"
@@ -85,7 +86,7 @@ def _format_container(report: Mapping[str, Any]) -> list[str]:
     if not s.get("running") or s.get("restarting"):
         facts.append(f"exit code {s['exit_code']}")
     if s.get("restart_count"):
-        facts.append(f"{s['restart_count']} restart(s), policy {s['restart_policy']}")
+        facts.append(f"{count(s['restart_count'], 'restart')}, policy {s['restart_policy']}")
     if s.get("oom_killed"):
         facts.append("OOMKilled")
     if s.get("health"):
