@@ -86,15 +86,32 @@ def engine_version(text: str) -> tuple[str | None, dict[str, str]]:
     return (f"{m.group(1)}.{m.group(2)}" if m else None), environ
 
 
-def catalog_gpu(text: str) -> Any:
-    """The catalog entry the point's GPU text names, or None."""
+def catalog_gpu(text: str, total_gib: float | None = None) -> Any:
+    """The catalog entry the point's GPU text names, or None. With the point's memory
+    given, a hedged name ("likely H100 80GB - uncertain", "A100 (80GB assumed)") is taken
+    when the catalog parts of that name with that memory (within 3 %) agree on what the plan
+    reads from them (compute capability, vLLM's A100 defaults): A100 80GB SXM or PCIe."""
     from bringup.core import gpu_catalog
 
-    for probe in re.split(r"[(),;\[\]]| on | \+ ", text):
-        probe = re.sub(r"^\s*(single|\d+x)\s*", "", probe).strip()
+    probes = [
+        re.sub(r"^\s*(single|\d+x)\s*", "", p).strip()
+        for p in re.split(r"[(),;\[\]]| on | \+ ", text)
+    ]
+    for probe in probes:
         found = gpu_catalog.find(probe) if probe else None
         if found is not None:
             return found
+    if total_gib is None:
+        return None
+    for probe in probes:
+        probe = re.sub(r"\b(likely|assumed|uncertain|NVIDIA)\b|-\s*$", "", probe).strip(" -")
+        near = [
+            g
+            for g in (gpu_catalog.candidates(probe) if probe else [])
+            if abs(g.memory_bytes / GiB - total_gib) <= 0.03 * total_gib
+        ]
+        if near and len({(g.compute_capability, g.vllm_treats_as_a100) for g in near}) == 1:
+            return near[0]
     return None
 
 
@@ -125,7 +142,8 @@ def argv_for(point: dict[str, Any], config: Path, quant: str | None) -> tuple[li
     total = point.get("gpu_total_gib")
     text = str(point.get("gpu") or "")
     # a vGPU slice is a share of the named GPU: its memory is not the catalog's
-    gpu = None if re.search(r"vgpu|slice", text, re.I) else catalog_gpu(text)
+    known = float(total) if isinstance(total, (int, float)) else None
+    gpu = None if re.search(r"vgpu|slice", text, re.I) else catalog_gpu(text, known)
     if isinstance(total, (int, float)):
         gib, source = float(total), "point"
     elif gpu is not None:
