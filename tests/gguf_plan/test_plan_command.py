@@ -129,3 +129,18 @@ def test_measuring_bandwidth_shows_a_spinner_only_on_a_terminal(
         assert json.loads(out.getvalue())["decode"]["ceiling_tokens_per_s"] > 0
     else:
         assert "(measured, 1 thread)" in out.getvalue()  # not "1 threads"
+
+
+def test_gguf_plan_lines_hang_on_an_80_column_terminal(tiny: Path) -> None:
+    """The GGUF plan's long lines (the model line, decode) wrap with a hanging indent on an
+    80-column colour terminal, as plan's and verify's do."""
+    import re
+
+    out = io.StringIO()
+    argv = ["plan", str(tiny), "--n-ctx", "512", "--memory-bandwidth", "20GB/s"]
+    environ = {"FORCE_COLOR": "1", "COLUMNS": "80"}
+    assert main(argv, Context(stdout=out, stderr=io.StringIO(), environ=environ)) == 0
+    rows = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()).splitlines()
+    assert max(len(r) for r in rows) <= 80
+    ceiling = rows.index(next(r for r in rows if r.startswith("decode ceiling:")))
+    assert re.match(r"    \S", rows[ceiling + 1])

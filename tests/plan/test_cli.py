@@ -206,3 +206,28 @@ def test_real_subprocess() -> None:
     )
     assert proc.returncode == 0
     assert json.loads(proc.stdout)["verdict"]["fits"] is True
+
+
+def test_on_an_80_column_terminal_long_lines_hang() -> None:
+    """On a colour terminal at COLUMNS=80, plan's long lines (the model line, decode, the
+    verdict) wrap with continuations 4 columns deeper, never back at column 0; outside the
+    table the words are the plain output's, and no line is wider than 80."""
+    import re
+
+    def run(environ: dict[str, str]) -> list[str]:
+        out = io.StringIO()
+        argv = ["plan", "Llama-3.1-70B", "--gpu", "H100", "-tp", "4"]
+        main(argv, Context(stdout=out, stderr=io.StringIO(), environ=environ))
+        text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
+        text = text.split("time to ready (predicted):")[0]  # its own table-like rows
+        return [r for r in text.splitlines() if not r.startswith(tuple("┃│┏┡└┗"))]  # the table
+
+    plain = run({})
+    rows = run({"FORCE_COLOR": "1", "COLUMNS": "80"})
+    assert max(len(r) for r in rows) <= 80
+    assert "".join("".join(rows).split()) == "".join("".join(plain).split())
+    assert len(rows) > len(plain)
+    assert rows[0].startswith("LlamaForCausalLM: 70.6B parameters")
+    assert rows[1].startswith("    pp 1")  # the model line's continuation
+    decode = rows.index(next(r for r in rows if r.startswith("decode expected:")))
+    assert re.match(r"    \S", rows[decode + 1])

@@ -42,6 +42,22 @@ def make_console(
     )
 
 
+def fit(console: Console, renderable: object) -> object:
+    """``renderable`` as ``console`` should print it: a line of text wrapped with a hanging
+    indent (:func:`hanging`) where the console wraps at all (a terminal), anything else as it
+    is (tables lay themselves out; a pipe's console never wraps)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    if console.soft_wrap:
+        return renderable
+    if isinstance(renderable, Text):
+        return hanging(renderable, console.width)
+    if isinstance(renderable, Group):
+        return Group(*(fit(console, r) for r in renderable.renderables))  # type: ignore[arg-type]
+    return renderable
+
+
 def hanging(text: Text, width: int) -> Text:
     """``text`` wrapped at ``width`` columns, each continuation indented :data:`HANG` more
     than the line's own indent, so a wrapped path or problem reads as one item (rich's own

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from bringup.core.plan.decode import DecodeSpeed
 from bringup.core.plan.result import Plan
+from bringup.render.console import fit
 from bringup.render.verify import format_parameters
 from bringup.units import format_bytes
 
@@ -198,8 +199,8 @@ def _recommendations(plan: Plan) -> list[Text]:
 
 
 def print_plan(plan: Plan, console: Console) -> None:
-    """Print the plan."""
-    console.print(format_plan(plan))
+    """Print the plan (on a terminal, long lines wrap with a hanging indent)."""
+    console.print(fit(console, format_plan(plan)))
 
 
 @dataclass(frozen=True, slots=True)

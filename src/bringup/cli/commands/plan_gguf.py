@@ -25,7 +25,7 @@ from bringup.core.plan import decode
 from bringup.core.words import count, count_word
 from bringup.errors import UsageError
 from bringup.render.busy import Busy, quiet
-from bringup.render.console import make_console
+from bringup.render.console import fit, make_console
 from bringup.units import format_bytes
 
 _N_CTX = ("--n-ctx", "--n_ctx", "-c", "--ctx-size")
@@ -201,7 +201,16 @@ def _recommend(
 
 def print_result(result: dict[str, Any], ctx: Context) -> None:
     """The GGUF plan for people."""
-    console = make_console(ctx.stdout, ctx.environ)
+    from rich.text import Text
+
+    made = make_console(ctx.stdout, ctx.environ)
+
+    class _Fitted:  # each line wrapped with a hanging indent on a terminal
+        def print(self, text: str, *, markup: bool = True) -> None:
+            line = Text.from_markup(text) if markup else Text(text)
+            made.print(fit(made, line), crop=False, overflow="ignore")
+
+    console = _Fitted()
     m, s, v = result["memory"], result["settings"], result["verdict"]
     console.print(
         f"{result['model']['architecture']}: {result['model']['parameters']:,} parameters, "
