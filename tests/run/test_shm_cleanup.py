@@ -227,7 +227,7 @@ def test_run_reports_what_it_removed(tag: str, tmp_path: Path) -> None:
         assert summary["shm_removed"] == [mapped]
         assert not Path("/dev/shm", mapped).exists()
         assert Path("/dev/shm", theirs).exists()
-        assert f"removed 1 /dev/shm object(s) the server left behind: {mapped}" in done.stderr
+        assert f"removed 1 /dev/shm object the server left behind: {mapped}" in done.stderr
     finally:
         their_map.close()
 

@@ -16,12 +16,14 @@ from bringup.render.startup_live import weights_bar
 def test_plain_lines_say_prediction_rate_eta_and_slowness() -> None:
     out = io.StringIO()
     plain = PlainObserver(out, echo=False)
+    plain.event(Progress(0.5, Phase.WEIGHTS_LOADING, 3, 7, "shards", 12.4, 0.35e9))
     plain.event(PhaseReached(1.0, Phase.TORCH_COMPILE, 9, 26.0, 54.0))
-    plain.event(Progress(2.0, Phase.WEIGHTS_LOADING, 3, 7, "shards", 12.4, 0.35e9))
+    plain.event(Progress(2.0, Phase.WEIGHTS_LOADING, 7, 7, "shards", 0.0, 0.35e9))  # late
     plain.event(SlowPhase(80.0, Phase.TORCH_COMPILE, 60.0, 54.0, "a cold compile cache"))
     text = out.getvalue()
     assert "(predicted 26.0s, at most 54.0s)" in text
     assert "3/7 shards, 0.35 GB/s, ETA 12.4s" in text
+    assert "7/7" not in text  # a phase that is over: its late line is not a step back
     assert (
         "torch_compile is slower than predicted: 1m00s so far, expected at most 54.0s; "
         "likely a cold compile cache"

@@ -255,12 +255,13 @@ class StartupMachine:
             return self._on_phase(event, now)
         if isinstance(event, ProgressEvent):
             self._last_activity = now
-            if event.phase.order < self.phase.order and not self.policy.model_on_request:
-                # a phase that is over: its last progress line came late (tqdm writes to
-                # stderr, the next phase's line to stdout, and the two are read apart);
-                # "loading weights 126/126" after "weights loaded" would be a step back
-                return []
-            self.progress = event
+            # a phase that is over may still send its last progress line late (tqdm writes to
+            # stderr, the next phase's line to stdout, and the two are read apart): it is
+            # reported (--json: the shards done), but it is no longer the current progress,
+            # and people are not shown it ("loading weights 126/126" after "weights loaded"
+            # would be a step back: render.live)
+            if event.phase.order >= self.phase.order or self.policy.model_on_request:
+                self.progress = event
             return [self._progress(event, now)]
         if isinstance(event, FailureEvent):
             return self._on_failure(event.failure, now, tentative=event.tentative)
