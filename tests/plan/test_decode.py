@@ -233,6 +233,25 @@ def test_what_bounds_the_speed() -> None:
     assert predict(long, decode.gpu_processor(model), None).bound_by == "kv_cache"
 
 
+def test_one_device_is_never_bound_by_collectives() -> None:
+    """A tiny model on one GPU waits for its layers' kernels, not for collectives (none):
+    issue 29's 'bound by collectives' on a one-device plan."""
+    tiny = Workload(
+        weight_bytes_per_stage=(50_000_000,),
+        kv_bytes_per_stage=(0,),
+        num_layers=24,
+        arch_class="dense",
+        allreduces=0,
+        payload_bytes=2048,
+        tensor_parallel=1,
+    )
+    speed = predict(tiny, decode.gpu_processor(gpu_catalog.lookup("H100")), None)
+    assert speed.collectives_per_token == 0
+    assert speed.bound_by == "per_layer_latency"
+    assert "bound by per-layer latency (" in speed.expected_line()
+    assert "collectives" not in speed.expected_line()
+
+
 @pytest.mark.parametrize("name", ["Llama-3.1-8B", "Qwen3-30B-A3B", "DeepSeek-V3", "gpt-oss-120b"])
 def test_expected_is_below_the_ceiling(name: str) -> None:
     """The expected speed derates the ceiling; it never exceeds it."""

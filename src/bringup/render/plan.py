@@ -243,7 +243,7 @@ def format_compare(rows: list[CompareRow]) -> Table:
     line("max concurrency", [f"{r.max_concurrency:.2f} at {r.context:,} tokens" for r in rows])
     line("decode ceiling", [speed(r.decode, "ceiling_tokens_per_s") for r in rows])
     line("decode expected", [speed(r.decode, "expected_tokens_per_s") for r in rows])
-    line("bound by", [r.decode.bound_by if r.decode else "-" for r in rows])
+    line("bound by", [r.decode.bound_by_words if r.decode else "-" for r in rows])
     return table
 
 

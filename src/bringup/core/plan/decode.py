@@ -99,8 +99,9 @@ busiest. Speculative decoding emits several tokens per step and can exceed it: t
 plans without a draft model.
 
 What bounds it (``bound_by``) is the largest term of the expected time: ``"weights"``,
-``"kv_cache"`` or ``"collectives"`` (fixed costs count with the collectives: both are
-latency, not bandwidth).
+``"kv_cache"``, ``"collectives"`` (the all-reduces and sends between GPUs; none on one
+device) or ``"per_layer_latency"`` (the fixed cost of each layer's kernels: launches under
+eager mode, graph replay otherwise).
 
 >>> link = Link("nvlink", 450e9)
 >>> gpu = Processor("H100", "gpu", 3.35e12)
@@ -241,7 +242,7 @@ class DecodeSpeed:
 
     ceiling_tokens_per_s: float
     expected_tokens_per_s: float
-    bound_by: str  # "weights" | "kv_cache" | "collectives"
+    bound_by: str  # "weights" | "kv_cache" | "collectives" | "per_layer_latency"
     bytes_per_token_per_gpu: int  # the busiest GPU: weights + KV cache it reads per token
     collectives_per_token: int
     collective_latency_seconds: float  # one collective (0 on a single GPU)
@@ -269,6 +270,11 @@ class DecodeSpeed:
             )
         return f"decode ceiling:  {self.ceiling_tokens_per_s:,.1f} tok/s at batch 1 ({parts})"
 
+    @property
+    def bound_by_words(self) -> str:
+        """``bound_by`` for people: "per-layer latency", "kv cache"."""
+        return self.bound_by.replace("_", " ").replace("per layer", "per-layer")
+
     def expected_line(self) -> str:
         """One line for people: the expected speed and how it was derated."""
         comm = (
@@ -278,7 +284,8 @@ class DecodeSpeed:
             else ""
         )
         return (
-            f"decode expected: {self.expected_tokens_per_s:,.1f} tok/s, bound by {self.bound_by} "
+            f"decode expected: {self.expected_tokens_per_s:,.1f} tok/s, bound by "
+            f"{self.bound_by_words} "
             f"({self.arch_class} on {self.processor}: {self.bandwidth_efficiency:.0%} of the "
             f"bandwidth, {self.per_layer_seconds * 1e6:.0f} us per layer{comm})"
         )
@@ -312,7 +319,12 @@ def predict(workload: Workload, processor: Processor, link: Link | None) -> Deco
         )
     fixed = workload.num_layers * per_layer
     weights_bw = eff_bw * decode_costs.format_efficiency(workload.weight_format)
-    terms = {"weights": weights / weights_bw, "kv_cache": kv / eff_bw, "collectives": comm + fixed}
+    terms = {
+        "weights": weights / weights_bw,
+        "kv_cache": kv / eff_bw,
+        "collectives": comm,
+        "per_layer_latency": fixed,
+    }
     expected = sum(terms.values())
     busiest = max(
         (
