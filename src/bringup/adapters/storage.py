@@ -193,10 +193,18 @@ def _timed_read(path: str, offset: int, length: int, clock: Callable[[], float])
             src.release()
 
 
-def _drop(path: str, offset: int, length: int) -> None:
+def _drop(path: str, offset: int, length: int, tries: int = 10) -> None:
+    """Drop ``length`` bytes at ``offset`` from the page cache. Pages that readahead is still
+    reading in (the mapping's faults start it asynchronously) are locked and DONTNEED skips
+    them, so it is asked again, briefly apart, until the stretch shows no resident page."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+        for attempt in range(tries):
+            os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+            vec = resident_pages(path)[1][offset // PAGE : (offset + length + PAGE - 1) // PAGE]
+            if not _resident(vec) or attempt == tries - 1:
+                return
+            time.sleep(0.01 * (attempt + 1))
     finally:
         os.close(fd)
 
