@@ -193,10 +193,28 @@ def _timed_read(path: str, offset: int, length: int, clock: Callable[[], float])
             src.release()
 
 
+_RESIDENT_RUN = re.compile(b"\x01+")
+
+
+def _settle(fd: int, vec: bytes, offset: int) -> None:
+    """Wait for the reads still in flight in a stretch whose mincore vector is ``vec``: a page
+    the readahead is still reading is in the page cache but locked, and reading it waits for
+    it. Only resident pages are read, with readahead off for ``fd``, so nothing new comes in."""
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+    for m in _RESIDENT_RUN.finditer(vec.translate(_LOW_BIT)):
+        pos, end = offset + m.start() * PAGE, offset + m.end() * PAGE
+        while pos < end:
+            got = len(os.pread(fd, min(CHUNK, end - pos), pos))
+            if got == 0:
+                break
+            pos += got
+
+
 def _drop(path: str, offset: int, length: int, tries: int = 10) -> None:
     """Drop ``length`` bytes at ``offset`` from the page cache. Pages that readahead is still
     reading in (the mapping's faults start it asynchronously) are locked and DONTNEED skips
-    them, so it is asked again, briefly apart, until the stretch shows no resident page."""
+    them: those are waited for (``_settle``) and the stretch dropped again, until it shows no
+    resident page."""
     fd = os.open(path, os.O_RDONLY)
     try:
         for attempt in range(tries):
@@ -204,6 +222,7 @@ def _drop(path: str, offset: int, length: int, tries: int = 10) -> None:
             vec = resident_pages(path)[1][offset // PAGE : (offset + length + PAGE - 1) // PAGE]
             if not _resident(vec) or attempt == tries - 1:
                 return
+            _settle(fd, vec, offset)
             time.sleep(0.01 * (attempt + 1))
     finally:
         os.close(fd)
