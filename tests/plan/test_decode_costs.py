@@ -97,3 +97,49 @@ def test_pcie_latency_grows_with_the_tp_size_by_ncclS_ring_step_and_nvlink_does_
     assert decode.Link("nvlink", 450e9).latency_at(8) == NVLINK.latency_at(2) == 8e-6
     tp8 = dataclasses.replace(BASE, tensor_parallel=8)
     assert decode.predict(tp8, GPU, pcie).collective_latency_seconds == pytest.approx(28e-6)
+
+
+def test_nemotron_h_blocks_launch_their_own_kernels_and_one_all_reduce_each() -> None:
+    """A Nemotron-H layer is one block (a Mamba-2 mixer, attention, an MLP or the experts): it
+    launches that block's kernels and, under TP, one all-reduce, not a decoder layer's two."""
+    from plan.helpers import planner_for
+    from plan.test_families import NEMOTRON_H
+
+    planner, s = planner_for(NEMOTRON_H, "H100", 2, tensor_parallel_size=2)
+    w = decode.workload_for(planner.arch, planner.tensors, s, decode.DecodeSetup())
+    assert w.blocks == ("mamba", "mlp", "mamba", "attention", "mlp", "moe", "mlp")
+    assert w.allreduces == 7 + 2  # one per block, + the vocabulary embedding and logits
+    # mamba 6 x 2, mlp 4 x 3, attention 6, moe 8 + its shared expert's 3
+    assert decode_costs.block_kernels(w.blocks, shared_experts=True) == 12 + 12 + 6 + 11
+    speed = decode.predict(w, GPU, NVLINK)
+    assert speed.per_layer_seconds * 7 == pytest.approx(41 * decode_costs.GRAPH_KERNEL_SECONDS)
+    # quantized activations: one more kernel per quantized GEMM of each block
+    assert decode_costs.block_kernels(("mamba", "mlp"), weight_format="fp8") == 6 + 2 + 4 + 2
+
+
+def test_only_attention_blocks_add_decode_context_parallel_collectives() -> None:
+    """-dcp adds two collectives per attention layer: Nemotron-H has one, not seven."""
+    from plan.helpers import planner_for
+    from plan.test_families import NEMOTRON_H
+
+    planner, s = planner_for(NEMOTRON_H, "H100", 2, tensor_parallel_size=2)
+    plain = decode.workload_for(planner.arch, planner.tensors, s, decode.DecodeSetup())
+    dcp = decode.workload_for(
+        planner.arch, planner.tensors, s, decode.DecodeSetup(decode_context_parallel_size=2)
+    )
+    assert dcp.allreduces - plain.allreduces == 2
+
+
+def test_an_eager_collective_costs_at_least_one_eager_operator() -> None:
+    """Under --enforce-eager a small all-reduce is one more operator Python dispatches."""
+    graph = decode.predict(BASE, GPU, NVLINK)
+    eager = decode.predict(dataclasses.replace(BASE, graphs=False), GPU, NVLINK)
+    assert graph.collective_latency_seconds == pytest.approx(8e-6)
+    assert eager.collective_latency_seconds == pytest.approx(decode_costs.EAGER_KERNEL_SECONDS)
+    # a link slower than the dispatch keeps its own latency
+    assert decode_costs.collective_seconds(55e-6, graphs=False) == 55e-6
+    fixed = BASE.num_layers * (eager.per_layer_seconds - graph.per_layer_seconds)
+    extra = 82 * (decode_costs.EAGER_KERNEL_SECONDS - 8e-6)
+    assert 1 / eager.expected_tokens_per_s - 1 / graph.expected_tokens_per_s == pytest.approx(
+        fixed + extra, rel=1e-3
+    )

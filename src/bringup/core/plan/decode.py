@@ -36,8 +36,11 @@ layer's all-reduce becomes two all-to-alls (dispatch and combine); with decode c
 parallelism each attention layer adds two (the query all-gather and the reduction of partial
 outputs with their log-sum-exp, vLLM ``docs/serving/context_parallel_deployment.md``); each
 pipeline boundary adds one send; MiniMax-M2 adds one per attention layer (the all-reduce of its
-q/k norm's variance, :data:`VARIANCE_ALL_REDUCE_MODEL_TYPES`). The payload is one token's hidden
-state.
+q/k norm's variance, :data:`VARIANCE_ALL_REDUCE_MODEL_TYPES`). Nemotron-H's layers are single
+blocks (a Mamba-2 mixer, attention, an MLP or the experts: ``nemotron_h.py``, each decoder layer
+one norm and one mixer whose output projection is row-parallel): one all-reduce per block, and
+only its attention blocks count as attention layers (not the Mamba, MLP or MoE blocks, whose KV
+kind is "linear" or "none"). The payload is one token's hidden state.
 
 **Collective latency** by interconnect, for a message of a few KiB inside a CUDA graph
 (:data:`COLLECTIVE_LATENCY_SECONDS`):
@@ -60,7 +63,10 @@ NVIDIA/nccl ``src/graph/tuning.cc``). The PCIe figures above are measured at 4 r
 and 8 ranks (``pcie-numa``); another TP size moves them by that 1.0 us per step
 (:data:`RING_ANCHOR_RANKS`, :data:`RING_HOP_SECONDS`): ``pcie`` at TP 8 is 28 us, at TP 2
 16 us. NVLink's figure is vLLM's custom all-reduce (one shot, 3.7-7.8 us from 2 to 8 GPUs in
-the same measurement): flat.
+the same measurement): flat. Under ``--enforce-eager`` a collective is one more operator that
+Python dispatches (vLLM's ``tensor_model_parallel_all_reduce``, a custom op over the device
+communicator), so it takes at least an eager operator's time:
+:func:`~bringup.core.plan.decode_costs.collective_seconds`.
 
 **Expected** speed takes the ceiling's terms with a bandwidth efficiency and adds a fixed cost
 per layer (kernel launches and their tails, which a CUDA graph shortens but does not remove),
@@ -119,13 +125,14 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from bringup.core.checkpoint import TensorInfo
 from bringup.core.gpu_catalog import GpuModel
 from bringup.core.plan import decode_costs
 from bringup.core.plan import kv as kvmod
 from bringup.core.plan.arch import Architecture
+from bringup.core.plan.decode_experts import busiest_experts
+from bringup.core.plan.decode_experts import expert_counts as expert_counts  # re-exported
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.settings import Settings
 from bringup.core.plan.weights import Parallel, weights_per_stage
@@ -229,6 +236,7 @@ class Workload:
     weight_format: str = "none"  # quant.WeightFormat.method of the linear layers
     shared_experts: bool = False
     model_type: str = ""  # config.json's model_type (per-family kernels: decode_costs)
+    blocks: tuple[str, ...] = ()  # Nemotron-H: one block per layer (decode_costs.BLOCK_KERNELS)
 
     @property
     def collectives(self) -> int:
@@ -303,13 +311,22 @@ def predict(workload: Workload, processor: Processor, link: Link | None) -> Deco
     kv = sum(workload.kv_bytes_per_stage)
     count = workload.collectives if link is not None and _multi(workload) else 0
     latency = link.latency_at(max(2, workload.tensor_parallel)) if count and link else 0.0
+    if count and processor.kind == "gpu":
+        latency = decode_costs.collective_seconds(latency, graphs=workload.graphs)
     moved = _moved_bytes(workload, link) if count else 0.0
     comm = count * latency + moved
     least = sum(workload.ceiling_weight_bytes_per_stage or workload.weight_bytes_per_stage)
     ceiling = (least + kv) / bandwidth
     eff_bw = bandwidth * costs.bandwidth_efficiency
     per_layer = costs.per_layer_seconds
-    if processor.kind == "gpu":
+    if processor.kind == "gpu" and workload.blocks:
+        per_layer = decode_costs.blocks_seconds(
+            workload.blocks,
+            graphs=workload.graphs,
+            weight_format=workload.weight_format,
+            shared_experts=workload.shared_experts,
+        ) / max(1, workload.num_layers)
+    elif processor.kind == "gpu":
         per_layer = decode_costs.per_layer_seconds(
             workload.arch_class,
             graphs=workload.graphs,
@@ -486,11 +503,13 @@ def vllm_workload(
     )
     layers = arch.num_layers
     moe_layers = layers - len(moe.dense_layers) if moe else 0
-    attention_layers = sum(1 for k in arch.layer_kinds if k != "linear")
+    attention_layers = sum(1 for k in arch.layer_kinds if k in ("full", "sliding"))
+    # a Nemotron-H block is one mixer or one feed-forward: one row-parallel output, one all-reduce
+    per_layer = 1 if arch.blocks is not None else 2
     allreduces = all_to_alls = 0
     if tp > 1:
         ep_layers = moe_layers if expert_parallel else 0
-        allreduces = 2 * layers - ep_layers + 2  # + vocab embedding and the logits gather
+        allreduces = per_layer * layers - ep_layers + 2  # + vocab embedding and logits gather
         all_to_alls = 2 * ep_layers
         if dcp > 1:
             allreduces += 2 * attention_layers
@@ -513,50 +532,8 @@ def vllm_workload(
         weight_format=weight_format,
         shared_experts=bool(moe and moe.shared_intermediate_size),
         model_type=arch.model_type,
+        blocks=arch.blocks or (),
     )
-
-
-def expert_counts(num_experts: int, ranks: int) -> tuple[int, ...]:
-    """Experts per EP rank as vLLM places them: ``E // EP`` each, the first ``E % EP`` one more."""
-    base, extra = divmod(num_experts, ranks)
-    return tuple(base + (1 if r < extra else 0) for r in range(ranks))
-
-
-@lru_cache(maxsize=256)
-def busiest_experts(num_experts: int, top_k: int, ranks: int) -> float:
-    """Expected number of one token's ``top_k`` experts on the GPU that holds the most of them.
-
-    The k experts are k distinct experts of E, drawn uniformly; rank r holds ``n_r`` of them
-    (:func:`expert_counts`). ``P(max <= m)`` is the number of draws with at most m on every
-    rank, the coefficient of ``x^k`` in ``prod_r sum_{j<=m} C(n_r, j) x^j``, over ``C(E, k)``;
-    ``E[max] = sum_{m>=1} P(max >= m)``. Exact integers, then one division.
-
-    >>> busiest_experts(128, 8, 4), busiest_experts(8, 2, 8), busiest_experts(64, 6, 1)
-    (3.4859..., 1.0, 6.0)
-    """
-    k = min(top_k, num_experts)
-    if ranks <= 1 or k <= 0:
-        return float(k)
-    sizes = expert_counts(num_experts, ranks)
-    total = math.comb(num_experts, k)
-    expected = 0.0
-    for m in range(1, k + 1):  # P(max >= m) = 1 - P(max <= m - 1)
-        expected += 1.0 - _draws_at_most(sizes, k, m - 1) / total
-    return expected
-
-
-def _draws_at_most(sizes: Sequence[int], k: int, cap: int) -> int:
-    """How many k-subsets of the experts put at most ``cap`` on every rank."""
-    poly = [1] + [0] * k  # coefficients of x^0..x^k
-    for n in sizes:
-        term = [math.comb(n, j) for j in range(min(n, cap) + 1)]
-        out = [0] * (k + 1)
-        for i, a in enumerate(poly):
-            if a:
-                for j, b in enumerate(term[: k + 1 - i]):
-                    out[i + j] += a * b
-        poly = out
-    return poly[k]
 
 
 def workload_for(

@@ -44,6 +44,23 @@ apart, by :mod:`.decode`):
   expert GEMMs, two more with shared experts; MLA: the fused q_a/kv_a, q_b, o, the experts' two
   and the shared expert's two). INT4 W4A16 (AWQ, GPTQ) and BF16 do not quantize activations.
 
+**Nemotron-H** (``nemotron_h.py``): each layer is one block, a fused add + RMSNorm and one
+mixer, so a block launches fewer kernels than a decoder layer (:data:`BLOCK_KERNELS`): a Mamba-2
+block its in_proj GEMM, ``causal_conv1d_update``, ``selective_state_update``, the gated RMSNorm
+and out_proj (6 with the norm); an attention block (no rotary embedding in
+``NemotronHAttention``) its QKV GEMM, the KV-cache write, the attention kernel and its combine,
+o_proj (6); an MLP block up GEMM, relu², down GEMM (4); an MoE block the router GEMM, the
+grouped top-k, ``moe_align_block_size``, the two expert GEMMs, the activation and ``moe_sum``
+(8), and a shared expert's up, activation and down (3 more). Quantized activations add one
+kernel per quantized GEMM (:data:`BLOCK_QUANTIZED_GEMMS`, the shared expert's two as well).
+
+**Collectives under eager mode**: inside a CUDA graph a small all-reduce costs the link's
+latency (:mod:`.decode`); launched eagerly it is one more operator dispatched from Python (vLLM's
+``tensor_model_parallel_all_reduce``, a registered custom op, then the device communicator's
+NCCL or custom all-reduce call), so when the host is the bottleneck it costs at least
+:data:`EAGER_KERNEL_SECONDS`, the same per-operator time as a kernel
+(:func:`collective_seconds`: the larger of the two; the GPU's part overlaps the dispatch).
+
 **INT4 experts through Marlin** (vLLM's ``fused_marlin_moe``: AWQ, GPTQ and compressed-tensors
 W4A16 MoE checkpoints) launch the same kinds of kernels as other experts (align, the two
 grouped GEMMs, the activation, the sum) and are counted like them. The one public timing of
@@ -78,6 +95,9 @@ ACTIVATION_QUANT_FORMATS = frozenset({"fp8", "fp8-channel", "int8", "nvfp4", "mx
 QUANTIZED_GEMMS: dict[str, int] = {"dense": 4, "moe": 4, "mla": 7}
 SHARED_EXPERT_GEMMS = 2  # a shared expert's gate_up and down (MoE classes; MLA counts them)
 FORMAT_EFFICIENCY: dict[str, float] = {"int4": 0.97, "awq": 0.97, "gptq": 0.97}
+# Nemotron-H's blocks at batch 1 (nemotron_h.py, module docstring); quantized GEMMs per block
+BLOCK_KERNELS: dict[str, int] = {"mamba": 6, "attention": 6, "mlp": 4, "moe": 8}
+BLOCK_QUANTIZED_GEMMS: dict[str, int] = {"mamba": 2, "attention": 2, "mlp": 2, "moe": 2}
 MARLIN_MOE_CALL_SECONDS = 130e-6  # fused_marlin_moe at M=1, host-launched (FlagGems#3375): unused
 
 
@@ -121,3 +141,36 @@ def per_layer_seconds(
 def format_efficiency(method: str) -> float:
     """How much of the class's bandwidth efficiency a weight format keeps at batch 1."""
     return FORMAT_EFFICIENCY.get(method, 1.0)
+
+
+def block_kernels(
+    blocks: tuple[str, ...], *, weight_format: str = "none", shared_experts: bool = False
+) -> int:
+    """Kernels a Nemotron-H model's blocks launch per token at batch 1 (module docstring)."""
+    quantized = weight_format in ACTIVATION_QUANT_FORMATS
+    total = 0
+    for b in blocks:
+        total += BLOCK_KERNELS.get(b, KERNELS_PER_LAYER["dense"])
+        total += BLOCK_QUANTIZED_GEMMS.get(b, 0) if quantized else 0
+        if b == "moe" and shared_experts:
+            total += SHARED_EXPERT_KERNELS + (SHARED_EXPERT_GEMMS if quantized else 0)
+    return total
+
+
+def blocks_seconds(
+    blocks: tuple[str, ...],
+    *,
+    graphs: bool,
+    weight_format: str = "none",
+    shared_experts: bool = False,
+) -> float:
+    """The fixed time of a Nemotron-H model's blocks per token (graph or eager per kernel)."""
+    each = GRAPH_KERNEL_SECONDS if graphs else EAGER_KERNEL_SECONDS
+    kernels = block_kernels(blocks, weight_format=weight_format, shared_experts=shared_experts)
+    return kernels * each
+
+
+def collective_seconds(latency: float, *, graphs: bool) -> float:
+    """One small collective: the link's latency in a CUDA graph; launched eagerly, at least the
+    time Python takes to dispatch one operator (module docstring)."""
+    return latency if graphs else max(latency, EAGER_KERNEL_SECONDS)
