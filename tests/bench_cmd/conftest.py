@@ -29,6 +29,8 @@ class Behaviour:
     fail_after: int | None = None  # completions after this many answer with `failure`
     failure: str = "500"  # "500", "drop" (close mid-stream), "hang" (never answer) or
     # "interrupt" (end with [DONE] after 2 tokens and no finish_reason, as llama-cpp-python does)
+    merged: bool = False  # the whole answer in one closing chunk with empty text (vLLM's
+    # output collector merges the deltas of a slow consumer; its tokens decode to nothing)
     reject_extras: bool = False  # 400 when ignore_eos is sent (a strict server)
     models_hang: bool = False  # /v1/models never answers
     metrics: str | None = None  # Prometheus text served at /metrics (404 when None)
@@ -120,6 +122,10 @@ class _Handler(BaseHTTPRequestHandler):
         chat = "messages" in body
         for i in range(n):
             _sleep_until(start + b.ttft_seconds + i / b.token_rate)
+            if b.merged:
+                if i == n - 1:
+                    self._event(_chunk(chat, "", "length"))
+                continue
             if drop and i == 2:
                 self.wfile.flush()
                 self.close_connection = True

@@ -71,3 +71,25 @@ def test_complete_answer_counts_every_token(sse_server: Any) -> None:
     assert timing.is_success
     assert timing.output_tokens == 5
     assert len(timing.itl_seconds) == 4
+
+
+@pytest.mark.parametrize("usage", [True, False])
+def test_tokens_merged_into_an_empty_closing_chunk(sse_server: Any, usage: bool) -> None:
+    """An answer whose tokens all came in one closing chunk with no text (a consumer slower
+    than vLLM gets its deltas merged; the tiny model's tokens decode to nothing) counts the
+    tokens usage reports, first token at that chunk; without usage nothing says a token came."""
+    sse_server.behaviour.merged = True
+    sse_server.behaviour.usage = usage
+    req = StreamRequest(
+        "twin-model", "hello", 4, 2, extras={"stream_options": {"include_usage": True}}
+    )
+    with OpenAIStream(sse_server.url, timeout_seconds=10) as client:
+        timing = client.stream(req, time.perf_counter() + 10)
+    if not usage:
+        assert timing.error == "the stream had no generated text"
+        return
+    assert timing.is_success, timing.error
+    assert timing.output_tokens == 4
+    assert timing.itl_seconds == ()
+    assert timing.ttft_seconds is not None
+    assert timing.ttft_seconds >= sse_server.behaviour.ttft_seconds + 3 / 50.0 - 0.01

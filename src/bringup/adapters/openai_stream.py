@@ -241,6 +241,7 @@ class _Recorder:
         self.chunk_times: list[float] = []
         self.usage_output: int | None = None
         self.finished = False
+        self.finish_time: float | None = None  # the chunk that carried the finish_reason
 
     def on_event(self, data: str, now: float) -> RequestTiming | None:
         try:
@@ -257,6 +258,7 @@ class _Recorder:
         choices = event.get("choices") or []
         if choices and isinstance(choices[0], dict) and choices[0].get("finish_reason"):
             self.finished = True
+            self.finish_time = now
         return None
 
     def _take_usage(self, usage: Any) -> None:
@@ -281,9 +283,16 @@ class _Recorder:
         return self.fail("the stream ended before [DONE] (connection dropped?)", now)
 
     def finish(self, now: float) -> RequestTiming:
-        if not self.chunk_times:
-            return self.fail("the stream had no generated text", now)
         times = self.chunk_times
+        if not times and self.usage_output and self.finish_time is not None:
+            # The server counted tokens but streamed them in one closing chunk with no text: a
+            # consumer slower than the engine gets its deltas merged (vLLM's output collector
+            # joins the outputs it has not handed out yet), and tokens that decode to nothing
+            # (skipped special tokens, a partial UTF-8 byte) leave its text empty. They arrived
+            # with that chunk.
+            times = [self.finish_time]
+        if not times:
+            return self.fail("the stream had no generated text", now)
         return RequestTiming(
             start_seconds=self.start,
             latency_seconds=now - self.start,
