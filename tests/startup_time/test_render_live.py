@@ -18,7 +18,7 @@ def test_plain_lines_say_prediction_rate_eta_and_slowness() -> None:
     plain = PlainObserver(out, echo=False)
     plain.event(Progress(0.5, Phase.WEIGHTS_LOADING, 3, 7, "shards", 12.4, 0.35e9))
     plain.event(PhaseReached(1.0, Phase.TORCH_COMPILE, 9, 26.0, 54.0))
-    plain.event(Progress(2.0, Phase.WEIGHTS_LOADING, 7, 7, "shards", 0.0, 0.35e9))  # late
+    plain.event(Progress(2.0, Phase.WEIGHTS_LOADING, 7, 7, "shards", 0.0, 0.35e9, late=True))
     plain.event(SlowPhase(80.0, Phase.TORCH_COMPILE, 60.0, 54.0, "a cold compile cache"))
     text = out.getvalue()
     assert "(predicted 26.0s, at most 54.0s)" in text
@@ -36,3 +36,13 @@ def test_weights_bar_renders_counts_rate_and_eta() -> None:
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "weights" in text
     assert "3/7 shards, 0.35 GB/s, ETA 12.4s" in text
+
+
+def test_a_late_progress_line_says_so_in_json() -> None:
+    """--json keeps a finished phase's late line (the shards done) and marks it late; a
+    current one carries no such field."""
+    late = Progress(2.0, Phase.WEIGHTS_LOADING, 7, 7, "shards", late=True).to_json()
+    now = Progress(2.0, Phase.WEIGHTS_LOADING, 3, 7, "shards").to_json()
+    assert late["late"] is True
+    assert late["done"] == 7
+    assert "late" not in now

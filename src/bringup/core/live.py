@@ -78,6 +78,10 @@ class Progress(_Event):
     unit: str
     eta_seconds: float | None = None  # with a prediction: the weights phase's time left
     bytes_per_second: float | None = None  # the weights read so far, per second
+    # a finished phase's last line that came after the next phase began (tqdm writes to
+    # stderr, the next phase's line to stdout, read apart): reported, but not the current
+    # progress, and not shown to people ("loading weights 126/126" after "weights loaded")
+    late: bool = False
 
     def _fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -86,6 +90,8 @@ class Progress(_Event):
             "total": self.total,
             "unit": self.unit,
         }
+        if self.late:
+            out["late"] = True
         if self.eta_seconds is not None:
             out["eta_seconds"] = round(self.eta_seconds, 1)
         if self.bytes_per_second is not None:

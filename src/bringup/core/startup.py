@@ -255,19 +255,16 @@ class StartupMachine:
             return self._on_phase(event, now)
         if isinstance(event, ProgressEvent):
             self._last_activity = now
-            # a phase that is over may still send its last progress line late (tqdm writes to
-            # stderr, the next phase's line to stdout, and the two are read apart): it is
-            # reported (--json: the shards done), but it is no longer the current progress,
-            # and people are not shown it ("loading weights 126/126" after "weights loaded"
-            # would be a step back: render.live)
-            if event.phase.order >= self.phase.order or self.policy.model_on_request:
+            late = event.phase.order < self.phase.order and not self.policy.model_on_request
+            if not late:
                 self.progress = event
-            return [self._progress(event, now)]
+            return [self._progress(event, now, late)]
         if isinstance(event, FailureEvent):
             return self._on_failure(event.failure, now, tentative=event.tentative)
         return []
 
-    def _progress(self, event: ProgressEvent, now: float) -> Progress:
+    def _progress(self, event: ProgressEvent, now: float, late: bool) -> Progress:
+        """The live event (``late``: see ``core.live.Progress``)."""
         t = now - self.start
         est = (
             self.expect.on_progress(event.phase, event.done, event.total, t)
@@ -276,7 +273,7 @@ class StartupMachine:
         )
         eta = None if est is None else est.eta_seconds
         rate = None if est is None or self.expect is None else self.expect.bytes_per_second(est)
-        return Progress(t, event.phase, event.done, event.total, event.unit, eta, rate)
+        return Progress(t, event.phase, event.done, event.total, event.unit, eta, rate, late)
 
     def _stall_limit(self) -> float | None:
         """``--stall``, or with a prediction several expected gaps with it as the floor."""

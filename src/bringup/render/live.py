@@ -154,7 +154,6 @@ class PlainObserver:
         self.gpu_every_seconds = gpu_every_seconds
         self._last_gpu_t = -1e9
         self._last_progress_t = -1e9
-        self._phase_order = -1  # the phase said last: a late line of an earlier one is not shown
 
     def _say(self, t: float | None, text: str) -> None:
         stamp = f"[{format_seconds(t):>7}] " if t is not None else ""
@@ -163,13 +162,12 @@ class PlainObserver:
 
     def event(self, event: LiveEvent) -> None:
         if isinstance(event, PhaseReached):
-            self._phase_order = event.phase.order
             words = f"phase {event.phase}: {PHASE_WORDS[event.phase]}{predicted_words(event)}"
             self._say(event.t, words)
         elif isinstance(event, SlowPhase):
             self._say(event.t, slow_line(event))
         elif isinstance(event, Progress):
-            if event.phase.order < self._phase_order:
+            if event.late:
                 return  # a phase that is over: its late last line would be a step back
             if event.done == event.total or event.t - self._last_progress_t >= 1.0:
                 self._last_progress_t = event.t
