@@ -64,6 +64,21 @@ def test_unknown_command_did_you_mean() -> None:
     assert "did you mean `bringup plan`?" in err
 
 
+def test_flags_before_the_command_are_the_commands() -> None:
+    """``bringup --json plna``: the misspelt command is named (not --json) and the error is
+    one JSON object; ``bringup --json plan M`` plans as ``plan --json M`` does."""
+    code, out, err = _run(["--json", "plna"])
+    assert code == 2
+    assert json.loads(out)["error"] == "unknown command 'plna'"
+    assert "did you mean `bringup plan`?" in err
+    code, out, _ = _run(["--json", "plan", "Llama-3.1-8B", "--gpu", "H100"])
+    assert code == 0
+    assert json.loads(out)["model"]["architecture"] == "LlamaForCausalLM"
+    code, out, _ = _run(["--json"])
+    assert code == 2
+    assert json.loads(out)["error"] == "no command given"
+
+
 def test_unknown_option_did_you_mean() -> None:
     """``plan --tp 2``: vLLM's short -tp."""
     code, _, err = _run(["plan", "--tp", "2", "MiniMax-M2.5"])

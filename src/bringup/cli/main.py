@@ -154,7 +154,12 @@ def _dispatch(args: list[str], ctx: Context) -> int:
     if args[0] == "--version":
         ctx.stdout.write(f"bringup {__version__}\n")
         return 0
+    args = _command_first(args)
     name, rest = args[0], args[1:]
+    if name in _LEADING_FLAGS:
+        raise BringupError(
+            "no command given", hint="bringup COMMAND [options]; see `bringup --help`"
+        )
     if name not in COMMANDS:
         meant = help_text.closest(name, COMMANDS)
         hint = f"did you mean `bringup {meant}`?" if meant else "see `bringup --help` for the list"
@@ -185,6 +190,27 @@ def _dispatch(args: list[str], ctx: Context) -> int:
     module = importlib.import_module(f"bringup.cli.commands.{name}")
     code: int = module.run(namespace, ctx)
     return code
+
+
+# flags without a value that people put before the command, as other tools take them
+# (`bringup --json plan M`): they are the command's own, so they go after its name
+_LEADING_FLAGS = frozenset({"--json", "--quiet", "-q", "--verbose"})
+
+
+def _command_first(args: list[str]) -> list[str]:
+    """``--json plan M`` -> ``plan --json M``: leading value-less flags move after the command.
+
+    >>> _command_first(["--json", "plna", "x"])
+    ['plna', '--json', 'x']
+    >>> _command_first(["--tp", "plan"])
+    ['--tp', 'plan']
+    """
+    lead = 0
+    while lead < len(args) and args[lead] in _LEADING_FLAGS:
+        lead += 1
+    if lead == 0 or lead == len(args):
+        return args
+    return [args[lead], *args[:lead], *args[lead + 1 :]]
 
 
 def _split_dashes(args: list[str]) -> tuple[list[str], list[str] | None]:
