@@ -5,6 +5,7 @@
     tools/engine_messages.py extract tgi 3.3.7 GITDIR@v3.3.7
     tools/engine_messages.py check [--source vllm-0.32.0=DIR ...]
     tools/engine_messages.py coverage
+    tools/engine_messages.py reclassify                   # after a change of the mapping
 
 ``extract`` lists every failure site on the engine's startup path (see ``STARTUP_PATH``; what
 is read per language is in ``message_extract``), turns each message into a pattern (literal text
@@ -16,7 +17,9 @@ template (``{}`` for a value), pattern, class, rule, load, why. Only the message
 their places are kept: no code. ``check`` says whether the tables are current: always, that the
 mapping still gives every row its class; with ``--source`` for a table, that the source still
 gives the same rows. ``coverage`` prints, per table, the share of its sites bringup recognises
-with a class (the figure the issue sets goals for).
+with a class (the figure the issue sets goals for); resource warnings and Go errors that only
+wrap another (kind ``wrap``: ``"%s: %w"``, whose wrapped error's own site is counted) are listed
+apart from it. ``reclassify`` gives the stored rows the mapping's classes again (no source).
 
 The startup path (what runs from the command line to "ready"; request handling, the step
 loop, state save/restore and tests are left out by function name, ``RUNTIME_FUNCTIONS``):
@@ -209,11 +212,17 @@ RUNTIME_FUNCTIONS = re.compile(
     r"|get_sub_batch|common_tokenize|common_replay_last_token|output_resolve_row|get_embeddings\w*"
     r"|extract_layer_inputs|find_slot|set_input_\w+|iterate|handle_completions\w*|ex_wrapper|dsv4_\w+"
     r"|parse_\w+_response|fs_write_atomic|getServerStatusRetry|scheduleRunner"
-    r"|_invoke_utility_method|call_utility\w*|_gather_mm_embeddings|get_model|raise_if_nan_logits"
+    r"|_invoke_utility_method|call_utility\w*|_gather_mm_embeddings|raise_if_nan_logits"
     r"|\w*sleep\w*|shutdown\w*|monitor_workers|enqueue_output|get_persistent\w*"
-    r"|_ensure_workspace_size|_get_workspace_id|_reset_caches|reinitialize_distributed)$",
+    r"|_ensure_workspace_size|_get_workspace_id|_reset_caches|reinitialize_distributed)$"
+    # a method get_model hands out the model already built (a runner's accessor); the module
+    # function of that name builds it at the start (TGI's shard: models/__init__.py)
+    r"|\w\.get_model$",
     re.IGNORECASE,
 )
+# the model file's reader is the start wherever its function names say "decode" (Ollama's
+# fs/ggml Decode parses the GGUF the scheduler loads), as is what it calls
+STARTUP_READERS = re.compile(r"(?:^|/)fs/ggml/")
 _LANG = {".py": "python", ".rs": "rust", ".go": "go", ".cpp": "cpp", ".cu": "cpp", ".c": "cpp"}
 _SKIP = re.compile(r"(?:^|/)(?:tests?|test_\w+\.py|\w+_test\.go|benches)(?:/|$)")
 
@@ -340,8 +349,8 @@ def pattern_of(template: mx.Template) -> tuple[str | None, str]:
         return None, "no literal text (the whole message is a value)"
     if not _enough(best):
         longest = max(len(p.strip()) for p in literals)
-        words = len(re.findall(r"[A-Za-z]{2,}", " ".join(literals)))
-        return None, f"too little literal text to be recognised ({longest} chars, {words} words)"
+        n = words(" ".join(literals))
+        return None, f"too little literal text to be recognised ({longest} chars, {n} words)"
     return "".join(".*?" if part is None else re.escape(part) for part in best), ""
 
 
@@ -376,13 +385,21 @@ def _trim(line: list[mx.Part]) -> list[mx.Part]:
     return best
 
 
+# the words of a text: letter runs, a camelCase name's parts apart (``cuDeviceGetCount`` names
+# four: an API call is as telling as a phrase)
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]{2,}(?![a-z])|[A-Z][a-z]*")
+
+
+def words(text: str) -> int:
+    return sum(len(_WORD.findall(run)) for run in re.findall(r"[A-Za-z]{2,}", text))
+
+
 def _enough(line: list[mx.Part]) -> bool:
     """Whether a line has literal text enough to tell it from other lines."""
     literals = [p.strip() for p in line if p is not None]
     if not literals:
         return False
-    words = len(re.findall(r"[A-Za-z]{2,}", " ".join(literals)))
-    return max(len(p) for p in literals) >= MIN_LITERAL and words >= MIN_WORDS
+    return max(len(p) for p in literals) >= MIN_LITERAL and words(" ".join(literals)) >= MIN_WORDS
 
 
 # -- rows --------------------------------------------------------------------------------------
@@ -449,8 +466,10 @@ def classify(row: Row) -> Row:
     text = readable(template)
     cls, rule = message_classes.classify(text, row.type, row.file, row.function)
     pattern, why = pattern_of(template)
-    load = pattern is not None and cls is not None and row.kind != "log.warning"
-    if cls is None:
+    load = pattern is not None and cls is not None and row.kind not in APART
+    if row.kind == "wrap":
+        why = "only wraps another error (its own site says the message): listed apart"
+    elif cls is None:
         why = why or "no rule of the mapping places it"
     elif row.kind == "log.warning":
         why = why or "a warning: a cause only when a death follows, never loaded on its own"
@@ -477,7 +496,7 @@ def build_rows(engine: str, version: str, found: Iterable[mx.Site]) -> list[Row]
     rows = []
     seen = set()
     for site in found:
-        if RUNTIME_FUNCTIONS.search(site.function):
+        if RUNTIME_FUNCTIONS.search(site.function) and not STARTUP_READERS.search(site.file):
             continue  # served requests, not the start
         if not site.template or all(p is None for p in site.template):
             continue  # a message that is only a value (``raise ValueError(msg)`` unresolved)
@@ -507,9 +526,15 @@ def build_rows(engine: str, version: str, found: Iterable[mx.Site]) -> list[Row]
     return rows
 
 
+# rows outside the coverage's sites: resource warnings (a cause only with a death) and Go
+# errors that only wrap another (``"%s: %w"``: the wrapped error's own site is counted)
+APART = ("log.warning", "wrap")
+
+
 def coverage(rows: list[Row]) -> dict[str, int | float]:
-    """Sites (warnings apart), those with a class, those recognised (class and pattern)."""
-    errors = [r for r in rows if r.kind != "log.warning"]
+    """Sites (warnings and pure wraps apart), those with a class, those recognised (class and
+    pattern)."""
+    errors = [r for r in rows if r.kind not in APART]
     classed = [r for r in errors if r.cls is not None]
     loaded = [r for r in errors if r.load]
     share = round(100.0 * len(loaded) / len(errors), 1) if errors else 0.0
@@ -518,7 +543,8 @@ def coverage(rows: list[Row]) -> dict[str, int | float]:
         "with_class": len(classed),
         "recognised": len(loaded),
         "share_percent": share,
-        "warnings": len(rows) - len(errors),
+        "warnings": sum(r.kind == "log.warning" for r in rows),
+        "wraps": sum(r.kind == "wrap" for r in rows),
     }
 
 
@@ -585,7 +611,7 @@ def _coverage_line(c: dict[str, int | float]) -> str:
     return (
         f"{c['recognised']}/{c['sites']} startup-path failure sites recognised with a class "
         f"({c['share_percent']} %; {c['with_class']} with a class; {c['warnings']} resource "
-        "warnings listed apart)"
+        f"warnings and {c.get('wraps', 0)} pure wraps listed apart)"
     )
 
 
@@ -643,6 +669,21 @@ def _reclassified(rows: list[Row]) -> list[Row]:
     return fresh
 
 
+def cmd_reclassify() -> int:
+    """Every table's rows given their class by the mapping as it is now (no source needed: the
+    rows, their templates and places stay; class, rule, pattern, load, why and phase are
+    computed again, and the header's mapping digest and coverage with them)."""
+    for path in tables():
+        meta, rows = read_table(path)
+        fresh = _reclassified(rows)
+        meta = {**meta, "mapping_digest": mapping_digest(), "coverage": coverage(fresh)}
+        lines = [json.dumps({"meta": meta}, ensure_ascii=False)]
+        lines += [json.dumps(r.to_json(), ensure_ascii=False) for r in fresh]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        print(f"{path.stem}: {_coverage_line(coverage(fresh))}")
+    return 0
+
+
 def cmd_coverage() -> int:
     for path in tables():
         _meta, rows = read_table(path)
@@ -660,7 +701,10 @@ def main(argv: list[str] | None = None) -> int:
     ck = sub.add_parser("check", help="say whether the tables are current")
     ck.add_argument("--source", action="append", default=[], metavar="ENGINE-VERSION=SPEC")
     sub.add_parser("coverage", help="print each table's coverage")
+    sub.add_parser("reclassify", help="give every table's rows the mapping's classes again")
     args = parser.parse_args(argv)
+    if args.command == "reclassify":
+        return cmd_reclassify()
     if args.command == "extract":
         return cmd_extract(args.engine, args.version, args.source)
     if args.command == "check":

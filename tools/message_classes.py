@@ -69,11 +69,12 @@ _REFUSAL = (
     r"|not allowed|invalid|expected|exceed|too (?:large|small|many|few|long)|greater than"
     r"|larger than|less than|smaller than|at least|at most|not divisible|divisible by"
     r"|mutually exclusive|not equal|cannot be used|not enabled|out of range|not set"
-    r"|does not match|doesn't match|cannot use|cannot be|is true but|are (?:both )?set|both be)"
+    r"|does not match|doesn't match|cannot use|cannot be|is true but|are (?:both )?set|both be"
+    r"|does not divide|conflicts? with)"
 )
 _HARDWARE = (
     r"(?:compute capability|device capability|GPU architecture|\bsm_?\d{2}|\bSM ?\d{2}\b|Volta"
-    r"|Turing|Ampere|Hopper|Blackwell|hardware|\bplatform\b|ROCm|\bHIP\b|\bXPU\b|\bTPU\b|\bHPU\b"
+    r"|Turing|Ampere|Hopper|Blackwell|hardware|\bplatform\b|Flash ?Attention|ROCm|\bHIP\b|\bXPU\b|\bTPU\b|\bHPU\b"
     r"|\bNPU\b|Gaudi|Neuron|\bMPS\b|Metal|Vulkan|\bCUDA (?:version|arch|capabilit|runtime|driver|"
     r"toolkit|device)|driver version|kernel image|FlashAttention|flash[_-]?attn|FlashInfer"
     r"|attention backend|MLA \w* ?backend|\bNVML\b|amdsmi|\bdevice type|\bPCI\b|infiniband|\bRDMA\b"
@@ -90,13 +91,20 @@ _CONFIG_LAYER = _rx(
 # the command-line parsers alone (a file they cannot open is a flag's value)
 _ARG_PARSERS = _rx(r"/arg\.cpp$|arg_utils\.py$|cli_args\.py$|server_args\.py$|arg_groups/")
 
+# "failed to load model: <the reason, in the message's own words>" is no summary
+_REASON_GIVEN = _rx(r"failed to load (?:the )?models?: [a-z]")
+
 RULES: tuple[Rule, ...] = (
     # -- what ran out: the resource named decides, wherever the check is --------------------
     # an allocation on the device failed, whatever it was for (the KV cache's buffer too)
     Rule(
         "allocation-failed",
         "cuda_oom",
-        text=_rx(r"failed to allocate|cudaMalloc|memory allocation failed"),
+        # reserving a buffer or a graph's compute buffers is allocating them
+        text=_rx(
+            r"failed to allocate|cudaMalloc|memory allocation failed"
+            r"|failed to reserve (?:\w+ ){0,3}(?:buffers?|graph)"
+        ),
         not_text=_rx(r"host memory|\bRAM\b|system memory|CPU (?:memory|buffer)|pinned"),
     ),
     Rule(
@@ -173,6 +181,7 @@ RULES: tuple[Rule, ...] = (
         "config_error",
         text=_rx(
             r"not enough resources|enough GPUs|not enough \w+ devices|only found … \w+ devices"
+            r"|needs? (?:>=|at least) \S+ (?:devices|GPUs)"
             r"|exceeds the total number of available"
             r"|placement group|unique IP address|(?:number|count) of (?:GPUs|devices).{0,60}"
             + _NEGATIVE
@@ -188,6 +197,14 @@ RULES: tuple[Rule, ...] = (
         "hardware-refusal",
         "unsupported_hardware",
         text=_rx(_HARDWARE + r".{0,120}" + _NEGATIVE + r"|" + _NEGATIVE + r".{0,120}" + _HARDWARE),
+    ),
+    # a call of the GPU's driver or runtime API failed or is missing (CUDA driver cu*, NVML
+    # nvml*, HIP hip*, Vulkan vk*, Level Zero ze*): this device or its driver cannot be used
+    Rule(
+        "gpu-api-call",
+        "unsupported_hardware",
+        # case-sensitive: the API's prefix is lower case and its next word capitalised
+        text=re.compile(r"\b(?:cu|nvml|hip|vk|ze)[A-Z]\w* (?:failed|unavailable|error|returned)"),
     ),
     Rule(
         "no-device",
@@ -211,6 +228,7 @@ RULES: tuple[Rule, ...] = (
         "load-summary",
         "engine_core_died",
         text=_rx(r"failed to load (?:the )?models?\b"),
+        not_text=_REASON_GIVEN,
     ),
     # a quantization check: the method asked for and the checkpoint's do not agree (a flag)
     Rule(
@@ -237,7 +255,7 @@ RULES: tuple[Rule, ...] = (
             r"|(?:invalid|unknown|no such|not found|no supported).{0,60}(?:repository|repo id"
             r"|local directory|config format|model path)|error loading (?:model|vocab|tensor|weights)"
             r"|invalid (?:magic|header|split file|gguf|tensor|checkpoint|weights?|model file)"
-            r"|\bread (?:\w+ )?metadata|no projector tensors|missing model metadata|out of array bounds"
+            r"|\b(?:read|load|fetch) (?:\w+ ){0,2}metadata|\bkey\b.{0,40}must be of type|no projector tensors|missing model metadata|out of array bounds"
             r"|incompatible with your version|no longer compatible|illegal split|pre-tokenizer"
             r"|list of splits|file is NULL|LoRA|adapter"
         ),
@@ -248,7 +266,7 @@ RULES: tuple[Rule, ...] = (
         "missing_or_corrupt_weights",
         path=_rx(
             r"model_loader/|model-loader|weight_utils|/weights\.py$|utils/hub\.py$|gguf\.cpp$|fs/ggml/"
-            r"|llama-model-loader|/hub\.py$"
+            r"|llama-model-loader|/hub\.py$|llama-vocab|llama-adapter"
         ),
         not_text=_rx(
             r"not supported|unsupported|does not support|only supported|--|quantization|"
@@ -302,9 +320,10 @@ RULES: tuple[Rule, ...] = (
             r"|failed to initiali[sz]e|(?:have|has) not started|did not start|failed to launch"
             r"|errored|background loop|task failed|exception in worker|error executing method"
             r"|no longer running|error starting|unable to (?:connect|warm ?up|get|clear) .{0,30}shards?"
-            r"|error when initiali[sz]ing|failed to spawn|failed to load (?:the )?models?\b"
+            r"|error when initiali[sz]ing|failed to spawn|failed to load (?:the )?models?\b(?!: [a-z])"
             r"|cannot start|couldn't start|startup failed|disconnected|standard error output"
             r"|not responding|encountered an error|error loading llama server|\w+ failed: …$"
+            r"|webserver (?:error|failed)|failed to create[_ ]context"
         ),
     ),
     Rule(
@@ -328,6 +347,14 @@ RULES: tuple[Rule, ...] = (
             r"|not found in PATH|binary not found|compiled without|please (?:define|choose|remove|unset)"
             r"|not implemented for|requires? .{0,40}to be set|cannot both be|was requested, but|unsupported \w+ (?:config|method|format|type|dtype"
             r"|mode|backend)|unknown \w+ (?:\w+ )?(?:backend|method|mode)|environment variable|\bVLLM_[A-Z_]+|\bSGLANG_[A-Z_]+|\bOLLAMA_[A-Z_]+"
+            r"|(?:cannot|could not|failed to|unable to) (?:find|create|open|access) .{0,30}directory"
+            r"|not a directory|\bpath\b.{0,30}(?:not found|does not exist)"
+            r"|(?:cannot|could not|failed to|unable to) parse .{0,40}(?:config|configuration|template)"
+            r"|template (?:parsing )?error|\bis set to\b.{0,80}\bbut\b|please make them match"
+            r"|(?:has|have) been deprecated in favou?r of|\boverride\b.{0,60}(?:unsupported|not supported|invalid)"
+            r"|unsupported attempt to override"
+            r"|\bunknown [a-z]+_[a-z_]+\b"
+            r"|(?:could not|cannot|unable to) determine (?:the )?(?:model type|architecture)"
         ),
     ),
     # -- what the platform layer refuses is what this device or its libraries cannot do -----

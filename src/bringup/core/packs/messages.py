@@ -117,7 +117,12 @@ def _version_key(name: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", name.rpartition("-")[2]))
 
 
-_CARRIER = re.compile(r":\s*\{\}\W*$")
+# a message that carries another: its text says an error came and the value after its last
+# colon is that error ("error loading model: {}", "failed to open x: {}"); "unknown load mode:
+# {}" ends in a value that is no message
+_CARRIER = re.compile(
+    r"(?:error|fail|exception|could not|couldn't|cannot|unable)[^:]*:\s*\{\}\W*$", re.IGNORECASE
+)
 
 
 @cache
