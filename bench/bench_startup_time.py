@@ -98,8 +98,10 @@ def log_facts(path: Path) -> dict[str, Any]:
     return facts
 
 
-def predicted(facts: dict[str, Any]) -> dict[Phase, tuple[float, float, float]]:
-    """The model's compile and capture prediction for the setup a log shows."""
+def predicted(facts: dict[str, Any], layers: int = 0) -> dict[Phase, tuple[float, float, float]]:
+    """The model's compile and capture prediction for the setup a log shows (``layers``: the
+    model's decoder layers, 0 for the per-phase constants alone: the model before the
+    per-layer terms)."""
     setup = StartupSetup(
         weights_bytes_per_rank=0,
         checkpoint_bytes=0,
@@ -107,26 +109,77 @@ def predicted(facts: dict[str, Any]) -> dict[Phase, tuple[float, float, float]]:
         storage=None,
         compile_cache=CompileCache.WARM if facts["warm"] else CompileCache.COLD,
         graphs=facts.get("graphs") or 0,
+        layers=layers,
     )
     p = predict(setup)
     return {e.phase: (e.seconds, e.low, e.high) for e in p.phases}
 
 
-def score_corpus(folder: Path) -> dict[str, Any]:
-    rows: dict[str, list[tuple[str, float, float]]] = {
-        "torch_compile": [],
-        "cuda_graph_capture": [],
-    }
+def _quartiles(values: list[float], source: str) -> Any:
+    from bringup.core.startup_time.constants import Band
+
+    if len(values) < 2:
+        return None
+    q = statistics.quantiles(values, n=4)
+    return Band(statistics.median(values), q[0], q[2], source)
+
+
+def per_layer_samples(folder: Path) -> list[dict[str, Any]]:
+    """Every log of ``folder`` with its layers: the derivation set of the per-layer terms."""
+    out = []
     for path in sorted(folder.glob("*vllm*.log")):
         f = log_facts(path)
-        pred = predicted(f)
-        if "compile_s" in f and f["compile_s"] > 0:
-            rows["torch_compile"].append((f["file"], pred[Phase.TORCH_COMPILE], f["compile_s"]))
-        if "capture_s" in f and f.get("graphs") and f["capture_s"] > 0:
-            got = pred.get(Phase.CUDA_GRAPH_CAPTURE)
-            if got is not None:
-                rows["cuda_graph_capture"].append((f["file"], got, f["capture_s"]))
-    return {phase: _summary(r) for phase, r in rows.items()}
+        text = path.read_bytes().decode("utf-8", "replace").replace("\r", "\n")
+        f["layers"] = _layers(text) or 0
+        out.append(f)
+    return out
+
+
+def per_layer_constants(samples: list[dict[str, Any]], leave_out: str = "") -> dict[str, Any]:
+    """COMPILE_WARM_PER_LAYER and GRAPH_PER_LAYER as medians (quartiles as the band) over
+    ``samples`` less the log ``leave_out``: the constants of core/startup_time/constants.py
+    when nothing is left out."""
+    rest = [f for f in samples if f["file"] != leave_out and f["layers"]]
+    warm = [f["compile_s"] / f["layers"] for f in rest if f.get("compile_s", 0) > 0 and f["warm"]]
+    graph = [
+        f["capture_s"] / f["layers"] for f in rest if f.get("capture_s", 0) > 0 and f.get("graphs")
+    ]
+    return {
+        "COMPILE_WARM_PER_LAYER": _quartiles(warm, "loo"),
+        "GRAPH_PER_LAYER": _quartiles(graph, "loo"),
+    }
+
+
+def score_corpus(folder: Path, derivation: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each log's compile and capture, predicted before (per-phase constants) and after (the
+    per-layer terms, their constants the medians over ``derivation`` less this very log:
+    leave-one-out), against the logged figure."""
+    from bringup.core.startup_time import constants as c
+
+    keys = ("torch_compile", "cuda_graph_capture")
+    rows: dict[str, list[Any]] = {f"{k} {w}": [] for k in keys for w in ("before", "after")}
+    saved = {k: getattr(c, k) for k in ("COMPILE_WARM_PER_LAYER", "GRAPH_PER_LAYER")}
+    try:
+        for f in per_layer_samples(folder):
+            for name, band in per_layer_constants(derivation, leave_out=f["file"]).items():
+                setattr(c, name, band or saved[name])
+            for when, layers in (("before", 0), ("after", f["layers"])):
+                pred = predicted(f, layers)
+                if "compile_s" in f and f["compile_s"] > 0:
+                    got = pred[Phase.TORCH_COMPILE]
+                    rows[f"torch_compile {when}"].append((f["file"], got, f["compile_s"]))
+                if "capture_s" in f and f.get("graphs") and f["capture_s"] > 0:
+                    cap = pred.get(Phase.CUDA_GRAPH_CAPTURE)
+                    if cap is not None:
+                        rows[f"cuda_graph_capture {when}"].append((f["file"], cap, f["capture_s"]))
+    finally:
+        for name, band in saved.items():
+            setattr(c, name, band)
+    out = {phase: _summary(r) for phase, r in rows.items()}
+    layered = {f["file"] for f in per_layer_samples(folder) if f["layers"]}
+    for phase, r in rows.items():
+        out[f"{phase} (layers known)"] = _summary([x for x in r if x[0] in layered])
+    return out
 
 
 def _summary(rows: list[tuple[str, tuple[float, float, float], float]]) -> dict[str, Any]:
@@ -638,7 +691,11 @@ def main() -> int:
         return 0
     result: dict[str, Any] = {"load": loadavg()}
     if args.corpus:
-        result["corpus"] = {name: score_corpus(CORPUS / name) for name in ("vllm", "batch2")}
+        derivation = per_layer_samples(CORPUS / "vllm")
+        result["constants"] = {k: str(v) for k, v in per_layer_constants(derivation).items()}
+        result["corpus"] = {
+            name: score_corpus(CORPUS / name, derivation) for name in ("vllm", "batch2")
+        }
         result["ceilings"] = {name: ceilings(CORPUS / name) for name in ("vllm", "batch2")}
     if args.real:
         work = Path(args.work)

@@ -142,6 +142,46 @@ def test_capture_scales_with_graphs_and_is_absent_on_cpu() -> None:
     assert predict(_setup(device="cpu")).phase(Phase.CUDA_GRAPH_CAPTURE) is None
 
 
+def test_warm_compile_scales_with_the_layers_dynamo_traces() -> None:
+    def warm(layers: int) -> float:
+        e = predict(_setup(compile_cache=CompileCache.WARM, layers=layers))
+        got = e.phase(Phase.TORCH_COMPILE)
+        assert got is not None
+        return got.seconds
+
+    assert warm(64) == pytest.approx(2 * warm(32), rel=0.01)
+    assert warm(32) == pytest.approx(32 * c.COMPILE_WARM_PER_LAYER.seconds, rel=0.01)
+    assert warm(0) == c.COMPILE_WARM.seconds  # layers unknown: the constant
+    e = predict(_setup(compile_cache=CompileCache.WARM, layers=32)).phase(Phase.TORCH_COMPILE)
+    assert e is not None
+    assert "32 layers x" in e.basis
+
+
+def test_cold_compile_is_never_shorter_than_the_warm_one() -> None:
+    for layers in (8, 32, 200):
+        cold = predict(_setup(layers=layers)).phase(Phase.TORCH_COMPILE)
+        warm = predict(_setup(layers=layers, compile_cache=CompileCache.WARM))
+        w = warm.phase(Phase.TORCH_COMPILE)
+        assert cold is not None
+        assert w is not None
+        assert cold.seconds >= w.seconds
+    small = predict(_setup(layers=8)).phase(Phase.TORCH_COMPILE)
+    assert small is not None
+    assert small.seconds == c.COMPILE_COLD.seconds  # Inductor's distinct pieces, not layers
+
+
+def test_capture_with_known_layers_scales_with_them_not_the_sizes() -> None:
+    def capture(layers: int, graphs: int) -> float:
+        e = predict(_setup(layers=layers, graphs=graphs)).phase(Phase.CUDA_GRAPH_CAPTURE)
+        assert e is not None
+        return e.seconds
+
+    assert capture(64, 51) == pytest.approx(2 * capture(32, 51), rel=0.01)
+    assert capture(32, 10) == capture(32, 83)
+    assert capture(32, 51) == pytest.approx(32 * c.GRAPH_PER_LAYER.seconds, rel=0.01)
+    assert predict(_setup(layers=32, graphs=0)).phase(Phase.CUDA_GRAPH_CAPTURE) is None
+
+
 def test_bound_by_is_the_longest_phase() -> None:
     slow = predict(_setup(storage=_storage(rate=0.05e9)))
     assert slow.bound_by is Phase.WEIGHTS_LOADING

@@ -42,6 +42,8 @@ def test_json_startup_has_the_issue_fields(tmp_path: Path) -> None:
     ]
     assert startup["total_seconds"] == round(sum(p["seconds"] for p in startup["phases"]), 2)
     compile_basis = startup["phases"][2]["basis"]
+    # the model's own layers reach the per-layer capture term
+    assert " layers x " in startup["phases"][4]["basis"]
     assert compile_basis.startswith("cold compile cache (vLLM's compile cache holds no graph")
 
 

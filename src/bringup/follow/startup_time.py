@@ -116,6 +116,7 @@ def predict_startup(
             compile_cache=cache,
             compile_cache_note=note,
             graphs=0 if off == "--enforce-eager" else graphs,
+            layers=facts.layers if facts is not None else 0,
             device=device,
         )
     )

@@ -41,11 +41,29 @@ MODEL_INIT = Band(
 COMPILE_COLD = Band(26.0, 13.6, 54.5, f"{_CORPUS}: 'torch.compile takes', cold cache, 10 startups")
 COMPILE_WARM = Band(14.0, 6.3, 15.7, f"{_CORPUS}: 'torch.compile takes', warm cache, 13 startups")
 
+# a warm compile is Dynamo's trace of the model's forward (those logs' "Dynamo bytecode
+# transform time" is most of "torch.compile takes") plus loading the cached pieces: both go
+# through every decoder layer once, so per layer (9 warm startups whose model's layer count
+# bench/bench_plan_memory.py maps; leave-one-out 56 % within +-30 % against 33 % for one
+# constant on the same logs, bench/results/startup_time.md). A cold compile is not scaled:
+# Inductor compiles each *distinct* piece once (vLLM's piecewise backend; identical layers
+# hit the FX graph cache), and per layer did not beat one constant on the 7 cold logs.
+COMPILE_WARM_PER_LAYER = Band(
+    0.29, 0.22, 0.44, f"{_CORPUS}: 'torch.compile takes' per layer, warm cache, 9 startups"
+)
+
 # "Graph capturing finished in N secs" / the captured sizes (cudagraph_capture_sizes, or the
 # "Capturing CUDA graphs n/N" bar): seconds per captured size, one GPU and several (TP > 1:
 # the capture waits on the collective of every rank)
 GRAPH_ONE_GPU = Band(0.20, 0.11, 0.43, f"{_CORPUS}: capture seconds per size, TP 1, 14 startups")
 GRAPH_MANY_GPUS = Band(0.55, 0.22, 1.12, f"{_CORPUS}: capture seconds per size, TP > 1, 6 startups")
+
+# capture seconds per decoder layer, whatever the number of sizes (16 startups, TP 1 and > 1
+# alike: 0.19 and 0.17 s per layer): each captured graph replays the forward through every
+# layer (``cudagraph_num_of_warmups`` runs plus the capture), yet in the corpus 3-30 sizes
+# took 1-10 s as 51-102 did, so the sizes' count did not carry the spread and the layers
+# did (leave-one-out 44 % within +-30 % against 24 % per size, bench/results/startup_time.md)
+GRAPH_PER_LAYER = Band(0.19, 0.09, 0.37, f"{_CORPUS}: capture seconds per layer, 16 startups")
 
 # "init engine (profile, create kv cache, warmup model) took X seconds" minus its compile and
 # capture: the profile run, the KV cache allocation and the sampler warmup (18 startups)
