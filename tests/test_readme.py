@@ -71,3 +71,24 @@ def test_version_runs() -> None:
         [sys.executable, "-m", "bringup", "--version"], capture_output=True, text=True, check=True
     )
     assert proc.stdout.startswith("bringup ")
+
+
+def test_startup_excerpt_is_what_plan_prints(tmp_path: Path) -> None:
+    """The README's ``time to ready`` excerpt is a cut of what ``plan`` prints now: each
+    line a prefix of the real line (the basis column cut), in the same order."""
+    import io
+
+    from bringup.cli.main import Context, main
+
+    block = README[README.index("$ bringup plan Llama-3.1-8B --gpu H100") :]
+    block = block[: block.index("```")]
+    command, *shown = block.rstrip("\n").splitlines()
+    out = io.StringIO()
+    env = {"NO_COLOR": "1", "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")}
+    code = main(shlex.split(command)[2:], Context(stdout=out, stderr=io.StringIO(), environ=env))
+    printed = out.getvalue().splitlines()
+    start = printed.index("time to ready (predicted):")
+    assert code == 0
+    assert len(shown) == 8
+    for want, got in zip(shown, printed[start : start + len(shown)], strict=True):
+        assert got.startswith(want), (want, got)
