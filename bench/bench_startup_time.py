@@ -9,7 +9,9 @@ total", "Graph capturing finished in N secs"): the median error and the share wi
 ``--derive`` prints the medians and quartiles the constants in
 ``core/startup_time/constants.py`` were taken from.
 
-``--corpus`` also gives, for each phase and scaling (one constant, per layer, per
+``--corpus`` scores ``before`` (the per-phase constants) and ``after`` (warm compile per layer,
+capture per size x layer), the per-layer constants leave-one-out over ``vllm/``.
+It also gives, for each phase and scaling (one constant, per layer, per
 graph, per graph x layer), the share within +-30 % the best single constant could reach,
 chosen with hindsight on the same logs: an upper bound for any such constant.
 
@@ -142,7 +144,9 @@ def per_layer_constants(samples: list[dict[str, Any]], leave_out: str = "") -> d
     rest = [f for f in samples if f["file"] != leave_out and f["layers"]]
     warm = [f["compile_s"] / f["layers"] for f in rest if f.get("compile_s", 0) > 0 and f["warm"]]
     graph = [
-        f["capture_s"] / f["layers"] for f in rest if f.get("capture_s", 0) > 0 and f.get("graphs")
+        f["capture_s"] / (f["graphs"] * f["layers"])
+        for f in rest
+        if f.get("capture_s", 0) > 0 and f.get("graphs")
     ]
     return {
         "COMPILE_WARM_PER_LAYER": _quartiles(warm, "loo"),
@@ -197,9 +201,23 @@ _BARS = re.compile(r"Capturing CUDA graphs? ?(?:\(([^)]*)\))?[^|\n]*\|[^|\n]*\| 
 _MODEL = re.compile(r"model='([^']*)'")
 
 
+# batch2's models bench/bench_plan_memory.py has no config for: num_hidden_layers of each
+# model's public config.json on the Hugging Face Hub (deepseek-ai/DeepSeek-R1-Distill-Qwen-14B
+# and Qwen/Qwen2.5-14B-Instruct 48, Qwen/Qwen2-VL-2B-Instruct 28, Qwen/Qwen3-14B 40,
+# meta-llama/Meta-Llama-3-70B 80, Qwen/Qwen3-Next-80B-A3B-Instruct 48)
+PUBLIC_LAYERS = (
+    ("deepseek-r1-14b", 48),
+    ("qwen2_5_14b", 48),
+    ("qwen2-vl-2b", 28),
+    ("qwen3-14b", 40),
+    ("llama3-70b", 80),
+    ("qwen3-next-80b", 48),
+)
+
+
 def _layers(text: str) -> int | None:
     """The model's layer count, from the config bench/bench_plan_memory.py maps its name to
-    (public config.json figures), or None."""
+    (public config.json figures), else ``PUBLIC_LAYERS``, or None."""
     import bench_plan_memory as pm
 
     from bringup.adapters.model_source import load_model, locate_model
@@ -210,7 +228,8 @@ def _layers(text: str) -> int | None:
         return None
     name, _quant, _why = pm._config(m.group(1))
     if name is None:
-        return None
+        lowered = m.group(1).lower()
+        return next((n for needle, n in PUBLIC_LAYERS if needle in lowered), None)
     try:
         config = load_model(locate_model(pm._config_path(name), {})).config
         return int(parse_architecture(config).num_layers)

@@ -58,12 +58,15 @@ COMPILE_WARM_PER_LAYER = Band(
 GRAPH_ONE_GPU = Band(0.20, 0.11, 0.43, f"{_CORPUS}: capture seconds per size, TP 1, 14 startups")
 GRAPH_MANY_GPUS = Band(0.55, 0.22, 1.12, f"{_CORPUS}: capture seconds per size, TP > 1, 6 startups")
 
-# capture seconds per decoder layer, whatever the number of sizes (16 startups, TP 1 and > 1
-# alike: 0.19 and 0.17 s per layer): each captured graph replays the forward through every
-# layer (``cudagraph_num_of_warmups`` runs plus the capture), yet in the corpus 3-30 sizes
-# took 1-10 s as 51-102 did, so the sizes' count did not carry the spread and the layers
-# did (leave-one-out 44 % within +-30 % against 24 % per size, bench/results/startup_time.md)
-GRAPH_PER_LAYER = Band(0.19, 0.09, 0.37, f"{_CORPUS}: capture seconds per layer, 16 startups")
+# capture seconds per (captured size x decoder layer), 16 startups, TP 1 and > 1 pooled: each
+# captured size runs ``cudagraph_num_of_warmups`` forwards and the capture through every layer
+# (``GPUModelRunner._warmup_and_capture``; PIECEWISE captures one graph per layer's piece).
+# Leave-one-out over the 21 corpus startups with a known layer count: 29 % within +-30 %
+# against 10 % per size (per layer alone 33 %, but blind to --max-num-seqs), median abs.
+# error 60 % against 59 %; bench/results/startup_time.md
+GRAPH_PER_LAYER = Band(
+    0.0072, 0.0032, 0.0117, f"{_CORPUS}: capture seconds per size x layer, 16 startups"
+)
 
 # "init engine (profile, create kv cache, warmup model) took X seconds" minus its compile and
 # capture: the profile run, the KV cache allocation and the sampler warmup (18 startups)

@@ -12,9 +12,12 @@ The phases follow a vLLM startup in order (``core.vocab.Phase``):
   it from there. ``fastsafetensors`` and the Run:ai streamer split the files over the ranks and
   read with several threads, which only a network file system rewards (the band's low end);
 - ``torch_compile``: absent with ``--enforce-eager`` or ``-O0``; cold or warm from the
-  engine's compile cache;
+  engine's compile cache; a warm one per layer (Dynamo traces each), a cold one a constant
+  (Inductor compiles the distinct pieces) never below the warm one;
 - ``memory_profiling``: the profile run, the KV cache allocation and the sampler warmup;
-- ``cuda_graph_capture``: the sizes the plan counts x the seconds per size (GPUs only);
+- ``cuda_graph_capture``: the sizes the plan counts x the model's layers x the seconds per
+  size and layer (each size runs its warmup forwards and the capture through every layer);
+  per size alone when the layers are unknown (GPUs only);
 - ``api_server_starting``: the API server's start.
 
 Pure: every measurement comes in through :class:`StartupSetup`.
@@ -371,8 +374,12 @@ def _capture(setup: StartupSetup) -> list[PhaseEstimate]:
     why = f"{setup.graphs} graph sizes to capture; fewer with a smaller --max-num-seqs"
     if setup.layers:
         per = c.GRAPH_PER_LAYER
-        basis = f"{setup.graphs} graph sizes through {setup.layers} layers x {per.seconds:.2f} s per layer; {per.source}"
-        return [_band(Phase.CUDA_GRAPH_CAPTURE, per.scaled(setup.layers), basis, why)]
+        band = per.scaled(setup.graphs * setup.layers)
+        basis = (
+            f"{setup.graphs} graph sizes x {setup.layers} layers x {1000 * per.seconds:.1f} ms; "
+            f"{per.source}"
+        )
+        return [_band(Phase.CUDA_GRAPH_CAPTURE, band, basis, why)]
     per = c.GRAPH_MANY_GPUS if setup.world_size > 1 else c.GRAPH_ONE_GPU
     band = per.scaled(setup.graphs)
     basis = f"{setup.graphs} graph sizes x {per.seconds:.2f} s each; {per.source}"
