@@ -70,3 +70,18 @@ def test_human_output_is_one_line_per_phase_and_the_total(tmp_path: Path) -> Non
         "total",
     ]
     assert "bound by" in block[-1]
+
+
+def _capture_layers(out: str) -> int:
+    phases = json.loads(out)["startup"]["phases"]
+    basis = next(p["basis"] for p in phases if p["phase"] == "cuda_graph_capture")
+    return int(basis.split(" layers x ")[0].rsplit(" ", 1)[1])
+
+
+def test_pipeline_stages_compile_and_capture_their_own_layers(tmp_path: Path) -> None:
+    model = str(_model(tmp_path))
+    _, whole = _plan(model, "--gpu", "H100", "--json", tmp_path=tmp_path)
+    _, staged = _plan(model, "--gpu", "H100", "-pp", "2", "--json", tmp_path=tmp_path)
+    layers = _capture_layers(whole)
+    assert layers >= 2
+    assert _capture_layers(staged) == -(-layers // 2)

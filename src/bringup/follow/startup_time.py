@@ -90,9 +90,12 @@ def predict_startup(
     enforce_eager: bool = False,
     storage: Storage | None = None,
     checkpoint_bytes: int = 0,
+    pipeline_stages: int = 1,
 ) -> StartupPrediction:
     """The prediction for this model and command (``storage`` given, or measured now;
-    ``checkpoint_bytes``: the whole checkpoint when its shards are not here)."""
+    ``checkpoint_bytes``: the whole checkpoint when its shards are not here). With
+    ``pipeline_stages`` > 1 each rank compiles and captures only its own stage's layers
+    (vLLM's ``get_pp_indices`` splits them about evenly): the largest stage's share."""
     from bringup.adapters import compile_cache
 
     off = startup_flags.compile_off(flags, enforce_eager)
@@ -116,7 +119,7 @@ def predict_startup(
             compile_cache=cache,
             compile_cache_note=note,
             graphs=0 if off == "--enforce-eager" else graphs,
-            layers=facts.layers if facts is not None else 0,
+            layers=-(-facts.layers // max(1, pipeline_stages)) if facts is not None else 0,
             device=device,
         )
     )
@@ -150,6 +153,7 @@ def for_plan(
         device=s.device,
         enforce_eager=s.enforce_eager,
         checkpoint_bytes=plan.model.weights_bytes_total,
+        pipeline_stages=s.pipeline_parallel_size,
     )
 
 
@@ -200,6 +204,7 @@ def _for_command(
         world_size=max(1, tp * pp),
         graphs=0 if device == "cpu" else graphs,
         device=device or "cuda",
+        pipeline_stages=max(1, pp),
     )
     return prediction, facts
 
