@@ -58,6 +58,7 @@ from bringup.follow.samplers import (
     probe_once,
     read_gpus,
 )
+from bringup.follow.service_notes import ServiceNotes
 from bringup.follow.types import (
     GuardedObserver,
     Notify,
@@ -144,13 +145,10 @@ class _Follower:
         self.threads = threads
         self.stop_requested = stop
         self.inbox = Inbox(clock)
-        self.notifier = notify
+        self.notes = ServiceNotes(notify)
         self.signum: int | None = None
         self.server_exit: int | None = None
         self.final_diagnosis: Diagnosis | None = None
-        self._last_extend = -1e9
-        self._last_watchdog = -1e9
-        self._last_status = ""
         self._foreign_port = False
         self._gpu_next_at = -1e9
         self._gpu_in_flight = False
@@ -271,11 +269,10 @@ class _Follower:
         if self.owned:
             self._foreign_port = port_busy(self.url)
             self.source.start(self.inbox.put)  # BringupError here: nothing was started
-        if self.notifier is not None and self.owned:
+        if self.owned:
             # the server's first line can take a while (vLLM imports for ~10 s): systemd's
             # TimeoutStartSec= is pushed out from the start, then at each sign of progress
-            self._last_extend = self.clock.monotonic()
-            self.notifier.extend_timeout(self._extend_seconds())
+            self.notes.extend(self._extend_seconds(), self.clock.monotonic())
         self.analyzer.prepare()  # while the server starts: its first lines wait in the inbox
         self.probe_lane = self._lane("prober", on_close=self._close_prober)
         self.gpu_lane = self._lane("gpu-sampler")
@@ -438,42 +435,26 @@ class _Follower:
     # -- systemd ---------------------------------------------------------------------------
 
     def _notify_event(self, event: LiveEvent) -> None:
-        n = self.notifier
-        if n is None:
-            return
         if isinstance(event, Ready):
-            n.ready(
+            self.notes.ready(
                 f"ready in {event.time_to_ready_seconds:.1f}s: the model answered at {self.url}"
             )
         elif isinstance(event, FailureFound):
-            f = event.failure
-            ended = "stalled" if event.stalled else "failed"
-            n.status(f"{ended}: {f.failure_class.value} during {f.phase.value}")
+            self.notes.failed(event.failure, stalled=event.stalled)
         elif (
             isinstance(event, PhaseReached | Progress | GpuSample)
             and self.machine.state is State.STARTING
         ):
             text = status_text(self.machine.phase, self.machine.progress)
-            if text != self._last_status:
-                self._last_status = text
-                n.status(text)
-            now = self.clock.monotonic()
-            if now - self._last_extend >= 5.0:
-                self._last_extend = now
-                n.extend_timeout(self._extend_seconds())
+            self.notes.starting(text, self.clock.monotonic(), self._extend_seconds())
 
     def _extend_seconds(self) -> float:
         """How far each EXTEND_TIMEOUT_USEC pushes the start timeout: past the stall limit."""
         return (self.config.stall_seconds or 600.0) + 30.0
 
     def _keep_systemd_informed(self, now: float) -> None:
-        n = self.notifier
-        if n is None or self.machine.state is not State.READY:
-            return
-        interval = n.watchdog_interval_seconds()
-        if interval and now - self._last_watchdog >= interval:
-            self._last_watchdog = now
-            n.watchdog()
+        if self.machine.state is State.READY:
+            self.notes.watchdog_if_due(now)
 
     def _install_signals(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():
@@ -553,8 +534,7 @@ class _Follower:
             if code is not None and self.server_exit is None:
                 self.server_exit = code
         if child.poll() is None or child.members():
-            if self.notifier is not None:
-                self.notifier.stopping()
+            self.notes.stopping()
             self.observer.note(
                 f"stopping the server (pid {child.pid}): SIGTERM to its process group, SIGKILL after {self.config.grace_seconds:g}s"
             )

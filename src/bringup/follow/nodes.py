@@ -42,6 +42,7 @@ from bringup.core.verdict import State
 from bringup.core.vocab import Engine, FailureClass
 from bringup.core.words import count
 from bringup.follow.samplers import Inbox, InlineLane, Lane, ProbeItem, ThreadLane, probe_once
+from bringup.follow.service_notes import ServiceNotes
 from bringup.follow.types import Notify, Prober
 
 TICK_SECONDS = 0.1  # the longest the loop waits for an item before it looks at the clock
@@ -175,14 +176,11 @@ class _Follower:
                 server_for(node, self.plan.commands[node.rank], ENGINE) for node in self.plan.nodes
             ]
         self.prober = prober
-        self.notifier = notify
+        self.notes = ServiceNotes(notify)
         self.on_event = on_event
         self.stop_requested = stop
         self.threads = threads
         self.signum: int | None = None
-        self._last_status = ""
-        self._last_extend = -1e9
-        self._last_watchdog = -1e9
 
     def run(self) -> NodesResult:
         lane: Lane = (
@@ -192,10 +190,8 @@ class _Follower:
         )
         self.probe_lane = lane
         n = len(self.plan.nodes)
-        if self.notifier is not None:
-            self._last_extend = self.clock.monotonic()
-            self.notifier.extend_timeout(self._extend_seconds())
-            self.notifier.status(f"starting {n} nodes")
+        self.notes.extend(self._extend_seconds(), self.clock.monotonic())
+        self.notes.status(f"starting {n} nodes")
         if self.plan.is_ray:
             self._start_ray(0)  # the head; the others once it is up
             self.observer.note(
@@ -327,31 +323,20 @@ class _Follower:
     # -- systemd ---------------------------------------------------------------------------
 
     def _notify_event(self, event: ClusterEvent) -> None:
-        n = self.notifier
-        if n is None:
-            return
         inner = event.inner if isinstance(event, NodeEvent) else event
         rank = f"node {event.rank}: " if isinstance(event, NodeEvent) else ""
         m = self.machine
         if isinstance(inner, Ready) and m.state is State.READY:
-            n.ready(
+            self.notes.ready(
                 f"ready in {inner.time_to_ready_seconds:.1f}s over {len(self.servers)} nodes: "
                 f"the model answered at {self.plan.rank0_url}"
             )
         elif isinstance(inner, FailureFound):
-            f = inner.failure
-            ended = "stalled" if inner.stalled else "failed"
-            n.status(f"{ended}: {rank}{f.failure_class.value} during {f.phase.value}")
+            self.notes.failed(inner.failure, stalled=inner.stalled, prefix=rank)
         elif isinstance(inner, PhaseReached | Progress) and m.state is State.STARTING:
             machine = m.runs[event.rank].machine if isinstance(event, NodeEvent) else m.rank0
             text = rank + status_text(machine.phase, machine.progress)
-            if text != self._last_status:
-                self._last_status = text
-                n.status(text)
-            now = self.clock.monotonic()
-            if now - self._last_extend >= 5.0:
-                self._last_extend = now
-                n.extend_timeout(self._extend_seconds())
+            self.notes.starting(text, self.clock.monotonic(), self._extend_seconds())
 
     def _extend_seconds(self) -> float:
         """How far each EXTEND_TIMEOUT_USEC pushes the start timeout: past the longer of the
@@ -359,13 +344,8 @@ class _Follower:
         return max(self.config.stall_seconds or 600.0, self.config.join_seconds or 0.0) + 30.0
 
     def _keep_systemd_informed(self, now: float) -> None:
-        n = self.notifier
-        if n is None or self.machine.state is not State.READY:
-            return
-        interval = n.watchdog_interval_seconds()
-        if interval and now - self._last_watchdog >= interval:
-            self._last_watchdog = now
-            n.watchdog()
+        if self.machine.state is State.READY:
+            self.notes.watchdog_if_due(now)
 
     # -- the end ---------------------------------------------------------------------------
 
@@ -374,8 +354,7 @@ class _Follower:
         rays = [s for s in self.ray_servers if s.running]
         if not running and not rays:
             return
-        if self.notifier is not None:
-            self.notifier.stopping()
+        self.notes.stopping()
         grace = f"SIGKILL after {self.config.grace_seconds:g}s"
         if running:
             self.observer.note(
