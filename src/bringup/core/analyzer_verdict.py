@@ -11,7 +11,7 @@ from bringup.core.analyzer_offers import Offers, _flags
 from bringup.core.analyzer_state import _MAX_CANDIDATES
 from bringup.core.diagnosis import Candidate, Confidence, Diagnosis, Failure
 from bringup.core.packs import remedies
-from bringup.core.packs.types import RemedyContext
+from bringup.core.packs.types import Pack, RemedyContext
 from bringup.core.vocab import FailureClass, Outcome, Phase
 
 
@@ -71,17 +71,13 @@ class Verdicts(Offers):
         if pack is None or self._heartbeats < pack.stall_heartbeats:
             return None
         phase = self._current_phase()
-        cls = pack.hang_classes.get(phase, FailureClass.TIMEOUTS)
         ll = self._progress_line
         after = f" after line {ll.number}" if ll is not None else ""
-        ctx = RemedyContext({}, dict(self._facts), phase, pack.flags)
-        remedy = remedies.nccl(ctx) if cls is FailureClass.NCCL_ERROR else remedies.stalled(ctx)
         summary = (
             f"The startup stopped in {phase.value}: {self._heartbeats} 'still waiting' "
             f"lines and no progress{after}; no line states why."
         )
-        why = "no progress while the engine kept waiting"
-        return Failure(cls, phase, "", 0, summary, remedy, True, Confidence.LIKELY, why)
+        return self._hang_failure(pack, phase, summary, "no progress while the engine kept waiting")
 
     def _hang_point(self) -> Failure | None:
         """A finished log that ends at a step known to hang, with nothing after it."""
@@ -90,14 +86,18 @@ class Verdicts(Offers):
             return None
         pack = self._pack or packs.generic()
         phase = self._failure_phase(pack, None, "")
-        cls = pack.hang_classes.get(phase, FailureClass.TIMEOUTS)
-        ctx = RemedyContext({}, dict(self._facts), phase, pack.flags)
-        remedy = remedies.nccl(ctx) if cls is FailureClass.NCCL_ERROR else remedies.stalled(ctx)
         summary = (
             f"The log ends at a step that is known to hang (line {ll.number}: "
             f"{ll.message[:120]}) with nothing after it; no line states why it stopped."
         )
-        why = "the log ends at a step known to hang"
+        return self._hang_failure(pack, phase, summary, "the log ends at a step known to hang")
+
+    def _hang_failure(self, pack: Pack, phase: Phase, summary: str, why: str) -> Failure:
+        """A start that stopped with no line saying why: the phase's hang class (NCCL's where
+        the phase waits on it, else timeouts), likely, with the matching remedy."""
+        cls = pack.hang_classes.get(phase, FailureClass.TIMEOUTS)
+        ctx = RemedyContext({}, dict(self._facts), phase, pack.flags)
+        remedy = remedies.nccl(ctx) if cls is FailureClass.NCCL_ERROR else remedies.stalled(ctx)
         return Failure(cls, phase, "", 0, summary, remedy, True, Confidence.LIKELY, why)
 
     def _verdict(self, failure: Failure | None, *, whole_log: bool = False) -> Diagnosis:
