@@ -36,7 +36,7 @@ from bringup.core.plan.calibrate import calibrate, model_mismatches
 from bringup.core.plan.calibrate import report as calibration_report
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.result import CalibrationReport, Plan
-from bringup.core.plan.settings import env_flag, parse_version, use_v1_from_env
+from bringup.core.plan.settings import env_flag, rules_version, use_v1_from_env
 from bringup.core.plan.synth import synthesize
 from bringup.core.printable import printable
 from bringup.core.vocab import Engine
@@ -458,9 +458,9 @@ def _vllm_flag_names() -> dict[str, Any]:
 
 
 def _short_version(text: str) -> str:
-    """``"0.11.1rc3.dev29+g3fa2c1218"`` → ``"0.11"`` (the rules are per minor version)."""
-    major, minor = parse_version(text)
-    return f"{major}.{minor}"
+    """``"0.11.1rc3.dev29+g3fa2c1218"`` → ``"0.11"``: the part the rules read (per minor
+    version, and per patch for 0.5 and 0.6: ``settings.rules_version``)."""
+    return rules_version(text)
 
 
 def predict_decode(

@@ -23,13 +23,17 @@ Per rank, with ``T`` the GPU's total memory and ``u`` the utilization (engines.m
 
 Per version (from vLLM's code; the setting that carries each rule is in ``settings``):
 
-- **before 0.9** (``vllm/worker/worker.py::determine_num_available_blocks`` for V0,
-  ``vllm/v1/worker/gpu_worker.py::determine_available_memory`` in 0.8): ``KV = T x u - (torch
-  peak + non-torch)``, with non-torch the device's used memory minus torch's: the CUDA
-  context, NCCL and other processes' memory are *inside* the budget, and there is no
-  free-memory check at start (``Settings.context_in_budget``). V0 profiles one batch of
-  ``max_num_batched_tokens`` = ``max(max_model_len, 2048)`` unless chunked prefill is on
-  (``settings.v0_batch_defaults``);
+- **V1 before 0.9** (``vllm/v1/worker/gpu_worker.py::determine_available_memory``, 0.7-0.8):
+  ``KV = T x u - (torch peak + non-torch)``, with non-torch the device's used memory minus
+  torch's: the CUDA context, NCCL and other processes' memory are *inside* the budget, and
+  there is no free-memory check at start (``Settings.context_in_budget``);
+- **the V0 engine** (``vllm/worker/worker.py::determine_num_available_blocks``, every release
+  0.5-0.10): no free-memory check at start; the non-torch baseline is read in ``init_device``
+  after the CUDA context and before distributed init, so the context and other processes'
+  memory are *outside* the budget and NCCL is inside; except 0.6.4, which charged the whole
+  device's non-torch use like V1 before 0.9 (``settings.whole_device_in_budget`` cites each
+  release's code). V0 profiles one batch of ``max_num_batched_tokens`` = ``max(max_model_len,
+  2048)`` unless chunked prefill is on (``settings.v0_batch_defaults``);
 - **0.9 to 0.20** (``gpu_worker.py`` with ``memory_profiling(init_snapshot, ...)``): a snapshot
   after device init; ``non_kv = weights + torch peak increase + non-torch increase``; the
   context is outside the budget; startup fails when the free memory is below ``T x u``;
@@ -61,7 +65,7 @@ from bringup.core.plan import peaks
 from bringup.core.plan.arch import Architecture
 from bringup.core.plan.checks import parallel_problem
 from bringup.core.plan.quant import mxfp4_moe_padding
-from bringup.core.plan.settings import Settings, parse_version
+from bringup.core.plan.settings import Settings, parse_release, parse_version
 from bringup.core.plan.weights import Parallel, StageWeights, weights_per_stage
 from bringup.core.vocab import FailureClass, Phase
 from bringup.core.words import plural
@@ -185,6 +189,7 @@ def _rank(
         expert_parallel=s.enable_expert_parallel,
         runner=s.model_runner,
         dp=s.data_parallel_size,
+        release=parse_release(s.engine_version),
     )
     activation = max(0, activation + c.overhead_delta_bytes)
     graphs = peaks.cuda_graph_bytes(
@@ -202,12 +207,19 @@ def _rank(
     requested = math.ceil(gpus.total_bytes * s.gpu_memory_utilization)
     non_torch = peaks.non_torch_growth_bytes(s.world_size)
     context = peaks.context_bytes(s.world_size)
+    others = gpus.total_bytes - gpus.free_bytes
     if s.context_in_budget:
-        # before 0.9 (vllm/worker/worker.py, vllm/v1/worker/gpu_worker.py 0.8): non-torch
-        # memory is the whole device's use minus torch's, so the CUDA context, NCCL and other
-        # processes' memory are charged to the budget, and no free-memory check precedes it
-        non_torch += context + (gpus.total_bytes - gpus.free_bytes)
+        # V1 before 0.9 and V0 0.6.4 (settings.whole_device_in_budget): non-torch memory is
+        # the whole device's use minus torch's, so the CUDA context, NCCL and other processes'
+        # memory are charged to the budget, and no free-memory check precedes it
+        non_torch += context + others
         context = 0
+    elif s.v0_engine:
+        # the other V0 releases: the baseline is taken after the CUDA context, before NCCL
+        # (settings.whole_device_in_budget); other processes stay outside, unchecked
+        nccl = peaks.nccl_bytes(s.world_size)
+        non_torch += nccl
+        context += others - nccl
     kv = requested - weights - activation - non_torch - (graphs if in_budget else 0)
     sampler = (
         peaks.sampler_warmup_bytes(arch, s.max_num_seqs, s.max_num_batched_tokens, s.model_runner)
@@ -308,7 +320,8 @@ def long_max_model_len(arch: Architecture, s: Settings) -> str:
 
 def _failure(r: RankBudget, s: Settings, gpus: GpuSet | None) -> Found | None:
     fb = format_bytes
-    if gpus is not None and not s.context_in_budget and gpus.free_bytes < r.requested:
+    checked = not (s.context_in_budget or s.v0_engine)  # no V0 release checks it
+    if gpus is not None and checked and gpus.free_bytes < r.requested:
         return Found(
             FailureClass.GPU_MEMORY_UTILIZATION,
             Phase.DISTRIBUTED_INIT,
@@ -345,13 +358,24 @@ def _failure(r: RankBudget, s: Settings, gpus: GpuSet | None) -> Found | None:
         )
     # the graphs are captured into the room the profile peak left and the memory outside
     room = r.total - r.requested - r.context + r.activation
+    if s.v0_engine and room < 0:
+        # V0 allocates the pool with the CUDA context and other processes outside its budget
+        # (settings.whole_device_in_budget) and checks nothing before it
+        return Found(
+            FailureClass.CUDA_OOM,
+            Phase.KV_CACHE_ALLOC,
+            f"the KV pool fills the {fb(r.requested)} budget, but the CUDA context and other "
+            f"processes hold {fb(r.context)} outside it: {fb(-room)} more than the GPU has",
+        )
     if not r.graphs_in_budget and r.graphs > room:
         return Found(
             FailureClass.CUDA_OOM,
             Phase.CUDA_GRAPH_CAPTURE,
             f"CUDA graphs need {fb(r.graphs)} outside the budget, {fb(room)} is left",
         )
-    if r.headroom < 0:
+    # V0 has no sampler warmup after the pool (vllm/worker/worker.py::_warm_up_model captures
+    # the graphs only): nothing more to fit once they are captured
+    if r.headroom < 0 and not s.v0_engine:
         return Found(FailureClass.CUDA_OOM, Phase.WARMUP, warmup_shortfall(r, s))
     return None
 
@@ -364,7 +388,7 @@ def sampler_shape(r: RankBudget, s: Settings, n: int | None = None) -> str:
     beyond the profile (V2), else the profile run's sampler pass that the warmup repeats."""
     rows = peaks.sampler_requests(s.max_num_seqs, s.max_num_batched_tokens) if n is None else n
     per = peaks.warmup_extra_bytes_per_element(s.model_runner) or (
-        peaks.profile_sampler_bytes_per_element(s.model_runner)
+        peaks.profile_sampler_bytes_per_element(s.model_runner, parse_release(s.engine_version))
     )
     return (
         f"{rows} dummy requests x {r.vocab:,} vocabulary x {per} B = "

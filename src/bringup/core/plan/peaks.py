@@ -40,8 +40,23 @@ needs *beyond* what the profile measured depends on the model runner
   min-p output over it and the logprobs' log-softmax: 3 x 4 bytes per element beyond the
   profile (:data:`MRV2_WARMUP_EXTRA_BYTES_PER_ELEMENT`; vllm PR #48601 and #57926 fix this
   gap in later code). That extra comes out of the memory outside the budget.
-- **V0 engine** (``vllm/worker/model_runner.py::profile_run``): the sampler runs inside the
-  profile with top-k ``V - 1``; there is no warmup after the KV pool.
+- **V0 engine** (``vllm/worker/model_runner.py::profile_run``, 0.5.0-0.10): the sampler runs
+  inside the profile (``SamplingParams(top_p=0.99, top_k=self.vocab_size - 1)``, one row per
+  dummy sequence, ``max_num_seqs`` of them); there is no warmup after the KV pool. Its
+  ``execute_model`` runs the whole forward first (each layer frees its intermediates), then
+  ``compute_logits`` on the pruned hidden states and ``self.model.sample``, with only the
+  forward's output ``[t, h]`` still held, and only the driver worker (TP rank 0) samples
+  (``if not self.is_driver_worker: return []``). So the profile's peak is the *larger* of the
+  forward's (:func:`~bringup.core.plan.activation.forward_peak_bytes`) and ``t·h·d`` plus the
+  sampler's ``[N, V]`` tensors, not their sum (:func:`v0_sampler_bytes_per_element`: 30, 40
+  or 38 bytes per element by release), and there is no kernel workspace at that peak: V0
+  attention is FlashAttention on compute capability 8.0 and up and xFormers below
+  (``vllm/attention/selector.py::which_attn_to_use``, ``platforms/cuda.py`` from 0.7), and
+  neither keeps a workspace; FlashInfer's 256 MiB ``FLASHINFER_WORKSPACE_BUFFER_SIZE``
+  (``attention/backends/flashinfer.py``) is only taken with ``VLLM_ATTENTION_BACKEND=
+  FLASHINFER``, which the plan is not given. Checked against vllm#10517 (Llama-3.1-8B on an
+  RTX 3090, 0.6.4): ``peak_torch_memory`` minus the weights is 2.07 GiB at 20,000 tokens, the
+  forward alone (2.06 GiB), with the sampler's 1.3 GiB below it.
 
 For MiniMax-M2.5 (V = 200,064) at N = 1,024: 5.34 GiB in the profile of the V1 runner; 2.29
 GiB beyond the profile for the V2 runner's warmup.
@@ -62,13 +77,29 @@ from __future__ import annotations
 
 from bringup.core.plan.activation import forward_peak_bytes
 from bringup.core.plan.arch import Architecture
+from bringup.core.plan.settings import NEWEST_KNOWN
 from bringup.units import MiB
 
 SAMPLER_BYTES_PER_ELEMENT = 28  # the V1 runner's sampler pass (profile and warmup alike)
 MRV2_PROFILE_SAMPLER_BYTES_PER_ELEMENT = 2  # the V2 runner's profile: the logits only
 MRV2_WARMUP_EXTRA_BYTES_PER_ELEMENT = 12  # the V2 warmup beyond its profile: 3 fp32 [N, V]
 PROFILE_LOGITS_BYTES_PER_ELEMENT = 6  # model-dtype logits + their fp32 copy
-KERNEL_WORKSPACE_BYTES = 256 * MiB  # attention / GEMM / MoE workspaces seen by torch
+KERNEL_WORKSPACE_BYTES = 256 * MiB  # attention / GEMM / MoE workspaces seen by torch (V1, V2)
+# The V0 sampler's [N, V] tensors at its peak, bytes per element (16-bit logits), by release
+# (vllm/model_executor/layers/sampler.py, Sampler.forward and _apply_top_k_top_p, read in the
+# 0.5.0 to 0.10.1 wheels). The sort's own working set is torch's: ``logits.sort`` on CUDA
+# (pytorch aten/src/ATen/native/cuda/Sort.cu::segmented_sort_pairs) allocates int64
+# ``reverse_indices`` (8) and calls cub's DeviceSegmentedRadixSort::SortPairs without a
+# DoubleBuffer, whose temporary storage holds a 3rd keys and a 3rd values buffer (NVIDIA/cccl
+# cub/device/dispatch/dispatch_radix_sort.cuh: keys + 8 bytes), for 128 rows or more (fewer
+# take Sort.cu's segmented_sort_pairs_by_full_sort, not modelled apart).
+V0_SAMPLER_BYTES_BEFORE_0_5_5 = 30  # no fp32 copy: logits 2, at the sort: values 2 + indices 8
+# + reverse indices 8 + cub's 2 + 8 (the end of _apply_top_k_top_p holds 28)
+V0_SAMPLER_BYTES_BEFORE_0_6_2 = 40  # ``logits.to(torch.float)`` (0.5.5): 2 + 4; at the end of
+# _apply_top_k_top_p: sorted 4 + indices 8, top-k mask 1, probs_sort 4, probs_sum 4, top-p
+# mask 1, the inverse permutation ``logits_idx_inv`` 8 and its gather 4
+V0_SAMPLER_BYTES = 38  # 0.6.2 on (the re-sort is one ``scatter_``, 32 at the end): at the
+# sort, logits 2 + fp32 4 + values 4 + indices 8 + reverse indices 8 + cub's 4 + 8
 GRAPH_BYTES_PER_LAYER_PER_SIZE_DENSE = round(0.40 * MiB)  # fitted: Llama-3-8B on H100, 0.67 GiB
 GRAPH_BYTES_PER_LAYER_PER_SIZE_MOE = round(
     0.70 * MiB
@@ -78,6 +109,7 @@ NCCL_BYTES = 256 * MiB  # NCCL communicators and buffers (TP/PP > 1), before the
 NON_TORCH_GROWTH_BYTES = 96 * MiB  # non-torch growth during profiling, single GPU
 NON_TORCH_GROWTH_DISTRIBUTED_BYTES = 256 * MiB  # with TP/PP > 1 (collectives' workspaces)
 VOCAB_PADDING = 64
+NEWEST = (NEWEST_KNOWN[0], NEWEST_KNOWN[1], 0)  # what a missing ``release`` stands for
 
 
 def padded_vocab(arch: Architecture) -> int:
@@ -95,8 +127,19 @@ def warmup_extra_bytes_per_element(runner: str) -> int:
     return MRV2_WARMUP_EXTRA_BYTES_PER_ELEMENT if runner == "v2" else 0
 
 
-def profile_sampler_bytes_per_element(runner: str) -> int:
+def v0_sampler_bytes_per_element(release: tuple[int, int, int]) -> int:
+    """The V0 engine's sampler at its peak, bytes per ``[N, V]`` element (the constants)."""
+    if release < (0, 5, 5):
+        return V0_SAMPLER_BYTES_BEFORE_0_5_5
+    if release < (0, 6, 2):
+        return V0_SAMPLER_BYTES_BEFORE_0_6_2
+    return V0_SAMPLER_BYTES
+
+
+def profile_sampler_bytes_per_element(runner: str, release: tuple[int, int, int] = NEWEST) -> int:
     """Bytes per ``[N, V]`` element of the profile run's sampler pass (inside ``A``)."""
+    if runner == "v0":
+        return v0_sampler_bytes_per_element(release)
     return MRV2_PROFILE_SAMPLER_BYTES_PER_ELEMENT if runner == "v2" else SAMPLER_BYTES_PER_ELEMENT
 
 
@@ -119,6 +162,7 @@ def activation_peak_bytes(
     expert_parallel: bool = False,
     runner: str = "v1",
     dp: int = 1,
+    release: tuple[int, int, int] = NEWEST,
 ) -> int:
     """Peak torch memory of the profile run above the weights, one rank.
 
@@ -126,10 +170,18 @@ def activation_peak_bytes(
     (:func:`~bringup.core.plan.activation.forward_peak_bytes`), and on the last stage
     the logits of ``min(max_num_seqs, max_num_batched_tokens)`` rows and the sampler pass
     over them (28 bytes per element for the V1 runner, the logits alone for V2: module
-    docstring), plus kernel workspaces.
+    docstring), plus kernel workspaces. The V0 engine (``runner="v0"``, ``release`` its
+    version): the larger of the forward and the forward's output plus the sampler, no
+    workspace (module docstring).
     """
     t = max_num_batched_tokens
     forward = forward_peak_bytes(arch, tp, t, expert_parallel=expert_parallel, dp=dp)
+    if runner == "v0":
+        if not last_stage:
+            return forward
+        rows = sampler_requests(max_num_seqs, t) * padded_vocab(arch)
+        output = t * arch.hidden_size * arch.dtype_bytes
+        return max(forward, output + rows * v0_sampler_bytes_per_element(release))
     if last_stage:
         rows = sampler_requests(max_num_seqs, t) * padded_vocab(arch)
         # the forward's activations are freed before the sampler runs: the peak is the larger
@@ -254,7 +306,12 @@ def cuda_graph_bytes(
 
 def context_bytes(world_size: int) -> int:
     """Memory used before vLLM's snapshot (CUDA context, NCCL): outside the budget."""
-    return CUDA_CONTEXT_BYTES + (NCCL_BYTES if world_size > 1 else 0)
+    return CUDA_CONTEXT_BYTES + nccl_bytes(world_size)
+
+
+def nccl_bytes(world_size: int) -> int:
+    """NCCL's communicators and buffers, with more than one rank."""
+    return NCCL_BYTES if world_size > 1 else 0
 
 
 def non_torch_growth_bytes(world_size: int) -> int:

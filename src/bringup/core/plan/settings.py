@@ -17,6 +17,7 @@ before that they are captured after the KV pool, in the memory outside the budge
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from bringup.errors import UsageError
@@ -69,7 +70,9 @@ class Settings:
     cuda_graphs_in_budget: bool  # True from 0.21: the graph estimate is subtracted from KV
     device: str = "cuda"  # "cuda" or "cpu"
     v0_engine: bool = False  # vLLM's V0 engine (before 0.8, or VLLM_USE_V1=0 up to 0.10)
-    context_in_budget: bool = False  # before 0.9: everything not torch's is inside the budget
+    # everything not torch's (CUDA context, NCCL, other processes) is inside the budget: the
+    # V1 engine before 0.9 and the V0 engine of 0.6.4 (:func:`whole_device_in_budget`)
+    context_in_budget: bool = False
     model_runner: str = "v1"  # "v0" (V0 engine), "v1" or "v2" (vLLM's GPU model runner)
     decode_context_parallel_size: int = 1  # -dcp: the KV cache's tokens sharded over N TP ranks
     block_size: int | None = None  # --block-size; None: 16, MLA's 64 (the backends' defaults)
@@ -120,6 +123,54 @@ def parse_version(text: str) -> tuple[int, int]:
         raise UsageError(
             f"not an engine version: {text!r}", hint="use e.g. 0.11 or 0.33.0"
         ) from exc
+
+
+def parse_release(text: str) -> tuple[int, int, int]:
+    """``"0.6.4.post1"`` → (0, 6, 4), ``"0.8.0rc3.dev5+g5eeabc2a"`` → (0, 8, 0); a version
+    without a patch number (``"0.6"``) is read as its first release, ``x.y.0``."""
+    major, minor = parse_version(text)
+    parts = text.strip().lstrip("vV").split(".")
+    digits = re.match(r"\d+", parts[2]) if len(parts) > 2 else None
+    return major, minor, int(digits.group()) if digits else 0
+
+
+PATCH_RULES = ((0, 5), (0, 6))  # minor versions whose patch releases changed a rule (V0)
+
+
+def rules_version(text: str) -> str:
+    """The part of a version the plan's rules read: ``"0.11.1rc3.dev29"`` → ``"0.11"``, but
+    ``"0.6.4.post1"`` → ``"0.6.4"`` (0.5's and 0.6's patches changed the V0 sampler and
+    memory accounting: :func:`whole_device_in_budget`, ``peaks.v0_sampler_bytes_per_element``)."""
+    major, minor, patch = parse_release(text)
+    return f"{major}.{minor}.{patch}" if (major, minor) in PATCH_RULES else f"{major}.{minor}"
+
+
+def whole_device_in_budget(release: tuple[int, int, int], *, v0_engine: bool) -> bool:
+    """Whether the memory vLLM's profiler charges to the budget includes the CUDA context,
+    NCCL and other processes' memory (everything on the device that torch did not allocate).
+
+    - **V1 engine before 0.9** (``vllm/v1/worker/gpu_worker.py::determine_available_memory``,
+      0.7.3-0.8.5): ``non_torch_allocations = total_allocated_bytes - torch_allocated_bytes``,
+      the device's whole use: inside.
+    - **V0 engine** (``vllm/worker/worker.py::determine_num_available_blocks``), per release:
+
+      - 0.5.0-0.6.3: ``peak_memory = self.init_gpu_memory - free_gpu_memory``, with
+        ``init_gpu_memory`` the free memory read in ``init_device`` (``torch.cuda.
+        mem_get_info()``, which needs the context) before ``init_worker_distributed_
+        environment``: the context and other processes are outside, NCCL inside;
+      - 0.6.4: the V1-0.8 formula above (its "Memory profiling results: ...
+        non_torch_memory=" line): inside;
+      - 0.6.5-0.10: ``memory_profiling`` from a baseline taken at the same place in
+        ``init_device`` (``baseline_memory_in_bytes`` in 0.6.5/0.6.6, ``self.baseline_
+        snapshot = MemorySnapshot()`` from 0.7): ``non_torch_increase`` is the growth since
+        then, so the context and other processes are outside and NCCL inside.
+
+      No V0 release checks the free memory at start.
+    - **V1 from 0.9**: a snapshot after device init; outside (``budget`` module docstring).
+    """
+    if v0_engine:
+        return release[:3] == (0, 6, 4)
+    return release[:2] < (0, 9)
 
 
 def batch_defaults(
@@ -290,7 +341,8 @@ def resolve(
         cuda_graphs_in_budget=version >= (0, 21) and req.device != "cpu",
         device=req.device,
         v0_engine=v0,
-        context_in_budget=req.device != "cpu" and version < (0, 9),
+        context_in_budget=req.device != "cpu"
+        and whole_device_in_budget(parse_release(version_text), v0_engine=v0),
         model_runner=model_runner(version, v0_engine=v0, dense=dense),
         decode_context_parallel_size=_positive(
             "--decode-context-parallel-size", req.decode_context_parallel_size, 1
