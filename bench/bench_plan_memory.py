@@ -172,8 +172,9 @@ def _config_path(name: str) -> str:
 
 
 def _version(text: str) -> str | None:
-    m = re.search(r"(\d+)\.(\d+)", text or "")
-    return f"{m.group(1)}.{m.group(2)}" if m else None
+    """``"0.6.4.post1"`` → ``"0.6.4"``, ``"0.8.x V0"`` → ``"0.8"`` (the patch matters to V0)."""
+    m = re.search(r"\d+\.\d+(?:\.\d+)?", text or "")
+    return m.group() if m else None
 
 
 def _catalog_gpu(point: dict[str, Any]) -> Any:

@@ -82,8 +82,8 @@ def engine_version(text: str) -> tuple[str | None, dict[str, str]]:
         environ["VLLM_USE_V1"] = "0"
     elif "VLLM_USE_V1=1" in text:
         environ["VLLM_USE_V1"] = "1"
-    m = re.search(r"(\d+)\.(\d+)", text)
-    return (f"{m.group(1)}.{m.group(2)}" if m else None), environ
+    m = re.search(r"\d+\.\d+(?:\.\d+)?", text)  # with the patch: V0's rules read it
+    return (m.group() if m else None), environ
 
 
 def catalog_gpu(text: str, total_gib: float | None = None) -> Any:
