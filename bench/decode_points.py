@@ -1,7 +1,7 @@
 """Real batch-1 decode measurements (``../shared/corpus/decode/points.jsonl``) beside the plan.
 
-Each point gives its setup (model, GPU and count, interconnect, tp, ep, dcp, KV dtype, CUDA
-graphs, context) and ``measured.decode_tok_s``. The point is planned with ``bringup plan
+Each point gives its setup (model, GPU and count, interconnect and nodes, all-reduce backend,
+tp, ep, dcp, KV dtype, CUDA graphs, context) and ``measured.decode_tok_s``. The point is planned with ``bringup plan
 --json`` (its decode object) and scored: ceiling >= measured (always), measured within
 +-25 % of "expected". Configs: ``../shared/corpus/memory/hf_configs/`` (``config_ref``), else a
 bench/configs file or a bundled model; a point with none is named, not dropped.
@@ -70,6 +70,25 @@ def interconnect(text: str) -> str | None:
     return None
 
 
+def nodes(text: str) -> tuple[int, str | None]:
+    """The nodes a point's free text names ("2 nodes: NVLink intra-node + InfiniBand
+    inter-node") and their network, as ``--nnodes`` and ``--node-interconnect`` take them
+    ((1, None): one node)."""
+    t = text.lower()
+    found = re.search(r"(\d+) nodes", t)
+    if found is None or int(found.group(1)) < 2:
+        return 1, None
+    network = next(
+        (
+            v
+            for k, v in (("infiniband", "ib"), ("roce", "roce"), ("ethernet", "ethernet"))
+            if k in t
+        ),
+        None,
+    )
+    return int(found.group(1)), network
+
+
 def quantization(text: str, config: dict[str, Any] | None) -> str | None:
     """--quantization for the point's free text, when the config does not already say it."""
     t = text.lower()
@@ -114,8 +133,13 @@ def flags_for(point: dict[str, Any], model: str, gpu: Any) -> tuple[list[str], l
     link = interconnect(str(point.get("interconnect") or ""))
     if link and int(tp) > 1:
         argv += ["--interconnect", link]
-    if "infiniband" in str(point.get("interconnect") or "").lower():
-        notes.append("two nodes over InfiniBand: planned as one NVLink domain")
+    count_nodes, network = nodes(str(point.get("interconnect") or ""))
+    if count_nodes > 1:
+        argv += ["--nnodes", str(count_nodes)]
+        if network:
+            argv += ["--node-interconnect", network]
+    if "--disable-custom-all-reduce" in str(point.get("allreduce_backend") or ""):
+        argv.append("--disable-custom-all-reduce")
     q = quantization(str(point.get("quantization") or ""), config)
     if q:
         argv += ["--quantization", q]

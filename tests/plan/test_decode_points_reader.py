@@ -34,3 +34,42 @@ _SPEC.loader.exec_module(points)
 )
 def test_the_points_interconnect_text_becomes_the_plans_link(text: str, link: str | None) -> None:
     assert points.interconnect(text) == link
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2 nodes: NVLink intra-node + InfiniBand inter-node", (2, "ib")),
+        ("4 nodes over RoCE", (4, "roce")),
+        ("2 nodes, 100 GbE Ethernet", (2, "ethernet")),
+        ("PCIe Gen5 direct-attach, dual-socket, GPUs split across 2 NUMA nodes", (1, None)),
+        ("NVLink/NVSwitch (HGX)", (1, None)),
+    ],
+)
+def test_the_points_node_text_becomes_nnodes_and_the_network(
+    text: str, expected: tuple[int, str | None]
+) -> None:
+    assert points.nodes(text) == expected
+
+
+class _Gpu:
+    name = "H100"
+
+
+def test_a_point_across_nodes_or_without_the_custom_all_reduce_says_so_to_the_plan() -> None:
+    base = {"id": "x", "gpu_count": 16, "tp": 16, "model": "m"}
+    argv, _ = points.flags_for(
+        {**base, "interconnect": "2 nodes: NVLink intra-node + InfiniBand inter-node"},
+        "Llama-3.1-8B",
+        _Gpu(),
+    )
+    assert argv[argv.index("--nnodes") + 1] == "2"
+    assert argv[argv.index("--node-interconnect") + 1] == "ib"
+    assert "--disable-custom-all-reduce" not in argv
+    argv, _ = points.flags_for(
+        {**base, "allreduce_backend": "NCCL (--disable-custom-all-reduce: crashed in capture)"},
+        "Llama-3.1-8B",
+        _Gpu(),
+    )
+    assert "--disable-custom-all-reduce" in argv
+    assert "--nnodes" not in argv

@@ -7,7 +7,8 @@ runs: the layout (``-tp``, ``-pp``, ``-dp``, ``--data-parallel-size-local``,
 (``--dtype``, ``--quantization``, ``--cpu-offload-gb``), the KV cache (``--kv-cache-dtype``,
 ``--block-size``, ``--max-model-len``), the batch (``--max-num-seqs``,
 ``--max-num-batched-tokens``), the budget (``--gpu-memory-utilization``), CUDA graphs
-(``--enforce-eager``) and speculative decoding (``--speculative-config``). The front end's
+(``--enforce-eager``), the collectives (``--disable-custom-all-reduce``, ``--nnodes``) and
+speculative decoding (``--speculative-config``). The front end's
 flags (host, port, API keys, chat templates, tool parsers) and the engine's naming, logging and
 download flags cannot. Any other flag is named in the warning: a vLLM flag this plan does not
 model, or a word that is not a flag of the vLLM version the names were read from
@@ -51,6 +52,8 @@ PLANNED: frozenset[str] = frozenset(
         "--block-size",
         "--cpu-offload-gb",
         "--enforce-eager",
+        "--disable-custom-all-reduce",
+        "--nnodes",
         "--speculative-config",
     }
 )

@@ -129,6 +129,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     plan.add_argument("--interconnect", choices=decode.INTERCONNECTS, help="link between GPUs")
     plan.add_argument(
+        "--disable-custom-all-reduce",
+        action="store_true",
+        help="the server runs with --disable-custom-all-reduce (NCCL's all-reduces)",
+    )
+    plan.add_argument(
         "--memory-bandwidth", metavar="RATE", help="per GPU or of the CPU, e.g. 20GB/s"
     )
     plan.add_argument(
@@ -266,7 +271,12 @@ def predict(
         gpu=None if cpu else args.gpu,
         memory_bandwidth=bandwidth,
         tensor_parallel=tp,
-        setup=decode.DecodeSetup(args.interconnect, args.dcp, args.input_tokens),
+        setup=decode.DecodeSetup(
+            args.interconnect,
+            args.dcp,
+            args.input_tokens,
+            custom_all_reduce=not args.disable_custom_all_reduce,
+        ),
         environ=environ,
         cpu_threads=args.threads,
         pipeline_parallel=pp,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.cli import report_flags
+from bringup.cli.commands import plan_decode
 from bringup.cli.commands.plan_shared import cpu_processor, parse_memory, parse_rate
 from bringup.cli.main import Context
 from bringup.core import engine_args, engine_flags, fit_search, gpu_catalog, wrappers
@@ -175,35 +176,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="context length for a GGUF plan (default: the model's training context)",
     )
-    dec = parser.add_argument_group("decode speed (batch 1)")
-    dec.add_argument(
-        "--interconnect",
-        choices=decode.INTERCONNECTS,
-        help="link between the GPUs (default: the GPU catalog's); pcie-numa: GPUs split "
-        "across CPU sockets without P2P between them (with P2P on across them: pcie)",
-    )
-    dec.add_argument(
-        "-dcp",
-        "--decode-context-parallel-size",
-        dest="decode_context_parallel_size",
-        type=int,
-        default=None,
-        metavar="N",
-        help="shard the KV cache over N GPUs of the TP group (vLLM's -dcp)",
-    )
-    dec.add_argument(
-        "--context-tokens",
-        type=int,
-        default=0,
-        metavar="N",
-        help="tokens already in the context when decoding (default 0)",
-    )
-    dec.add_argument(
-        "--memory-bandwidth",
-        metavar="RATE",
-        help="memory bandwidth of one GPU (or the CPU), e.g. 3.35TB/s, 20GB/s "
-        "(default: the GPU catalog's peak; on a CPU, measured)",
-    )
+    plan_decode.add_arguments(parser)
     parser.add_argument(
         "--calibrate", metavar="LOG", help="a successful startup log of this model and GPUs"
     )
@@ -235,7 +208,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs=argparse.REMAINDER,
         metavar="MODEL [FLAGS]",
         help="plan another setup beside this one (repeatable): its model and its own flags; "
-        "GPU, interconnect, bandwidth, context and engine flags given once apply to all",
+        "GPU, interconnect, nodes, bandwidth, context and engine flags given once apply to all",
     )
 
 
@@ -367,7 +340,7 @@ def _make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
         tensors,
         gpus,
         planned,
-        setup=decode_setup(args, command.flags if command else ()),
+        setup=plan_decode.decode_setup(args, command.flags if command else ()),
         gpu=gpu,
         bandwidth=bandwidth,
         warnings=warnings,
@@ -510,22 +483,9 @@ def predict_decode(
             setup=setup,
             weight_format=format_from_config(arch.quantization, quantization).method,
         )
-    return decode.predict(workload, processor, decode.gpu_link(model, setup.interconnect))
-
-
-def decode_setup(args: argparse.Namespace, flags: Sequence[str]) -> decode.DecodeSetup:
-    """The decode flags (``-dcp`` also read from the server command)."""
-    dcp = _dcp(args, flags)
-    return decode.DecodeSetup(args.interconnect, 1 if dcp is None else dcp, args.context_tokens)
-
-
-def _dcp(args: argparse.Namespace, flags: Sequence[str]) -> int | None:
-    """``-dcp`` from the flags, else from the server command; None when neither sets it."""
-    dcp = getattr(args, "decode_context_parallel_size", None)
-    if dcp is None:
-        text = engine_args.get_flag(flags, "--decode-context-parallel-size", "-dcp")
-        dcp = _convert("--decode-context-parallel-size", text, int) if text else None
-    return dcp
+    world = tensor_parallel * pipeline_parallel
+    link = decode.setup_link(model, setup, tensor_parallel=tensor_parallel, world=world)
+    return decode.predict(workload, processor, link)
 
 
 def _requested(
@@ -554,7 +514,7 @@ def _requested(
         use_v1=use_v1_from_env((environ or {}).get("VLLM_USE_V1")),
         allow_long_max_model_len=env_flag((environ or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")),
         device=args.device or "cuda",
-        decode_context_parallel_size=_dcp(args, flags),
+        decode_context_parallel_size=plan_decode.dcp_size(args, flags),
     )
 
 
@@ -791,7 +751,7 @@ def _run_cpu(
         memory_total_bytes=total,
         pool_is_estimate=estimate,
     )
-    setup = decode_setup(args, flags)
+    setup = plan_decode.decode_setup(args, flags)
     decode.check_setup(setup, settings.tensor_parallel_size)
     bandwidth = parse_rate(args.memory_bandwidth) if args.memory_bandwidth else None
     workload = decode.workload_for(arch, tensors, settings, setup)

@@ -3,8 +3,8 @@
 The seed's decision, made before any download: Kimi-K2.5 in NVFP4 on 8 GPUs or MiniMax-M2.5 in
 FP8 on 4, over PCIe split across two sockets? Each setup is a model and its own flags (``-tp``,
 ``--quantization``, ...); the flags that describe the machine rather than the setup
-(:data:`SHARED`: the GPU, the interconnect, the bandwidth, the context, the engine version and
-device) apply to every setup that does not set them, wherever they were given. A server command
+(:data:`SHARED`: the GPU, the interconnect, the nodes and their network, the bandwidth, the
+context, the engine version and device) apply to every setup that does not set them, wherever they were given. A server command
 after ``--`` belongs to the first setup. Exit 0 when every setup fits, else 1.
 """
 
@@ -27,6 +27,8 @@ SHARED = (
     "gpu_memory",
     "gpus_from",
     "interconnect",
+    "nnodes",
+    "node_interconnect",
     "memory_bandwidth",
     "context_tokens",
     "engine_version",

@@ -114,6 +114,7 @@ def gpu_decode(
     """Batch-1 decode speed on ``gpu`` (the catalog's entry; ``bandwidth`` overrides its peak,
     or stands alone for a GPU the catalog lacks); None when no bandwidth is known."""
     decode.check_setup(setup, s.tensor_parallel_size)
+    link = decode.setup_link(gpu, setup, tensor_parallel=s.tensor_parallel_size, world=s.world_size)
     if gpu is None and bandwidth is None:
         return None
     processor = (
@@ -122,7 +123,7 @@ def gpu_decode(
         else decode.Processor(planner.gpus.name, "gpu", float(bandwidth or 0), "given")
     )
     workload = decode.workload_for(planner.arch, planner.tensors, s, setup)
-    return decode.predict(workload, processor, decode.gpu_link(gpu, setup.interconnect))
+    return decode.predict(workload, processor, link)
 
 
 def full_plan(

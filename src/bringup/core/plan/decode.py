@@ -42,31 +42,12 @@ one norm and one mixer whose output projection is row-parallel): one all-reduce 
 only its attention blocks count as attention layers (not the Mamba, MLP or MoE blocks, whose KV
 kind is "linear" or "none"). The payload is one token's hidden state.
 
-**Collective latency** by interconnect, for a message of a few KiB inside a CUDA graph
-(:data:`COLLECTIVE_LATENCY_SECONDS`):
-
-- ``nvlink`` 8 us: vLLM's custom all-reduce on H100 (4-32 KiB, 2-8 GPUs) 3.7-7.8 us and NCCL
-  8.5-11.8 us (sgl-project/sglang#2904); NCCL NVLS 2 GPUs ~6 us (NVIDIA/nccl#1259);
-- ``pcie`` 20 us: NCCL between four GPUs behind one PCIe switch, 4-8 KiB, in a CUDA graph,
-  19.4-20.3 us (haohervchb/sglang-V100#2);
-- ``pcie-numa`` 55 us (GPUs split across CPU sockets with no P2P between them, so NCCL stages
-  the traffic through host memory, its SHM transport: NCCL's docs on ``NCCL_P2P_LEVEL`` and
-  ``NCCL_SHM_DISABLE``; with P2P on across the sockets, ``NCCL_P2P_LEVEL=SYS``, it is ``pcie``): 8 GPUs
-  in two PCIe islands, NCCL 8-16 KiB 56.9-63.8 us (vllm-project/vllm#50576, A800); 8 x RTX 4090
-  over two root complexes, NCCL 8 B 40-42 us (NVIDIA/nccl#1530);
-- ``xgmi`` 15 us: not from a public measurement (approximate, RCCL on MI300X).
-
-**By TP size**: NCCL's small-message all-reduce is a ring in its LL protocol, whose latency
-NCCL's own tuning model puts at a base plus one hop per step, ``2 (n - 1)`` steps for n ranks,
-1.0 us a hop over PCIe (``hwLat[PCI][Ring][LL]`` beside ``baseLat[Ring][LL]`` = 6.6 us in
-NVIDIA/nccl ``src/graph/tuning.cc``). The PCIe figures above are measured at 4 ranks (``pcie``)
-and 8 ranks (``pcie-numa``); another TP size moves them by that 1.0 us per step
-(:data:`RING_ANCHOR_RANKS`, :data:`RING_HOP_SECONDS`): ``pcie`` at TP 8 is 28 us, at TP 2
-16 us. NVLink's figure is vLLM's custom all-reduce (one shot, 3.7-7.8 us from 2 to 8 GPUs in
-the same measurement): flat. Under ``--enforce-eager`` a collective is one more operator that
-Python dispatches (vLLM's ``tensor_model_parallel_all_reduce``, a custom op over the device
-communicator), so it takes at least an eager operator's time:
-:func:`~bringup.core.plan.decode_costs.collective_seconds`.
+**Collective latency** (:mod:`.decode_links`): a custom all-reduce's 8 us over NVLink, NCCL's
+measured 20 us over PCIe (4 GPUs) and 55 us across CPU sockets (8 GPUs), moved by NCCL's ring
+step per rank; NCCL's own latency model (NVIDIA/nccl ``src/graph/tuning.cc``) where the
+collective is NCCL's over NVLink (``--disable-custom-all-reduce``) or crosses nodes (``--nnodes``,
+``--node-interconnect``); under ``--enforce-eager`` at least an eager operator's time
+(:func:`~bringup.core.plan.decode_costs.collective_seconds`).
 
 **Expected** speed takes the ceiling's terms with a bandwidth efficiency and adds a fixed cost
 per layer (kernel launches and their tails, which a CUDA graph shortens but does not remove),
@@ -121,6 +102,7 @@ eager mode, graph replay otherwise).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -133,27 +115,15 @@ from bringup.core.plan import kv as kvmod
 from bringup.core.plan.arch import Architecture
 from bringup.core.plan.decode_experts import busiest_experts
 from bringup.core.plan.decode_experts import expert_counts as expert_counts  # re-exported
+from bringup.core.plan.decode_links import COLLECTIVE_LATENCY_SECONDS as COLLECTIVE_LATENCY_SECONDS
+from bringup.core.plan.decode_links import DEFAULT_NETWORK, NETWORKS, Link, tp_nodes
+from bringup.core.plan.decode_links import INTERCONNECTS as INTERCONNECTS
+from bringup.core.plan.decode_links import gpu_link as gpu_link
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.settings import Settings
 from bringup.core.plan.weights import Parallel, weights_per_stage
 from bringup.errors import UsageError
 
-INTERCONNECTS = ("nvlink", "pcie", "pcie-numa", "xgmi")
-INTERCONNECT_NAMES = {
-    "nvlink": "NVLink",
-    "pcie": "PCIe",
-    "pcie-numa": "PCIe across CPU sockets",
-    "xgmi": "xGMI",
-}
-COLLECTIVE_LATENCY_SECONDS: dict[str, float] = {
-    "nvlink": 8e-6,
-    "pcie": 20e-6,
-    "pcie-numa": 55e-6,
-    "xgmi": 15e-6,
-}
-# the TP size each PCIe latency above was measured at, and NCCL's ring step over PCIe
-RING_ANCHOR_RANKS: dict[str, int] = {"pcie": 4, "pcie-numa": 8}
-RING_HOP_SECONDS = 1.0e-6
 ARCH_CLASSES = ("dense", "moe", "mla")
 # MiniMax-M2 normalizes q and k over all heads: under TP each attention layer all-reduces their
 # variance (vLLM model_executor/layers/minimax_rms_norm/rms_norm_tp.py, _all_reduce_variance)
@@ -178,32 +148,6 @@ CPU_CLASSES: dict[str, ClassCosts] = {c: ClassCosts(0.85, 50e-6) for c in ARCH_C
 _INPUT_EMBEDDING = re.compile(r"(embed_tokens|wte|tok_embeddings|word_embeddings|token_embd)")
 _LM_HEAD = re.compile(r"(lm_head|^output\.weight)")
 _EXPERT_GGUF = re.compile(r"_exps\.")
-
-
-@dataclass(frozen=True, slots=True)
-class Link:
-    """The interconnect between the GPUs of one model instance."""
-
-    kind: str  # one of INTERCONNECTS
-    bandwidth_bytes_per_second: float  # per GPU, one direction
-
-    @property
-    def latency_seconds(self) -> float:
-        """Latency of one small collective over this link (at the TP size it was measured at)."""
-        return COLLECTIVE_LATENCY_SECONDS.get(self.kind, COLLECTIVE_LATENCY_SECONDS["pcie"])
-
-    def latency_at(self, ranks: int) -> float:
-        """Latency of one small collective among ``ranks`` GPUs: the measured figure moved by
-        NCCL's ring step per rank over PCIe; NVLink's (one-shot custom all-reduce) is flat."""
-        anchor = RING_ANCHOR_RANKS.get(self.kind)
-        if anchor is None or ranks < 2:
-            return self.latency_seconds
-        return self.latency_seconds + 2 * (ranks - anchor) * RING_HOP_SECONDS
-
-    @property
-    def name(self) -> str:
-        """How people call it."""
-        return INTERCONNECT_NAMES.get(self.kind, self.kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,6 +351,39 @@ class DecodeSetup:
     interconnect: str | None = None  # None: the GPU catalog's
     decode_context_parallel_size: int = 1
     context_tokens: int = 0
+    custom_all_reduce: bool = True  # False: --disable-custom-all-reduce
+    nnodes: int = 1  # --nnodes: the nodes the instance's GPUs are split over
+    network: str | None = None  # --node-interconnect (None: decode_links.DEFAULT_NETWORK)
+
+
+def setup_link(
+    gpu: GpuModel | None, setup: DecodeSetup, *, tensor_parallel: int, world: int
+) -> Link:
+    """The link of a setup: the GPUs' (:func:`gpu_link`), NCCL's all-reduce without the custom
+    kernel, and the network when its ``world`` GPUs split over ``setup.nnodes`` nodes leave a TP
+    group on several (:func:`~bringup.core.plan.decode_links.tp_nodes`)."""
+    nnodes = setup.nnodes
+    if nnodes < 1 or world % nnodes:
+        raise UsageError(
+            f"--nnodes {nnodes} must divide the {world} GPUs of the instance",
+            hint="each node runs the same number of GPUs (vLLM's and SGLang's --nnodes)",
+        )
+    if setup.network is not None and nnodes == 1:
+        raise UsageError(
+            f"--node-interconnect {setup.network} needs --nnodes 2 or more",
+            hint="it is the network between the nodes the instance spans",
+        )
+    if setup.network is not None and setup.network not in NETWORKS:
+        raise UsageError(
+            f"--node-interconnect {setup.network}: unknown",
+            hint=f"use one of {', '.join(NETWORKS)}",
+        )
+    link = gpu_link(gpu, setup.interconnect)
+    nodes = tp_nodes(tensor_parallel, world, nnodes)
+    network = (setup.network or DEFAULT_NETWORK) if nodes > 1 else ""
+    return dataclasses.replace(
+        link, custom_all_reduce=setup.custom_all_reduce, nodes=nodes, network=network
+    )
 
 
 def gpu_processor(gpu: GpuModel, bandwidth_bytes_per_second: float | None = None) -> Processor:
@@ -414,20 +391,6 @@ def gpu_processor(gpu: GpuModel, bandwidth_bytes_per_second: float | None = None
     if bandwidth_bytes_per_second:
         return Processor(gpu.name, "gpu", bandwidth_bytes_per_second, "given")
     return Processor(gpu.name, "gpu", gpu.memory_bandwidth_bytes_per_second, "vendor peak")
-
-
-def gpu_link(gpu: GpuModel | None, interconnect: str | None) -> Link:
-    """The link between the GPUs: ``interconnect`` if given, else the catalog's.
-
-    ``pcie-numa`` moves the same bytes per second as ``pcie``; only its latency differs."""
-    kind = (interconnect or (gpu.interconnect if gpu else "pcie")).lower()
-    if gpu is None:
-        bandwidth = 32e9
-    elif kind in ("pcie", "pcie-numa") and gpu.interconnect != "pcie":
-        bandwidth = 64e9 if gpu.compute_capability >= (9, 0) else 32e9  # the slot, not NVLink
-    else:
-        bandwidth = gpu.interconnect_bytes_per_second
-    return Link(kind, bandwidth)
 
 
 def arch_class(arch: Architecture) -> str:

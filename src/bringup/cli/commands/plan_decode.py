@@ -1,0 +1,107 @@
+"""``bringup plan``'s decode-speed flags (the "decode speed (batch 1)" group) and the
+:class:`~bringup.core.plan.decode.DecodeSetup` they make, each engine flag also read from the
+server command after ``--`` (``-dcp``, ``--disable-custom-all-reduce``, ``--nnodes``: vLLM's
+and SGLang's names).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from bringup.core import engine_args
+from bringup.core.plan import decode
+from bringup.core.plan.decode_links import DEFAULT_NETWORK, NETWORKS
+from bringup.errors import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The decode group of ``plan``'s flags."""
+    dec = parser.add_argument_group("decode speed (batch 1)")
+    dec.add_argument(
+        "--interconnect",
+        choices=decode.INTERCONNECTS,
+        help="link between the GPUs of a node (default: the GPU catalog's); pcie-numa: GPUs "
+        "split across CPU sockets without P2P between them (with P2P on across them: pcie)",
+    )
+    dec.add_argument(
+        "-dcp",
+        "--decode-context-parallel-size",
+        dest="decode_context_parallel_size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="shard the KV cache over N GPUs of the TP group (vLLM's -dcp)",
+    )
+    dec.add_argument(
+        "--context-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="tokens already in the context when decoding (default 0)",
+    )
+    dec.add_argument(
+        "--memory-bandwidth",
+        metavar="RATE",
+        help="memory bandwidth of one GPU (or the CPU), e.g. 3.35TB/s, 20GB/s "
+        "(default: the GPU catalog's peak; on a CPU, measured)",
+    )
+    dec.add_argument(
+        "--disable-custom-all-reduce",
+        action="store_true",
+        default=None,
+        help="the engine's TP all-reduces are NCCL's, not its custom all-reduce kernel "
+        "(vLLM's and SGLang's flag): slower on NVLink",
+    )
+    dec.add_argument(
+        "--nnodes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="nodes the instance's GPUs are split over, evenly (vLLM's and SGLang's --nnodes; "
+        "default 1): a TP group larger than one node's GPUs crosses the network",
+    )
+    dec.add_argument(
+        "--node-interconnect",
+        choices=NETWORKS,
+        default=None,
+        help=f"network between the nodes of --nnodes (default {DEFAULT_NETWORK}): InfiniBand, "
+        "RoCE, or plain Ethernet (NCCL's TCP sockets)",
+    )
+
+
+def decode_setup(args: argparse.Namespace, flags: Sequence[str]) -> decode.DecodeSetup:
+    """The decode flags, each engine flag also read from the server command's ``flags``."""
+    dcp = dcp_size(args, flags)
+    disabled = getattr(args, "disable_custom_all_reduce", None) or engine_args.has_flag(
+        flags, "--disable-custom-all-reduce"
+    )
+    nnodes = getattr(args, "nnodes", None)
+    if nnodes is None:
+        nnodes = _int_flag(flags, "--nnodes")
+    return decode.DecodeSetup(
+        args.interconnect,
+        1 if dcp is None else dcp,
+        args.context_tokens,
+        custom_all_reduce=not disabled,
+        nnodes=1 if nnodes is None else nnodes,
+        network=getattr(args, "node_interconnect", None),
+    )
+
+
+def dcp_size(args: argparse.Namespace, flags: Sequence[str]) -> int | None:
+    """``-dcp`` from the flags, else from the server command; None when neither sets it."""
+    dcp = getattr(args, "decode_context_parallel_size", None)
+    if dcp is None:
+        dcp = _int_flag(flags, "--decode-context-parallel-size", "-dcp")
+    return dcp
+
+
+def _int_flag(flags: Sequence[str], *names: str) -> int | None:
+    text = engine_args.get_flag(flags, *names)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise UsageError(f"{names[0]}: not a whole number: {text!r}") from exc
