@@ -129,6 +129,8 @@ class Row:
     kv_tokens: tuple[int, int] | None = None  # (predicted, measured)
     kv_tokens_note: str = ""
     verdict: tuple[str, str] | None = None  # (predicted, real)
+    confidence: str = "certain"  # the plan's verdict confidence ("certain" before it had one)
+    because: list[str] = field(default_factory=list)  # the plan's uncertain_because
     notes: list[str] = field(default_factory=list)
     graph: tuple[float, float] | None = None  # graph pool (planned GiB, measured "took" GiB)
     graph_in_budget: bool = False  # the plan charges the graph pool to the KV budget (0.21+)
@@ -373,6 +375,8 @@ def evaluate(point: dict[str, Any]) -> Row:
         else:
             v = plan["verdict"]
             row.verdict = ("fits" if v["fits"] else str(v["failure_class"]), str(real))
+            row.confidence = str(v.get("confidence") or "certain")
+            row.because = [str(b) for b in v.get("uncertain_because") or []]
     if plan.get("warnings"):
         row.notes += plan["warnings"]
     graph = _num(r"took (-?[\d.]+) GiB", (point.get("reported") or {}).get("cuda_graph"))
@@ -470,6 +474,10 @@ def main() -> None:
     t = [abs(e) for r in rows if (e := Row.err(r.kv_tokens)) is not None]  # type: ignore[arg-type]
     verdicts = [r.verdict for r in rows if r.verdict is not None]
     right = sum(1 for p, real in verdicts if p == real)
+    sys.path.insert(0, str(ROOT / "bench"))
+    import memory_batch2
+
+    sure = memory_batch2.confidences([(r.verdict, r.confidence) for r in rows if r.verdict])
     usable = [r for r in rows if r.unusable is None]
     fitted, loo, k_all, moved = loo_kv_errors(usable)
     graphs = sum(1 for r in usable if r.graph)
@@ -493,6 +501,10 @@ def main() -> None:
         (
             f"| verdict right (memory outcomes, GPU known) | {len(verdicts)} | "
             f"{right}/{len(verdicts)} = {100 * right / max(1, len(verdicts)):.0f} % | 90 % |"
+        ),
+        (
+            f"| verdicts right (certain only) / uncertain / wrong while certain | {len(verdicts)} "
+            f"| {sure.cell()} ({sure.right_uncertain} right ones uncertain) | all / few / 0 |"
         ),
         f'| CUDA-graph pool (vs "Graph capturing ... took") | {len(gp)} | {_pct(_median(gp))} | - |',
         (
@@ -549,12 +561,11 @@ def main() -> None:
         tokens = (
             f"{r.kv_tokens[0]:,} / {r.kv_tokens[1]:,}" if r.kv_tokens else r.kv_tokens_note or "-"
         )
-        verdict = f"{r.verdict[0]} / {r.verdict[1]}" if r.verdict else "-"
-        mark = "" if not r.verdict or r.verdict[0] == r.verdict[1] else " **wrong**"
+        verdict = memory_batch2.verdict_cell(r.verdict, r.confidence)
         lines.append(
             f"| {r.file} | {r.model} | {r.version[:12]} | {r.config} | {r.gpu} | "
             f"{_pct(Row.err(r.weights))} | {_pct(Row.err(r.bytes_per_token))} | {tokens} | "
-            f"{_pct(Row.err(r.kv_tokens))} | {verdict}{mark} | {'; '.join(r.notes)[:160]} |"  # type: ignore[arg-type]
+            f"{_pct(Row.err(r.kv_tokens))} | {verdict} | {'; '.join(r.notes)[:160]} |"  # type: ignore[arg-type]
         )
     checked = checked_configs()
     unchecked = sorted(f.stem for f in CONFIGS.glob("*.json") if f.name not in checked)
@@ -580,6 +591,9 @@ def main() -> None:
             f"- {r.file} (vLLM {r.version[:8]}, {r.model}): {r.sizes[0]} / {r.sizes[1]}"  # type: ignore[index]
             for r in wrong_sizes
         ]
+    lines += memory_batch2.uncertain_lines(
+        [(f"{r.file} {r.model}", r.verdict, r.because) for r in rows if r.because]
+    )
     lines += ["", "Unusable points:", ""]
     lines += [f"- {r.file} `{r.model}`: {r.unusable}" for r in rows if r.unusable]
     text = "\n".join(lines) + "\n"
@@ -593,7 +607,6 @@ def main() -> None:
 
 def score_batch2(data: Path, out: Path, notes: list[str]) -> None:
     """Score the second memory set (bench/memory_batch2.py) in the same run."""
-    sys.path.insert(0, str(ROOT / "bench"))
     import memory_batch2
 
     points = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]

@@ -55,6 +55,8 @@ class Point2:
     kv_gib: tuple[float, float] | None = None  # the KV pool per GPU (plan, vLLM)
     kv_tokens: tuple[int, int] | None = None
     verdict: tuple[str, str] | None = None  # (plan, real)
+    confidence: str = "certain"  # the plan's verdict confidence ("certain" before it had one)
+    because: list[str] = field(default_factory=list)  # the plan's uncertain_because
     notes: list[str] = field(default_factory=list)
 
 
@@ -231,6 +233,8 @@ def evaluate(point: dict[str, Any], configs: Path, plan: Planner) -> Point2:
         if real is not None:
             v = planned["verdict"]
             row.verdict = ("fits" if v["fits"] else str(v["failure_class"]), real)
+            row.confidence = str(v.get("confidence") or "certain")
+            row.because = [str(b) for b in v.get("uncertain_because") or []]
     else:
         row.notes.append("GPU memory unknown: weights and bytes per token only")
     if point.get("speculative"):
@@ -246,6 +250,48 @@ def _pct(x: float | None) -> str:
 def _median_abs(values: list[float | None]) -> float | None:
     xs = [abs(v) for v in values if v is not None]
     return statistics.median(xs) if xs else None
+
+
+@dataclass(frozen=True)
+class Confidences:
+    """Verdicts scored with their confidence: right while certain, uncertain (right or
+    wrong), wrong while certain, and how many right verdicts are uncertain."""
+
+    total: int
+    right: int
+    right_certain: int
+    uncertain: int
+    wrong_certain: int
+    right_uncertain: int
+
+    def cell(self) -> str:
+        """``17 / 5 / 0`` (right while certain / uncertain / wrong while certain)."""
+        return f"{self.right_certain} / {self.uncertain} / {self.wrong_certain}"
+
+
+def confidences(scored: list[tuple[tuple[str, str], str]]) -> Confidences:
+    """Count ((plan, real), confidence) pairs; a plan without a confidence is certain."""
+    right = [p == real for (p, real), _c in scored]
+    uncertain = [c == "uncertain" for _v, c in scored]
+    return Confidences(
+        total=len(scored),
+        right=sum(right),
+        right_certain=sum(r and not u for r, u in zip(right, uncertain, strict=True)),
+        uncertain=sum(uncertain),
+        wrong_certain=sum(not r and not u for r, u in zip(right, uncertain, strict=True)),
+        right_uncertain=sum(r and u for r, u in zip(right, uncertain, strict=True)),
+    )
+
+
+def verdict_cell(verdict: tuple[str, str] | None, confidence: str) -> str:
+    """``fits / fits``, ``fits (uncertain) / kv_cache_insufficient``, with **wrong** marked
+    where the plan's verdict differs from the real one and was given as certain."""
+    if verdict is None:
+        return "-"
+    doubt = " (uncertain)" if confidence == "uncertain" else ""
+    wrong = verdict[0] != verdict[1]
+    mark = (" **wrong**" if not doubt else " (wrong, flagged)") if wrong else ""
+    return f"{verdict[0]}{doubt} / {verdict[1]}{mark}"
 
 
 def summary(rows: list[Point2]) -> dict[str, Any]:
@@ -273,6 +319,7 @@ def summary(rows: list[Point2]) -> dict[str, Any]:
             _median_abs([_err(r.kv_tokens) for r in planned]),  # type: ignore[arg-type]
         ),
         "verdicts": (sum(1 for p, real in verdicts if p == real), len(verdicts)),
+        "confidences": confidences([(r.verdict, r.confidence) for r in planned if r.verdict]),
         "oom": (
             sum(1 for p, real in ooms if p == real == "cuda_oom"),
             sum(1 for _p, real in ooms if real == "cuda_oom"),
@@ -302,6 +349,11 @@ def report(rows: list[Point2], source: str) -> list[str]:
         f"| KV tokens | {s['kv_tokens'][0]} | {_pct(s['kv_tokens'][1])} | 4 % |",
         f"| verdict right | {total} | {right}/{total} | all |",
         (
+            f"| verdicts right (certain only) / uncertain / wrong while certain | {total} | "
+            f"{s['confidences'].cell()} ({s['confidences'].right_uncertain} right ones "
+            "uncertain) | all / few / 0 |"
+        ),
+        (
             f"| OOM predicted where vLLM ran out of memory / OOMs / OOM predicted where it did "
             f"not | {real_ooms} | {hit}/{real_ooms}, {false_ooms} false | all, 0 false |"
         ),
@@ -317,13 +369,24 @@ def report(rows: list[Point2], source: str) -> list[str]:
             continue
         kvg = f"{r.kv_gib[0]:.2f} / {r.kv_gib[1]:.2f}" if r.kv_gib else "-"
         tok = f"{r.kv_tokens[0]:,} / {r.kv_tokens[1]:,}" if r.kv_tokens else "-"
-        verdict = f"{r.verdict[0]} / {r.verdict[1]}" if r.verdict else "-"
-        mark = "" if not r.verdict or r.verdict[0] == r.verdict[1] else " **wrong**"
+        verdict = verdict_cell(r.verdict, r.confidence)
         lines.append(
             f"| {r.id} | {r.version[:14]} | {r.gpu} | {_pct(_err(r.weights))} | "
             f"{_pct(_err(r.bytes_per_token))} | {kvg} | {tok} | "
-            f"{_pct(_err(r.kv_tokens))} | {verdict}{mark} | {'; '.join(r.notes)[:160]} |"  # type: ignore[arg-type]
+            f"{_pct(_err(r.kv_tokens))} | {verdict} | {'; '.join(r.notes)[:160]} |"  # type: ignore[arg-type]
         )
+    lines += uncertain_lines([(r.id, r.verdict, r.because) for r in rows if r.because])
     lines += ["", "Not plannable:", ""]
     lines += [f"- {r.id}: {r.unplannable}" for r in rows if r.unplannable]
+    return lines
+
+
+def uncertain_lines(points: list[tuple[str, tuple[str, str] | None, list[str]]]) -> list[str]:
+    """The uncertain verdicts, each with the plan's reasons (``uncertain_because``)."""
+    if not points:
+        return []
+    lines = ["", "Uncertain verdicts (plan / real) and why:", ""]
+    for name, verdict, because in points:
+        pair = f"{verdict[0]} / {verdict[1]}" if verdict else "-"
+        lines.append(f"- {name} ({pair}): " + " | ".join(because))
     return lines
