@@ -32,21 +32,26 @@ def bundled_config(name: str) -> dict[str, Any]:
     return data
 
 
+def catalog_gpus(model: gpu_catalog.GpuModel, count: int, free_bytes: int | None = None) -> GpuSet:
+    """``count`` GPUs of a catalog model, all free unless ``free_bytes`` says otherwise."""
+    return GpuSet(
+        model.name,
+        count,
+        model.memory_bytes,
+        model.memory_bytes if free_bytes is None else free_bytes,
+        model.vllm_treats_as_a100,
+        model.compute_capability,
+        model.interconnect,
+    )
+
+
 def planner_for(
     config: dict[str, Any], gpu: str, count: int, tensors: Any = None, **req: Any
 ) -> tuple[Planner, Settings]:
     """A planner and resolved settings for ``config`` on ``count`` catalog GPUs."""
     arch = parse_architecture(config)
     model = gpu_catalog.lookup(gpu)
-    gpus = GpuSet(
-        model.name,
-        count,
-        model.memory_bytes,
-        req.pop("free_bytes", model.memory_bytes),
-        model.vllm_treats_as_a100,
-        model.compute_capability,
-        model.interconnect,
-    )
+    gpus = catalog_gpus(model, count, req.pop("free_bytes", model.memory_bytes))
     settings = resolve(
         Requested(**req),
         memory_bytes=model.memory_bytes,

@@ -71,14 +71,23 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "sampler_warmup_bytes",
         "headroom_bytes",
     }
-    # the issue's three, and the DCP group the tokens are counted across (issue 15, -dcp)
+    # the issue's three, the DCP group the tokens are counted across (issue 15, -dcp), and
+    # the tokens at the low end of the error bar (issue 25, core.plan.confidence)
     assert set(data["kv_cache"]) == {
         "bytes_per_token",
         "tokens",
         "max_concurrency",
         "dcp_group_size",
+        "tokens_low",
     }
-    assert set(data["verdict"]) == {"fits", "failure_class", "phase", "reason"}
+    assert set(data["verdict"]) == {
+        "fits",
+        "failure_class",
+        "phase",
+        "reason",
+        "confidence",
+        "uncertain_because",
+    }
     assert data["verdict"]["failure_class"] == "cuda_oom"
     assert data["verdict"]["phase"] == "warmup"
     assert data["settings"]["tensor_parallel_size"] == 4

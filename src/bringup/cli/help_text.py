@@ -11,7 +11,11 @@ from collections.abc import Iterable, Sequence
 # command -> its exit codes, (code, meaning); the same codes as bringup.exit_codes.
 EXIT_CODES: dict[str, tuple[tuple[str, str], ...]] = {
     "verify": (("0", "no problems"), ("1", "problems found"), ("2", "usage or unreadable input")),
-    "plan": (("0", "fits"), ("1", "does not fit"), ("2", "usage or bad input")),
+    "plan": (
+        ("0", "fits (an uncertain fit too)"),
+        ("1", "does not fit (an uncertain failure too)"),
+        ("2", "usage or bad input"),
+    ),
     "guard": (
         ("0", "the GPUs are free"),
         ("5", "timed out with the GPUs still held (holders listed)"),

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bringup.core.plan.decode import DecodeSpeed
-from bringup.core.plan.result import Plan
+from bringup.core.plan.result import Plan, Verdict
 from bringup.render.console import fit
 from bringup.render.verify import format_parameters
 from bringup.units import format_bytes
@@ -74,8 +74,13 @@ def format_plan(plan: Plan) -> Group:
             f" in each of the {s.data_parallel_size} data-parallel engines (each its own KV cache:"
             f" {s.data_parallel_size * kv.tokens:,} tokens in all)"
         )
+    low = (
+        f" ({kv.tokens_low:,} at the low end of the plan's error bar)"
+        if kv.tokens_low is not None
+        else ""
+    )
     kv_line = Text(
-        f"KV cache: {kv.bytes_per_token:,} bytes per token, {kv.tokens:,} tokens, "
+        f"KV cache: {kv.bytes_per_token:,} bytes per token, {kv.tokens:,} tokens{low}, "
         f"max concurrency {kv.max_concurrency:.2f} at {s.max_model_len:,} tokens per request"
         f"{across}"
     )
@@ -86,7 +91,7 @@ def format_plan(plan: Plan) -> Group:
         *_decode(plan),
         *_warmup(plan),
         *_calibration(plan),
-        _verdict(plan),
+        *_verdict(plan),
         *_recommendations(plan),
         *_what_fits(plan),
     )
@@ -164,13 +169,28 @@ def _warmup(plan: Plan) -> list[Text]:
     ]
 
 
-def _verdict(plan: Plan) -> Text:
+def doubt_suffix(v: Verdict) -> str:
+    """`` (uncertain: version not given, KV margin)`` for an uncertain verdict, else ``""``."""
+    if v.confidence != "uncertain":
+        return ""
+    return f" (uncertain: {', '.join(v.uncertain_labels or ('see why',))})"
+
+
+def _verdict(plan: Plan) -> list[Text]:
+    """The verdict line, ``FITS (uncertain: ...)`` when it is, then why, one line a reason."""
     v = plan.verdict
+    doubt = doubt_suffix(v)
     if v.fits:
-        return Text(f"verdict: FITS - {v.reason.removeprefix('fits: ')}", style="green")
-    return Text(
-        f"verdict: DOES NOT FIT - {v.failure_class} at {v.phase}: {v.reason}", style="bold red"
-    )
+        line = Text(
+            f"verdict: FITS{doubt} - {v.reason.removeprefix('fits: ')}",
+            style="yellow" if doubt else "green",
+        )
+    else:
+        line = Text(
+            f"verdict: DOES NOT FIT{doubt} - {v.failure_class} at {v.phase}: {v.reason}",
+            style="bold red",
+        )
+    return [line, *(Text(f"  uncertain: {why}", style="yellow") for why in v.uncertain_because)]
 
 
 def _what_fits(plan: Plan) -> list[Text]:
@@ -216,6 +236,7 @@ class CompareRow:
     max_concurrency: float
     context: int  # max_model_len (vLLM) or n_ctx (llama.cpp)
     decode: DecodeSpeed | None
+    uncertain: bool = False  # the verdict's confidence (core.plan.confidence)
 
 
 def format_compare(rows: list[CompareRow]) -> Table:
@@ -237,7 +258,13 @@ def format_compare(rows: list[CompareRow]) -> Table:
         return text
 
     line("hardware", [r.hardware for r in rows])
-    line("fits", [("yes" if r.fits else f"NO: {r.verdict}") for r in rows])
+    line(
+        "fits",
+        [
+            ("yes" if r.fits else f"NO: {r.verdict}") + (" (uncertain)" if r.uncertain else "")
+            for r in rows
+        ],
+    )
     line("weights per GPU", [format_bytes(r.weights_bytes) for r in rows])
     line("KV cache tokens", [f"{r.kv_tokens:,}" for r in rows])
     line("max concurrency", [f"{r.max_concurrency:.2f} at {r.context:,} tokens" for r in rows])

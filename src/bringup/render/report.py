@@ -185,7 +185,7 @@ def _with_engine(
 
 def plan_section(plan: Plan) -> PlanSection:
     """The plan's per-GPU lines, KV capacity, verdict and suggested flags."""
-    from bringup.render.plan import _CPU_ROWS, _ROWS
+    from bringup.render.plan import _CPU_ROWS, _ROWS, doubt_suffix
 
     s, g, kv, v = plan.settings, plan.per_gpu, plan.kv_cache, plan.verdict
     rows = tuple(
@@ -213,10 +213,11 @@ def plan_section(plan: Plan) -> PlanSection:
     if plan.decode is not None:
         lines.append(plan.decode.expected_line())
     verdict = (
-        f"FITS: {v.reason.removeprefix('fits: ')}"
+        f"FITS{doubt_suffix(v)}: {v.reason.removeprefix('fits: ')}"
         if v.fits
-        else f"DOES NOT FIT: {v.failure_class} at {v.phase}: {v.reason}"
+        else f"DOES NOT FIT{doubt_suffix(v)}: {v.failure_class} at {v.phase}: {v.reason}"
     )
+    lines += [f"uncertain: {why}" for why in v.uncertain_because]
     flags = tuple(
         r.flag if r.value is None else f"{r.flag} {r.value}" for r in plan.recommendations
     )

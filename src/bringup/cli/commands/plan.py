@@ -1,6 +1,7 @@
 """``bringup plan``: predict per-GPU memory of a vLLM server, and the failure, before launch.
 
-Exit codes: 0 fits, 1 does not fit, 2 usage or bad input.
+Exit codes: 0 fits, 1 does not fit, 2 usage or bad input; an uncertain verdict
+(``verdict.confidence``) exits as its nominal one.
 """
 
 from __future__ import annotations
@@ -345,6 +346,7 @@ def _make(args: argparse.Namespace, ctx: Context) -> Plan | dict[str, Any]:
         bandwidth=bandwidth,
         warnings=warnings,
         calibrate=calibrator if log is not None else None,
+        free_known=bool(args.gpu_free),
     )
     if plan.verdict.fits:
         return plan

@@ -212,6 +212,7 @@ def row(name: str, made: Plan | dict[str, Any]) -> CompareRow:
             max_concurrency=made.kv_cache.max_concurrency,
             context=s.max_model_len,
             decode=made.decode,
+            uncertain=v.confidence == "uncertain",
         )
     v = made["verdict"]
     return CompareRow(

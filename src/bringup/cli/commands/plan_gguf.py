@@ -140,11 +140,15 @@ def _result(
     )
     weights_alone = plan.weights_bytes > memory_bytes  # the context's buffers aside
     too_big = "cuda_oom" if where == "GPU" else "host_oom"
-    verdict = {
+    verdict: dict[str, Any] = {
         "fits": fits,
         "failure_class": None if fits else (too_big if weights_alone else "kv_cache_insufficient"),
         "phase": None if fits else ("weights_loading" if weights_alone else "kv_cache_alloc"),
         "reason": reason,
+        # vLLM's plans weigh what the facts leave open (core.plan.confidence); llama.cpp's
+        # arithmetic here has no version or class rule to weigh
+        "confidence": "certain",
+        "uncertain_because": [],
     }
     per_token = plan.kv_cache_bytes / max(1, plan.kv_cells + plan.swa_cells)
     return {

@@ -11,6 +11,7 @@ Modules, in the order the plan is made:
 - :mod:`.budget` — vLLM's budget rule and the first failure;
 - :mod:`.planner`, :mod:`.recommend` and :mod:`.assemble` — the evaluation, flags that make it
   fit, and the plan made of both;
+- :mod:`.confidence` — how sure the verdict is: the settings under what the facts leave open;
 - :mod:`.calibrate` — corrections from a successful startup log.
 """
 

@@ -13,11 +13,18 @@ from collections.abc import Callable, Sequence
 from bringup.core import gpu_catalog
 from bringup.core.checkpoint import TensorInfo
 from bringup.core.gpu import GpuReading
-from bringup.core.plan import decode
+from bringup.core.plan import confidence, decode
 from bringup.core.plan.arch import Architecture, architecture_warning
 from bringup.core.plan.budget import Calibration, GpuSet
 from bringup.core.plan.checks import check_dcp
-from bringup.core.plan.planner import Planner, kv_cache, per_gpu, sampler_warmup, verdict
+from bringup.core.plan.planner import (
+    Outcome,
+    Planner,
+    kv_cache,
+    per_gpu,
+    sampler_warmup,
+    verdict,
+)
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.recommend import recommend
 from bringup.core.plan.result import CalibrationReport, Plan
@@ -156,21 +163,35 @@ def gpu_plan(
     bandwidth: float | None = None,
     warnings: tuple[str, ...] | None = None,
     calibrate: Calibrator | None = None,
+    free_known: bool = False,
 ) -> Plan:
     """The whole plan of a vLLM server on GPUs, as ``bringup plan`` and the demo make it:
     vLLM's settings for ``req``, its DCP checks, the planner (calibrated when ``calibrate`` is
-    given), the plan with its recommendations, the decode speed on ``gpu`` and the warnings
-    (``warnings_for(req, arch)`` unless given)."""
+    given), the plan with its recommendations, the decode speed on ``gpu``, the warnings
+    (``warnings_for(req, arch)`` unless given) and the verdict's confidence
+    (:mod:`~bringup.core.plan.confidence`; ``free_known``: the free memory was given, which
+    settles what a unified-memory ``gpu`` holds for the OS)."""
     settings = settings_for(req, arch, gpus)
     check_dcp(arch, settings.tensor_parallel_size, settings.decode_context_parallel_size)
     planner = planner_for(arch, tensors, gpus, settings)
     report = None
     if calibrate is not None:
         planner.calibration, report = calibrate(planner, settings)
-    return full_plan(
+    plan = full_plan(
         planner,
         settings,
         speed=gpu_decode(planner, settings, setup, gpu=gpu, bandwidth=bandwidth),
         warnings=warnings_for(req, arch) if warnings is None else warnings,
         calibration=report,
     )
+    facts = confidence.Facts(
+        version_known=req.engine_version is not None,
+        calibrated=calibrate is not None,
+        unified_gpu=gpu.name if gpu is not None and gpu.unified and not free_known else None,
+    )
+
+    def outcome_at(version: str) -> Outcome:
+        at = settings_for(dataclasses.replace(req, engine_version=version), arch, gpus)
+        return planner.evaluate(at)
+
+    return confidence.assess(plan, planner, facts, outcome_at)

@@ -135,20 +135,25 @@ def stages_for(
     gpus: GpuSet | None = None,
 ) -> list[StageWeights]:
     """Weights per rank for each pipeline stage under these settings (on these GPUs)."""
-    pad = (1, 1)
-    quant = str((arch.quantization or {}).get("quant_method", "")).lower()
-    if gpus is not None and (quant == "mxfp4" or (s.quantization or "").lower() == "mxfp4"):
-        pad = mxfp4_moe_padding(
-            gpus.compute_capability, gpus.interconnect, parse_version(s.engine_version)
-        )
     par = Parallel(
         s.tensor_parallel_size,
         s.pipeline_parallel_size,
         s.enable_expert_parallel,
-        pad,
+        moe_padding(arch, s, gpus),
         dp=s.data_parallel_size,
     )
     return weights_per_stage(tensors, arch, par)
+
+
+def moe_padding(arch: Architecture, s: Settings, gpus: GpuSet | None) -> tuple[int, int]:
+    """The padding of MXFP4 experts for the GPU's MoE kernel in this version
+    (:func:`~bringup.core.plan.quant.mxfp4_moe_padding`); (1, 1) for other weights."""
+    quant = str((arch.quantization or {}).get("quant_method", "")).lower()
+    if gpus is not None and (quant == "mxfp4" or (s.quantization or "").lower() == "mxfp4"):
+        return mxfp4_moe_padding(
+            gpus.compute_capability, gpus.interconnect, parse_version(s.engine_version)
+        )
+    return (1, 1)
 
 
 def rank_budgets(

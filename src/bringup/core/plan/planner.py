@@ -20,6 +20,7 @@ from bringup.core.plan.budget import (
     GpuSet,
     RankBudget,
     first_failure,
+    moe_padding,
     rank_budgets,
     stages_for,
     tightest,
@@ -53,15 +54,19 @@ class Planner:
     tensors: Sequence[TensorInfo]
     gpus: GpuSet
     calibration: Calibration | None = None
-    _stages: dict[tuple[int, int, bool, int], list[StageWeights]] = field(default_factory=dict)
+    _stages: dict[tuple[int, int, bool, int, tuple[int, int]], list[StageWeights]] = field(
+        default_factory=dict
+    )
 
     def stages(self, s: Settings) -> list[StageWeights]:
-        """Weights per rank for each stage (cached by parallel layout)."""
+        """Weights per rank for each stage (cached by parallel layout and MoE padding, which
+        the version can change: settings of several versions share one planner)."""
         key = (
             s.tensor_parallel_size,
             s.pipeline_parallel_size,
             s.enable_expert_parallel,
             s.data_parallel_size,
+            moe_padding(self.arch, s, self.gpus),
         )
         if key not in self._stages:
             self._stages[key] = stages_for(self.arch, self.tensors, s, self.gpus)

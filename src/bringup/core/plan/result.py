@@ -1,14 +1,15 @@
 """The plan as values: exactly the ``bringup plan --json`` object.
 
 ``{"model": {...}, "settings": {...}, "per_gpu": {...}, "kv_cache": {...},
-"verdict": {"fits", "failure_class", "phase", "reason"}, "recommendations": [{"flag", "value", "why"}],
+"verdict": {"fits", "failure_class", "phase", "reason", "confidence", "uncertain_because"},
+"recommendations": [{"flag", "value", "why"}],
 "decode": {...} or null, "sampler_warmup": {...} or null, "startup": {...} or null}`` (``decode``: :class:`~bringup.core.plan.decode.DecodeSpeed`)
 (the verdict's ``failure_class`` keeps that name in JSON, as the issue spells it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bringup.core.plan.decode import DecodeSpeed
 from bringup.core.plan.settings import Settings
@@ -49,6 +50,9 @@ class KvCache:
     tokens: int
     max_concurrency: float  # requests of max_model_len tokens at once
     dcp_group_size: int = 1  # the ranks ``tokens`` is counted across (-dcp; 1 without it)
+    # the tokens with the measured error bar of the model class or of unified memory charged
+    # to the pool (core.plan.confidence); None where neither applies
+    tokens_low: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +74,18 @@ class SamplerWarmup:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """Fits, or the first failure a startup would hit, in diagnose's vocabulary."""
+    """Fits, or the first failure a startup would hit, in diagnose's vocabulary; and how sure
+    it is (:mod:`~bringup.core.plan.confidence`): ``"uncertain"`` when an alternative the
+    facts leave open gives another verdict, each named in ``uncertain_because``."""
 
     fits: bool
     failure_class: FailureClass | None
     phase: Phase | None
     reason: str
+    confidence: str = "certain"  # "certain" or "uncertain"
+    uncertain_because: tuple[str, ...] = ()
+    # a few words per reason, for the verdict line (people only)
+    uncertain_labels: tuple[str, ...] = field(default=(), metadata={"json": None})
 
 
 @dataclass(frozen=True, slots=True)
