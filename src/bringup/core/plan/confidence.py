@@ -8,10 +8,11 @@ and are **not** terms of the point estimate, only of the confidence (and of
 ``kv_cache.tokens_low``). Four sources, each a general rule:
 
 (a) **the engine version is not known** (no ``--engine-version``, no ``--calibrate`` log):
-    the settings are evaluated under the rules of every vLLM minor release bringup knows
-    (0.5 to 0.33; the rules change per minor release: the context inside the budget before
-    0.9, the CUDA-graph pool charged to it from 0.21, the model runner, the capture sizes
-    and defaults in ``settings`` and ``peaks``). Uncertain when they disagree; the reason
+    the settings are evaluated under the rules of every vLLM release bringup has distinct
+    rules for (0.5.0 to 0.33: per minor release, and per patch of 0.5 and 0.6, whose V0
+    sampler and accounting changed by patch). What differs: the context inside the budget
+    before 0.9, the CUDA-graph pool charged to it from 0.21, the model runner, the capture
+    sizes and the defaults (``settings``, ``peaks``). Uncertain when they disagree; the reason
     gives the version ranges and their verdicts.
 (b) **a model class whose non-KV memory the plan under-counts**: MoE models of at least
     :data:`LARGE_MOE_PARAMETERS` parameters with FP8 or INT4 weights. On 6 of 7 public
@@ -49,7 +50,7 @@ from bringup.core.plan.budget import Found, RankBudget, first_failure
 from bringup.core.plan.planner import Outcome, Planner, kv_cache
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.result import Plan
-from bringup.core.plan.settings import NEWEST_KNOWN, OLDEST_KNOWN, Settings
+from bringup.core.plan.settings import NEWEST_KNOWN, OLDEST_KNOWN, PATCH_RULES, Settings
 from bringup.units import GiB, format_bytes
 
 # (b) The KV pool per GPU the plan gave minus the one vLLM printed, GiB, for MoE models of
@@ -86,10 +87,11 @@ UNDERCOUNTED_FORMATS = frozenset({"fp8", "fp8-channel", "awq", "gptq", "int4"})
 UNIFIED_HELD_SHARE = 0.17
 
 # (d) The plan's median |error| of the KV cache tokens on startups its rules were not written
-# from: 17.3 % over 15 points (bench/results/plan_memory_batch2.md at main 8b35e99).
-KV_MEDIAN_ERROR = 0.173
+# from: 16.7 % over 15 points (bench/results/plan_memory_batch2.md at main cf852d2; 17.3 %
+# before the V0 rules of 6df912e).
+KV_MEDIAN_ERROR = 0.167
 # The CUDA-graph pool's median |error| against vLLM's "Graph capturing finished ... took":
-# 52.6 % over 20 startups (bench/results/plan_memory.md at main 8b35e99).
+# 52.6 % over 20 startups (bench/results/plan_memory.md at main 8b35e99 and cf852d2).
 GRAPH_MEDIAN_ERROR = 0.526
 
 
@@ -115,11 +117,24 @@ def verdict_key(o: Outcome) -> str:
     return _key(o.failure)
 
 
+# the last patch release of each minor version whose patches change a rule
+# (settings.PATCH_RULES; vLLM's releases on PyPI: 0.5.0-0.5.5, 0.6.0-0.6.6)
+LAST_PATCH = {(0, 5): 5, (0, 6): 6}
+
+
 def known_versions() -> list[str]:
-    """Every minor release bringup has rules for, oldest first (0.5 ... 0.33)."""
+    """Every release bringup has distinct rules for, oldest first: each minor version from
+    0.5 to 0.33, and each patch of those whose patches change a rule (0.5.0 ... 0.6.6)."""
     major = OLDEST_KNOWN[0]
     assert NEWEST_KNOWN[0] == major  # one major release so far
-    return [f"{major}.{minor}" for minor in range(OLDEST_KNOWN[1], NEWEST_KNOWN[1] + 1)]
+    out: list[str] = []
+    for minor in range(OLDEST_KNOWN[1], NEWEST_KNOWN[1] + 1):
+        if (major, minor) in PATCH_RULES:
+            last = LAST_PATCH[(major, minor)]
+            out += [f"{major}.{minor}.{patch}" for patch in range(last + 1)]
+        else:
+            out.append(f"{major}.{minor}")
+    return out
 
 
 def version_doubt(nominal: Outcome, outcome_at: Callable[[str], Outcome]) -> Doubt | None:
