@@ -347,3 +347,26 @@ def test_an_uncertain_failure_exits_1(tmp_path: Path) -> None:
     code, text = _cli(*argv, "--max-model-len", str(length))
     assert code == 1
     assert "verdict: DOES NOT FIT (uncertain: KV margin) - " in text
+
+
+def test_compare_marks_an_uncertain_setup() -> None:
+    """In --compare, the fits cell of an uncertain setup says so; a certain one does not."""
+    code, text = _cli(
+        "Llama-3.1-8B",
+        "--max-model-len",
+        "8192",
+        "--gpu",
+        "GB10",
+        "--engine-version",
+        "0.33",
+        "--compare",
+        "Llama-3.1-8B",
+        "--max-model-len",
+        "8192",
+        "--gpu-memory-utilization",
+        "0.5",
+    )
+    fits = next(line for line in text.splitlines() if "│ fits" in line)
+    assert code == 0
+    assert fits.count("yes (uncertain)") == 1
+    assert fits.count("yes") == 2
