@@ -69,5 +69,8 @@ def test_aot_artifacts_are_unknown_never_warm(tmp_path: Path) -> None:
     state, why = find(env, hidden_size=64, layers=2)
     assert state is CompileCache.UNKNOWN
     assert why.startswith("1 AOT-compiled entry under ")
+    # with AOT compile off vLLM reads no torch_aot_compile/ entry: cold again
+    off = find({**env, "VLLM_USE_AOT_COMPILE": "0"}, hidden_size=64, layers=2)
+    assert off[0] is CompileCache.COLD
     _entry(tmp_path, "0123456789", GRAPH)  # a readable graph of this shape still says warm
     assert find(env, hidden_size=64, layers=2)[0] is CompileCache.WARM

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 from bringup.cli.main import Context, main
 
@@ -85,3 +86,31 @@ def test_pipeline_stages_compile_and_capture_their_own_layers(tmp_path: Path) ->
     layers = _capture_layers(whole)
     assert layers >= 2
     assert _capture_layers(staged) == -(-layers // 2)
+
+
+def _phases(tmp_path: Path, *flags: str) -> dict[str, dict[str, Any]]:
+    _, out = _plan(
+        "--gpu", "H100", "--json", "--", "vllm", "serve", str(_model(tmp_path)), *flags,
+        tmp_path=tmp_path,
+    )  # fmt: skip
+    return {p["phase"]: p for p in json.loads(out)["startup"]["phases"]}
+
+
+def test_optimization_level_0_drops_compile_and_capture(tmp_path: Path) -> None:
+    phases = _phases(tmp_path, "-O0")
+    assert "torch_compile" not in phases
+    assert "cuda_graph_capture" not in phases
+
+
+def test_compile_sizes_and_capture_sizes_reach_the_prediction(tmp_path: Path) -> None:
+    plain = _phases(tmp_path)
+    sized = _phases(
+        tmp_path, "-cc", '{"compile_sizes": [1, 2]}', "--cudagraph-capture-sizes", "1", "2", "4"
+    )
+    assert "3 Inductor compiles of every piece" in sized["torch_compile"]["basis"]
+    assert sized["torch_compile"]["seconds"] > plain["torch_compile"]["seconds"]
+    assert sized["cuda_graph_capture"]["basis"].startswith("3 graph sizes")
+    assert "(the sizes from the flags)" in sized["cuda_graph_capture"]["basis"]
+    none = _phases(tmp_path, "-cc", '{"cudagraph_mode": "NONE"}')
+    assert "cuda_graph_capture" not in none
+    assert "torch_compile" in none

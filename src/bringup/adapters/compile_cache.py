@@ -24,7 +24,8 @@ rank_<rank>_<dp_rank>/model``, a pickled artifact, beside ``<hash>/inductor_cach
 it points ``TORCHINDUCTOR_CACHE_DIR``). ``<hash>`` is the SHA-256 of vLLM's
 ``aot_compile_hash_factors(vllm_config)`` and the model's ``forward`` (vLLM's version, its
 qualified name and first line): not reproducible here either, and the artifact prints no
-graph to read the model's shape from. Such entries make the answer ``unknown``, never warm:
+graph to read the model's shape from. Such entries make the answer ``unknown``, never warm
+(unless ``VLLM_USE_AOT_COMPILE=0``, when vLLM ignores them):
 on this project's vLLM 0.32 CPU build the artifact even failed to load on the next start
 ("Compiling model again due to a load failure", ``'function' object has no attribute
 'finalize_loading'``), and only the warm Inductor cache beside it made that recompile shorter.
@@ -92,7 +93,9 @@ def find(environ: Mapping[str, str], *, hidden_size: int, layers: int) -> tuple[
         return CompileCache.COLD, "VLLM_DISABLE_COMPILE_CACHE is set"
     root = cache_root(environ)
     entries = _entries(root)
-    aot = _aot_entries(root)
+    # VLLM_USE_AOT_COMPILE=0: vLLM neither reads nor writes torch_aot_compile/ (``envs.
+    # use_aot_compile``, ``TorchCompileWithNoGuardsWrapper.__call__``, 0.32)
+    aot = [] if environ.get("VLLM_USE_AOT_COMPILE") == "0" else _aot_entries(root)
     if not entries and not aot:
         return CompileCache.COLD, NONE_OF_THIS_MODEL
     unreadable = 0

@@ -19,6 +19,7 @@ from bringup.core.startup_time import (
     StartupPrediction,
     StartupSetup,
     Storage,
+    compile_config,
     predict,
 )
 from bringup.core.startup_time import flags as startup_flags
@@ -91,21 +92,42 @@ def predict_startup(
     storage: Storage | None = None,
     checkpoint_bytes: int = 0,
     pipeline_stages: int = 1,
+    engine_version: str | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> StartupPrediction:
     """The prediction for this model and command (``storage`` given, or measured now;
     ``checkpoint_bytes``: the whole checkpoint when its shards are not here). With
     ``pipeline_stages`` > 1 each rank compiles and captures only its own stage's layers
-    (vLLM's ``get_pp_indices`` splits them about evenly): the largest stage's share."""
+    (vLLM's ``get_pp_indices`` splits them about evenly): the largest stage's share.
+    The compilation config in ``flags`` (``core.startup_time.compile_config``) sets what is
+    compiled and captured, read with ``engine_version``'s rules (None: the newest)."""
     from bringup.adapters import compile_cache
+    from bringup.core.plan.settings import DEFAULT_ENGINE_VERSION
 
+    version = compile_config.version_parts(engine_version)
+    rules = version[:2] if version else _version(DEFAULT_ENGINE_VERSION)
+    config = compile_config.resolve(
+        compile_config.parse(flags),
+        (rules[0], rules[1]),
+        max_num_batched_tokens=max_num_batched_tokens,
+        default_capture_sizes=graphs,
+    )
     off = startup_flags.compile_off(flags, enforce_eager)
+    if off is None and not config.compiles:
+        off = "compilation mode 0"
     cache, note = CompileCache.COLD, ""
-    if off is None and facts is not None:
+    if off is None and not config.piecewise:
+        cache, note = CompileCache.UNKNOWN, "vLLM's compile cache unused"
+    elif off is None and facts is not None:
         cache, note = compile_cache.find(
             environ, hidden_size=facts.hidden_size, layers=facts.layers
         )
     elif off is not None:
         note = f"off: {off}"
+    if off is not None or not config.captures:
+        graphs = 0
+    elif config.capture_sizes is not None:
+        graphs = config.capture_sizes
     if storage is None and facts is not None:
         storage = measure_storage(facts.shards)
     return predict(
@@ -118,9 +140,15 @@ def predict_startup(
             compile=off is None,
             compile_cache=cache,
             compile_cache_note=note,
-            graphs=0 if off == "--enforce-eager" else graphs,
+            graphs=graphs,
             layers=-(-facts.layers // max(1, pipeline_stages)) if facts is not None else 0,
             device=device,
+            inductor_compiles=config.inductor_compiles,
+            adaptor=compile_config.inductor_adaptor(version or rules, environ)
+            if config.piecewise
+            else None,
+            compile_note=config.note,
+            capture_note=config.capture_note,
         )
     )
 
@@ -154,6 +182,8 @@ def for_plan(
         enforce_eager=s.enforce_eager,
         checkpoint_bytes=plan.model.weights_bytes_total,
         pipeline_stages=s.pipeline_parallel_size,
+        engine_version=s.engine_version,
+        max_num_batched_tokens=s.max_num_batched_tokens,
     )
 
 
@@ -205,6 +235,10 @@ def _for_command(
         graphs=0 if device == "cpu" else graphs,
         device=device or "cuda",
         pipeline_stages=max(1, pp),
+        max_num_batched_tokens=_int(
+            engine_args.get_flag(command.flags, "--max-num-batched-tokens"), 0
+        )
+        or None,
     )
     return prediction, facts
 

@@ -52,6 +52,19 @@ COMPILE_WARM_PER_LAYER = Band(
     0.29, 0.22, 0.44, f"{_CORPUS}: 'torch.compile takes' per layer, warm cache, 9 startups"
 )
 
+# one Inductor compile of every piece, cold: the cold logs' own "Compiling a graph for dynamic
+# shape / general shape / compile range (...) takes N s" (``CompilerManager.compile`` logs it
+# after the last piece, ``vllm/compilation/backends.py``); each compile range or size beyond
+# the first costs this again (``compile_config``)
+INDUCTOR_PER_COMPILE = Band(
+    29.91, 6.54, 48.39, f"{_CORPUS}: 'Compiling a graph for ... takes', cold cache, 10 startups"
+)
+# loading one compile's graphs from vLLM's cache, warm: "Directly load the compiled graph(s)
+# for ... from the cache, took N s" (``CompilerManager.compile``, logged per range or size)
+LOAD_PER_COMPILE = Band(
+    4.05, 1.55, 7.05, f"{_CORPUS}: 'Directly load the compiled graph(s) ... took', 11 startups"
+)
+
 # "Graph capturing finished in N secs" / the captured sizes (cudagraph_capture_sizes, or the
 # "Capturing CUDA graphs n/N" bar): seconds per captured size, one GPU and several (TP > 1:
 # the capture waits on the collective of every rank)

@@ -13,7 +13,9 @@ The phases follow a vLLM startup in order (``core.vocab.Phase``):
   read with several threads, which only a network file system rewards (the band's low end);
 - ``torch_compile``: absent with ``--enforce-eager`` or ``-O0``; cold or warm from the
   engine's compile cache; a warm one per layer (Dynamo traces each), a cold one a constant
-  (Inductor compiles the distinct pieces) never below the warm one;
+  (Inductor compiles the distinct pieces) never below the warm one; each Inductor compile
+  beyond the first (a compile range or size, ``compile_config``) adds the logs' median
+  Inductor compile when cold, their median load of compiled graphs when warm;
 - ``memory_profiling``: the profile run, the KV cache allocation and the sampler warmup;
 - ``cuda_graph_capture``: the sizes the plan counts x the model's layers x the seconds per
   size and layer (each size runs its warmup forwards and the capture through every layer);
@@ -75,6 +77,14 @@ class StartupSetup:
     graphs: int = 0  # CUDA-graph sizes captured (0 on a CPU or with --enforce-eager)
     layers: int = 0  # decoder layers (0: unknown; the compile and capture fall back to constants)
     device: str = "cuda"
+    # Inductor compiles of every piecewise subgraph: the compile ranges (one before 0.13)
+    # plus each extra compile size (``compile_config.resolve``); a warm start loads as many
+    inductor_compiles: int = 1
+    # "standalone", "legacy" (the AOTAutograd cache off) or None: unknown
+    # (``compile_config.inductor_adaptor``)
+    adaptor: str | None = None
+    compile_note: str = ""  # what the flags change in the compile (for the basis)
+    capture_note: str = ""  # what they change in the capture (for the basis)
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,14 +344,24 @@ def _compile(setup: StartupSetup) -> list[PhaseEstimate]:
     band = c.COMPILE_WARM if warm else c.COMPILE_COLD
     if setup.layers:
         band = _per_layer_compile(setup.layers, band, warm)
+    band = _more_compiles(band, setup.inductor_compiles, warm)
     why = (
         "a warm compile cache, yet slow: the cached graphs may be another config's"
         if warm
         else "a cold compile cache: torch.compile builds every graph"
     )
+    if not warm and setup.adaptor == "legacy":
+        why += (
+            "; Inductor runs through vLLM's legacy InductorAdaptor, which turns torch's "
+            "AOTAutograd cache off, so every piece is traced again"
+        )
     basis = f"{setup.compile_cache} compile cache"
     if setup.compile_cache_note:
         basis += f" ({setup.compile_cache_note})"
+    if setup.compile_note:
+        basis += f"; {setup.compile_note}"
+    if setup.adaptor == "legacy":  # the default adaptor (standalone_compile) goes unsaid
+        basis += "; Inductor through vLLM's legacy InductorAdaptor (AOTAutograd cache off)"
     if setup.compile_cache is CompileCache.UNKNOWN:
         low = c.COMPILE_WARM.low
         return [
@@ -350,6 +370,19 @@ def _compile(setup: StartupSetup) -> list[PhaseEstimate]:
             )
         ]
     return [_band(Phase.TORCH_COMPILE, band, f"{basis}; {band.source}", why)]
+
+
+def _more_compiles(band: Band, compiles: int, warm: bool) -> Band:
+    """Each Inductor compile beyond the first (a compile range or size): cold, Inductor
+    compiles every piece again (``PiecewiseBackend``); warm, vLLM loads that compile's
+    graphs from its cache (``CompilerManager.load``, one per range or size)."""
+    extra = max(0, compiles - 1)
+    if not extra:
+        return band
+    per = c.LOAD_PER_COMPILE if warm else c.INDUCTOR_PER_COMPILE
+    more = per.scaled(extra)
+    source = f"{band.source}; + {extra} x {per.seconds:.1f} s ({per.source})"
+    return Band(band.seconds + more.seconds, band.low + more.low, band.high + more.high, source)
 
 
 def _per_layer_compile(layers: int, band: Band, warm: bool) -> Band:
@@ -375,15 +408,17 @@ def _capture(setup: StartupSetup) -> list[PhaseEstimate]:
     if setup.layers:
         per = c.GRAPH_PER_LAYER
         band = per.scaled(setup.graphs * setup.layers)
-        basis = (
-            f"{setup.graphs} graph sizes x {setup.layers} layers x {1000 * per.seconds:.1f} ms; "
-            f"{per.source}"
-        )
-        return [_band(Phase.CUDA_GRAPH_CAPTURE, band, basis, why)]
+        basis = f"{setup.graphs} graph sizes x {setup.layers} layers x {1000 * per.seconds:.1f} ms"
+        return [_band(Phase.CUDA_GRAPH_CAPTURE, band, _noted(basis, setup, per), why)]
     per = c.GRAPH_MANY_GPUS if setup.world_size > 1 else c.GRAPH_ONE_GPU
     band = per.scaled(setup.graphs)
-    basis = f"{setup.graphs} graph sizes x {per.seconds:.2f} s each; {per.source}"
-    return [_band(Phase.CUDA_GRAPH_CAPTURE, band, basis, why)]
+    basis = f"{setup.graphs} graph sizes x {per.seconds:.2f} s each"
+    return [_band(Phase.CUDA_GRAPH_CAPTURE, band, _noted(basis, setup, per), why)]
+
+
+def _noted(basis: str, setup: StartupSetup, per: Band) -> str:
+    note = f" ({setup.capture_note})" if setup.capture_note else ""
+    return f"{basis}{note}; {per.source}"
 
 
 def _gb(n: int) -> str:
