@@ -13,7 +13,12 @@ total", "Graph capturing finished in N secs"): the median error and the share wi
 capture per size x layer), the per-layer constants leave-one-out over ``vllm/``.
 It also gives, for each phase and scaling (one constant, per layer, per
 graph, per graph x layer), the share within +-30 % the best single constant could reach,
-chosen with hindsight on the same logs: an upper bound for any such constant.
+chosen with hindsight on the same logs: an upper bound for any such constant. And
+(``cold_forms``) each cold compile's two parts as its log prints them (Dynamo's trace,
+Inductor's compile of the pieces) with the Inductor adaptor its version uses, and forms of the
+cold compile built from them, scored leave-one-out on ``vllm/`` and unseen on ``batch2/``.
+``--derive`` also prints ``INDUCTOR_PER_COMPILE`` and ``LOAD_PER_COMPILE`` (one more compile
+range or size, cold and warm).
 
 ``--real``: real vLLM (the 0.32 CPU build) on a 1.22 GB float32 Llama in 7 shards
 (``--which eager``: ``--enforce-eager`` with a cold and a warm page cache) and a 4-layer one
@@ -76,6 +81,16 @@ _PATTERNS = {
     "sizes": re.compile(r"'cudagraph_capture_sizes': \[([\d, ]*)\]"),
     "tp": re.compile(r"tensor_parallel_size=(\d+)"),
     "bar": re.compile(r"Capturing CUDA graphs?[^|]*\|[^|]*\| *\d+/(\d+) \["),
+    # the compile's own parts (vllm/compilation/backends.py): Dynamo's trace, then Inductor's
+    # compile of every piece (cold) or the load of the compiled pieces (warm)
+    "dynamo_s": re.compile(r"Dynamo bytecode transform time: ([\d.]+) s"),
+    "inductor_s": re.compile(r"Compiling a graph for [^\n]*? takes ([\d.]+) s"),
+    "load_s": re.compile(r"Directly load the compiled graph\(s\) for [^\n]*?took ([\d.]+) s"),
+    "version": re.compile(r"LLM engine \(v([0-9][^) ]*)\)"),
+    "compile_sizes": re.compile(r"[\"']compile_sizes[\"']: ?\[([^\]]*)\]"),
+    "split_points": re.compile(
+        r"[\"']compile_ranges_(?:split_points|endpoints)[\"']: ?\[([^\]]*)\]"
+    ),
 }
 
 
@@ -87,8 +102,10 @@ def log_facts(path: Path) -> dict[str, Any]:
         found = pattern.findall(text)
         if not found:
             continue
-        if key == "sizes":
+        if key in ("sizes", "compile_sizes", "split_points"):
             facts[key] = len([x for x in found[-1].split(",") if x.strip()])
+        elif key == "version":
+            facts[key] = found[0]
         elif key == "bar":
             facts[key] = max(int(x) for x in found)
         elif key == "tp":
@@ -104,6 +121,9 @@ def predicted(facts: dict[str, Any], layers: int = 0) -> dict[Phase, tuple[float
     """The model's compile and capture prediction for the setup a log shows (``layers``: the
     model's decoder layers, 0 for the per-phase constants alone: the model before the
     per-layer terms)."""
+    from bringup.core.startup_time import compile_config
+
+    version = compile_config.version_parts(facts.get("version"))
     setup = StartupSetup(
         weights_bytes_per_rank=0,
         checkpoint_bytes=0,
@@ -112,9 +132,18 @@ def predicted(facts: dict[str, Any], layers: int = 0) -> dict[Phase, tuple[float
         compile_cache=CompileCache.WARM if facts["warm"] else CompileCache.COLD,
         graphs=facts.get("graphs") or 0,
         layers=layers,
+        inductor_compiles=inductor_compiles(facts),
+        adaptor=compile_config.inductor_adaptor(version, {}),
     )
     p = predict(setup)
     return {e.phase: (e.seconds, e.low, e.high) for e in p.phases}
+
+
+def inductor_compiles(facts: dict[str, Any]) -> int:
+    """The Inductor compiles of every piece the log's config says: its compile ranges (the
+    printed split points, ``max_num_batched_tokens`` already among them, 0.13 on) or the one
+    general shape, plus each compile size."""
+    return max(1, facts.get("split_points") or 0) + (facts.get("compile_sizes") or 0)
 
 
 def _quartiles(values: list[float], source: str) -> Any:
@@ -294,6 +323,88 @@ def ceilings(folder: Path) -> dict[str, Any]:
     return out
 
 
+def cold_samples(folder: Path) -> list[dict[str, Any]]:
+    """The cold startups of ``folder`` that print both parts of the compile (Dynamo's
+    trace and Inductor's compile), with the model's layers and the Inductor adaptor their
+    version compiles with (``compile_config.inductor_adaptor``)."""
+    from bringup.core.startup_time import compile_config
+
+    out = []
+    for f in per_layer_samples(folder):
+        needed = ("compile_s", "dynamo_s", "inductor_s")
+        if f["warm"] or any(k not in f for k in needed) or not f["layers"]:
+            continue
+        version = compile_config.version_parts(f.get("version"))
+        f["adaptor"] = compile_config.inductor_adaptor(version, {}) or "unknown"
+        out.append(f)
+    return out
+
+
+def _cold_form(form: str, f: dict[str, Any], rest: list[dict[str, Any]]) -> float | None:
+    """One cold compile predicted by ``form`` from medians over ``rest``."""
+    if not rest:
+        return None
+    layers = f["layers"]
+    if form == "one constant":
+        return statistics.median(r["compile_s"] for r in rest)
+    dynamo = statistics.median(r["dynamo_s"] / r["layers"] for r in rest) * layers
+    same = [r for r in rest if r["adaptor"] == f["adaptor"]] or rest
+    if form == "Dynamo per layer + Inductor constant":
+        return dynamo + statistics.median(r["inductor_s"] for r in rest)
+    if form == "Dynamo per layer + Inductor constant by adaptor":
+        return dynamo + statistics.median(r["inductor_s"] for r in same)
+    if form == "Dynamo per layer + Inductor per layer by adaptor":
+        return dynamo + layers * statistics.median(r["inductor_s"] / r["layers"] for r in same)
+    return None
+
+
+COLD_FORMS = (
+    "one constant",
+    "Dynamo per layer + Inductor constant",
+    "Dynamo per layer + Inductor constant by adaptor",
+    "Dynamo per layer + Inductor per layer by adaptor",
+)
+
+
+def cold_forms(corpus: Path) -> dict[str, Any]:
+    """Each cold compile's parts as its log prints them, and each form scored: ``vllm``
+    leave-one-out (every log from medians over the other vllm logs), ``batch2`` from medians
+    over all of ``vllm`` (unseen)."""
+    derivation = cold_samples(corpus / "vllm")
+    out: dict[str, Any] = {
+        "logs": {
+            name: [
+                {
+                    k: f.get(k)
+                    for k in ("file", "version", "adaptor", "layers", "compile_s", "dynamo_s")
+                }
+                | {
+                    "inductor_s": f["inductor_s"],
+                    "inductor_per_layer": round(f["inductor_s"] / f["layers"], 3),
+                    "dynamo_per_layer": round(f["dynamo_s"] / f["layers"], 3),
+                }
+                for f in cold_samples(corpus / name)
+            ]
+            for name in ("vllm", "batch2")
+        }
+    }
+    for name in ("vllm", "batch2"):
+        samples = derivation if name == "vllm" else cold_samples(corpus / name)
+        for form in COLD_FORMS:
+            errors = []
+            for f in samples:
+                rest = [r for r in derivation if r["file"] != f["file"]]
+                got = _cold_form(form, f, rest)
+                if got is not None:
+                    errors.append((got - f["compile_s"]) / f["compile_s"])
+            out[f"{name}: {form}"] = {
+                "n": len(errors),
+                "within": sum(abs(e) <= WITHIN for e in errors) / len(errors) if errors else None,
+                "median_abs_error": statistics.median(abs(e) for e in errors) if errors else None,
+            }
+    return out
+
+
 def derive(folder: Path) -> None:
     """The medians and quartiles behind the corpus constants."""
     cold, warm, one, many = [], [], [], []
@@ -303,8 +414,21 @@ def derive(folder: Path) -> None:
             (warm if f["warm"] else cold).append(f["compile_s"])
         if "capture_s" in f and f.get("graphs"):
             (one if (f.get("tp") or 1) == 1 else many).append(f["capture_s"] / f["graphs"])
-    for name, values in (("compile cold", cold), ("compile warm", warm)):
-        print(name, len(values), [round(q, 2) for q in statistics.quantiles(values, n=4)])
+    inductor, load = [], []
+    for path in sorted(folder.glob("*vllm*.log")):
+        f = log_facts(path)
+        if "inductor_s" in f and not f["warm"]:
+            inductor.append(f["inductor_s"])
+        if "load_s" in f and f["warm"]:
+            load.append(f["load_s"])
+    for name, values in (
+        ("compile cold", cold),
+        ("compile warm", warm),
+        ("INDUCTOR_PER_COMPILE", inductor),
+        ("LOAD_PER_COMPILE", load),
+    ):
+        q = statistics.quantiles(values, n=4)
+        print(name, len(values), round(statistics.median(values), 2), [round(x, 2) for x in q])
     for name, values in (("seconds/size TP1", one), ("seconds/size TP>1", many)):
         print(name, len(values), [round(q, 3) for q in statistics.quantiles(values, n=4)])
 
@@ -716,6 +840,7 @@ def main() -> int:
             name: score_corpus(CORPUS / name, derivation) for name in ("vllm", "batch2")
         }
         result["ceilings"] = {name: ceilings(CORPUS / name) for name in ("vllm", "batch2")}
+        result["cold_forms"] = cold_forms(CORPUS)
     if args.real:
         work = Path(args.work)
         live = args.which == "live"
