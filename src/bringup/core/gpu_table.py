@@ -357,15 +357,18 @@ CATALOG: tuple[GpuModel, ...] = (
     GpuModel(
         "GB10",
         ("NVIDIA GB10", "DGX Spark", "GB10 DGX Spark"),
-        _approx(128),
+        # as CUDA reports it on DGX OS (torch/vLLM's total): 121.69 GiB, read on public boots
+        # (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47, llamastash/llamastash#80), not the
+        # datasheet's 128 GB less 1 % (126.72 GiB) the other approximate parts take
+        _gib(121.69),
         (12, 1),
         273 * _G,
         "pcie",
         25 * _G,
         unified=True,
-        note=_APPROX
-        + "; 128 GB LPDDR5x shared by the CPU and the GPU; two Sparks link over ConnectX-7 (200 Gb/s)",
-        source=_NV_SPARK,
+        note="128 GB LPDDR5x shared by the CPU and the GPU (CUDA reports 121.69 GiB); two Sparks "
+        "link over ConnectX-7 (200 Gb/s)",
+        source=_NV_SPARK + " ; total as read: MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47",
     ),
     # NVIDIA workstation and consumer
     GpuModel(
