@@ -357,9 +357,9 @@ CATALOG: tuple[GpuModel, ...] = (
     GpuModel(
         "GB10",
         ("NVIDIA GB10", "DGX Spark", "GB10 DGX Spark"),
-        # as CUDA reports it on DGX OS (torch/vLLM's total): 121.69 GiB, read on public boots
-        # (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47, llamastash/llamastash#80), not the
-        # datasheet's 128 GB less 1 % (126.72 GiB) the other approximate parts take
+        # as CUDA reports it on DGX OS (torch/vLLM's total): 121.69 GiB on every boot of two
+        # Sparks in MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47, not the datasheet's 128 GB
+        # less 1 % (126.72 GiB) the approximate parts take
         _gib(121.69),
         (12, 1),
         273 * _G,
