@@ -9,14 +9,15 @@ from pathlib import Path
 TOOLS = Path(__file__).resolve().parents[2] / "tools"
 sys.path.insert(0, str(TOOLS))
 try:
-    import engine_messages as em
     import message_extract as mx
+    import message_patterns as mp
+    import message_rows as mr
 finally:
     sys.path.remove(str(TOOLS))
 
 
 def templates(text: str, lang: str) -> list[tuple[str, str]]:
-    return [(s.kind, em.template_text(s.template)) for s in mx.regex_sites("x", text, lang)]
+    return [(s.kind, mp.template_text(s.template)) for s in mx.regex_sites("x", text, lang)]
 
 
 def test_a_printf_conversion_split_by_an_inttypes_macro_is_one_value():
@@ -81,8 +82,8 @@ func load() error {
         ("wrap", "{}: {}"),
         ("errors.New", "no accelerator answered"),
     ]
-    rows = em.build_rows("ollama", "0", mx.regex_sites("llm/x.go", src, "go"))
-    cov = em.coverage(rows)
+    rows = mr.build_rows("ollama", "0", mx.regex_sites("llm/x.go", src, "go"))
+    cov = mr.coverage(rows)
     assert (cov["sites"], cov["wraps"]) == (2, 1)
     assert [r.load for r in rows if r.kind == "wrap"] == [False]
 
@@ -95,13 +96,13 @@ def pick(sharded):
         raise NotImplementedError(NEEDS.format("A sharded model"))
 """
     (site,) = mx.python_sites("m.py", src)
-    assert em.template_text(site.template) == "{} needs the fused kernels."
+    assert mp.template_text(site.template) == "{} needs the fused kernels."
 
 
 def test_a_camel_case_api_name_counts_its_words():
-    assert em.words("cuDeviceGetCount failed") == 5
-    pattern, _ = em.pattern_of(em.parse_template("cuDeviceOpen failed: {}"))
+    assert mp.words("cuDeviceGetCount failed") == 5
+    pattern, _ = mp.pattern_of(mp.parse_template("cuDeviceOpen failed: {}"))
     assert pattern is not None
-    pattern, why = em.pattern_of(em.parse_template("open failed: {}"))
+    pattern, why = mp.pattern_of(mp.parse_template("open failed: {}"))
     assert pattern is None
     assert "too little" in why
