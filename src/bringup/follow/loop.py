@@ -435,6 +435,8 @@ class _Follower:
     # -- systemd ---------------------------------------------------------------------------
 
     def _notify_event(self, event: LiveEvent) -> None:
+        if self.notes.notifier is None:
+            return  # no systemd to tell: no status text, no clock read
         if isinstance(event, Ready):
             self.notes.ready(
                 f"ready in {event.time_to_ready_seconds:.1f}s: the model answered at {self.url}"

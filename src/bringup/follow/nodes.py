@@ -323,6 +323,8 @@ class _Follower:
     # -- systemd ---------------------------------------------------------------------------
 
     def _notify_event(self, event: ClusterEvent) -> None:
+        if self.notes.notifier is None:
+            return  # no systemd to tell: no status text, no clock read
         inner = event.inner if isinstance(event, NodeEvent) else event
         rank = f"node {event.rank}: " if isinstance(event, NodeEvent) else ""
         m = self.machine
