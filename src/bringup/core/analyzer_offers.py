@@ -102,18 +102,18 @@ class Offers(AnalyzerState):
         self, pack: Pack, cause: causes.Cause, ll: LogLine, key: str, events: list[Event]
     ) -> None:
         phase = self._failure_phase(pack, None, key, ll.message, cause.failure_class)
-        new = Failure(
+        summary = f"A process failed: {cause.why}."
+        self._offer_weak(
             cause.failure_class,
             phase,
-            ll.text,
-            ll.number,
-            f"A process failed: {cause.why}.",
+            ll,
+            summary,
             (Remedy(cause.look_at),),
-            True,
             Confidence.LIKELY,
             cause.why,
+            key,
+            events,
         )
-        self._consider(new, 0, None, weak=True, key=key, events=events)
 
     def _offer_exception(
         self, pack: Pack, kind: str, text: str, ll: LogLine, key: str, events: list[Event]
@@ -128,17 +128,24 @@ class Offers(AnalyzerState):
         else:
             cls, why, confidence = cause.failure_class, cause.why, Confidence.LIKELY
             remedy = (Remedy(cause.look_at),)
-        new = Failure(
-            cls,
-            phase,
-            ll.text,
-            ll.number,
-            f"A process stopped on an unhandled {kind}; {why}.",
-            remedy,
-            True,
-            confidence,
-            why,
-        )
+        summary = f"A process stopped on an unhandled {kind}; {why}."
+        self._offer_weak(cls, phase, ll, summary, remedy, confidence, why, key, events)
+
+    def _offer_weak(
+        self,
+        cls: FailureClass,
+        phase: Phase,
+        ll: LogLine,
+        summary: str,
+        remedy: tuple[Remedy, ...],
+        confidence: Confidence,
+        why: str,
+        key: str,
+        events: list[Event],
+    ) -> None:
+        """A cause a general rule reads from ``ll`` (no signature: priority 0), final but weak:
+        the engine's own line close after it, when there is one, names it instead."""
+        new = Failure(cls, phase, ll.text, ll.number, summary, remedy, True, confidence, why)
         self._consider(new, 0, None, weak=True, key=key, events=events)
 
     def _consider(
@@ -245,18 +252,17 @@ class Offers(AnalyzerState):
         phase = self._failure_phase(pack, check.phase, key)
         groups = _SafeGroups({}, self._facts)
         ctx = RemedyContext(groups, dict(self._facts), phase, pack.flags)
-        new = Failure(
+        self._offer_weak(
             check.failure_class,
             phase,
-            ll.text,
-            ll.number,
+            ll,
             check.summary.format_map(groups),
             remedies.own(ctx.flags, check.remedy(ctx)),
-            True,
             Confidence.CERTAIN,
             f"a reported figure no healthy start has ({check.name})",
+            key,
+            events,
         )
-        self._consider(new, 0, None, weak=True, key=key, events=events)
 
 
 def _refines(new: Signature | None, cur: Signature | None) -> bool:
