@@ -89,6 +89,22 @@ def _command_problem(check: str, message: str, fix: str) -> NodeProblem:
     return NodeProblem(None, "the command", check, message, fix)
 
 
+def _not_a_number(flag: str, value: str | None) -> NodeProblem:
+    return _command_problem(
+        "command", f"{flag} {value!r} is not a number", f"give {flag} an integer"
+    )
+
+
+def _http_port(words: list[str], default: int) -> int:
+    """Where rank 0 serves: the command's ``--port``, else ``default`` (also when that is not
+    a number)."""
+    text = engine_args.get_flag(words, "--port")
+    try:
+        return int(text) if text else default
+    except ValueError:
+        return default
+
+
 def uses_ray(argv: Sequence[str], spec: MultiNodeSpec) -> bool:
     """The command asks for the engine's Ray executor backend."""
     ray = spec.ray
@@ -144,11 +160,7 @@ def plan_cluster(
         try:
             size = int(value) if value is not None else default
         except ValueError:
-            problems.append(
-                _command_problem(
-                    "command", f"{flag} {value!r} is not a number", f"give {flag} an integer"
-                )
-            )
+            problems.append(_not_a_number(flag, value))
             size = default
         world *= max(size, 1)
     if world % n:
@@ -188,11 +200,6 @@ def plan_cluster(
             f"passing {spec.timeout_flag} {timeout} (the engine would otherwise wait "
             f"{spec.engine_timeout_seconds // 60} minutes for a node that never joins); give it to choose another"
         )
-    http_text = engine_args.get_flag(words, "--port")
-    try:
-        http_port = int(http_text) if http_text else default_http_port
-    except ValueError:
-        http_port = default_http_port
     commands = []
     for node in nodes:
         cmd = engine_args.set_flag(words, spec.nnodes_flag, str(n))
@@ -213,7 +220,7 @@ def plan_cluster(
         world_size=world,
         per_node=per_node,
         model=parsed.model,
-        http_port=http_port,
+        http_port=_http_port(words, default_http_port),
         timeout_seconds=timeout,
         timeout_added=timeout_added,
         notes=tuple(notes),
@@ -248,11 +255,7 @@ def _plan_ray(
         try:
             devices *= max(int(value) if value is not None else default, 1)
         except ValueError:
-            problems.append(
-                _command_problem(
-                    "command", f"{flag} {value!r} is not a number", f"give {flag} an integer"
-                )
-            )
+            problems.append(_not_a_number(flag, value))
     head_ip = node_ip(nodes[0]) or nodes[0].host
     head = f"[{head_ip}]:{ray_port}" if ":" in head_ip else f"{head_ip}:{ray_port}"
     temp_dirs = tuple(f"/tmp/bringup-ray-{ray_tag}-{node.rank}" for node in nodes)
@@ -265,11 +268,6 @@ def _plan_ray(
         if ip is not None:
             cmd += ["--node-ip-address", ip]
         commands.append((*cmd, *ray_args))
-    http_text = engine_args.get_flag(words, "--port")
-    try:
-        http_port = int(http_text) if http_text else default_http_port
-    except ValueError:
-        http_port = default_http_port
     note = (
         f"Ray cluster: head on node 0 at {head}; then `{' '.join(words[:2])}` on node 0 only "
         f"({ray.address_variable}={head}); the engine asks Ray for a placement group of {devices} "
@@ -284,7 +282,7 @@ def _plan_ray(
         world_size=devices,
         per_node=max(devices // len(nodes), 1),
         model=parsed.model,
-        http_port=http_port,
+        http_port=_http_port(words, default_http_port),
         timeout_seconds=ray.placement_wait_seconds,
         timeout_added=False,
         notes=(note,),
