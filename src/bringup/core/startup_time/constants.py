@@ -62,7 +62,7 @@ INDUCTOR_PER_COMPILE = Band(
 # loading one compile's graphs from vLLM's cache, warm: "Directly load the compiled graph(s)
 # for ... from the cache, took N s" (``CompilerManager.compile``, logged per range or size)
 LOAD_PER_COMPILE = Band(
-    4.05, 1.55, 7.05, f"{_CORPUS}: 'Directly load the compiled graph(s) ... took', 11 startups"
+    4.05, 1.55, 7.05, f"{_CORPUS}: 'Directly load the compiled graph ... took', 11 startups"
 )
 
 # "Graph capturing finished in N secs" / the captured sizes (cudagraph_capture_sizes, or the
