@@ -121,9 +121,9 @@ def predicted(facts: dict[str, Any], layers: int = 0) -> dict[Phase, tuple[float
     """The model's compile and capture prediction for the setup a log shows (``layers``: the
     model's decoder layers, 0 for the per-phase constants alone: the model before the
     per-layer terms)."""
-    from bringup.core.startup_time import compile_config
+    from bringup.core import vllm_compile
 
-    version = compile_config.version_parts(facts.get("version"))
+    version = vllm_compile.version_parts(facts.get("version"))
     setup = StartupSetup(
         weights_bytes_per_rank=0,
         checkpoint_bytes=0,
@@ -133,7 +133,7 @@ def predicted(facts: dict[str, Any], layers: int = 0) -> dict[Phase, tuple[float
         graphs=facts.get("graphs") or 0,
         layers=layers,
         inductor_compiles=inductor_compiles(facts),
-        adaptor=compile_config.inductor_adaptor(version, {}),
+        adaptor=vllm_compile.inductor_adaptor(version, {}),
     )
     p = predict(setup)
     return {e.phase: (e.seconds, e.low, e.high) for e in p.phases}
@@ -326,16 +326,16 @@ def ceilings(folder: Path) -> dict[str, Any]:
 def cold_samples(folder: Path) -> list[dict[str, Any]]:
     """The cold startups of ``folder`` that print both parts of the compile (Dynamo's
     trace and Inductor's compile), with the model's layers and the Inductor adaptor their
-    version compiles with (``compile_config.inductor_adaptor``)."""
-    from bringup.core.startup_time import compile_config
+    version compiles with (``vllm_compile.inductor_adaptor``)."""
+    from bringup.core import vllm_compile
 
     out = []
     for f in per_layer_samples(folder):
         needed = ("compile_s", "dynamo_s", "inductor_s")
         if f["warm"] or any(k not in f for k in needed) or not f["layers"]:
             continue
-        version = compile_config.version_parts(f.get("version"))
-        f["adaptor"] = compile_config.inductor_adaptor(version, {}) or "unknown"
+        version = vllm_compile.version_parts(f.get("version"))
+        f["adaptor"] = vllm_compile.inductor_adaptor(version, {}) or "unknown"
         out.append(f)
     return out
 

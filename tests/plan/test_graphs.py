@@ -1,4 +1,4 @@
-"""How many batch sizes vLLM captures CUDA graphs for, per version (``peaks.capture_sizes``):
+"""How many batch sizes vLLM captures CUDA graphs for, per version (``vllm_graphs.capture_sizes``):
 the rules of vLLM's code, with the counts its startups print."""
 
 from __future__ import annotations
@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from bringup.core.plan import parse_architecture
-from bringup.core.plan.peaks import capture_ceiling, capture_sizes, cuda_graph_bytes
+from bringup.core.plan.peaks import capture_ceiling, cuda_graph_bytes
 from bringup.core.plan.settings import Requested, resolve
+from bringup.core.vllm_graphs import capture_sizes
 from plan.helpers import bundled_config
 
 

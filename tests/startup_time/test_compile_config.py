@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.core.startup_time import compile_config as cc
+from bringup.core import vllm_compile as cc
 
 NEW, OLD = (0, 32), (0, 11)
 

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bringup.core import engine_args
+from bringup.core import engine_args, vllm_compile, vllm_graphs
 from bringup.core.startup_time import (
     CompileCache,
     StartupPrediction,
     StartupSetup,
     Storage,
-    compile_config,
     predict,
 )
 from bringup.core.startup_time import flags as startup_flags
@@ -99,15 +98,15 @@ def predict_startup(
     ``checkpoint_bytes``: the whole checkpoint when its shards are not here). With
     ``pipeline_stages`` > 1 each rank compiles and captures only its own stage's layers
     (vLLM's ``get_pp_indices`` splits them about evenly): the largest stage's share.
-    The compilation config in ``flags`` (``core.startup_time.compile_config``) sets what is
+    The compilation config in ``flags`` (``core.vllm_compile``) sets what is
     compiled and captured, read with ``engine_version``'s rules (None: the newest)."""
     from bringup.adapters import compile_cache
     from bringup.core.plan.settings import DEFAULT_ENGINE_VERSION
 
-    version = compile_config.version_parts(engine_version)
+    version = vllm_compile.version_parts(engine_version)
     rules = version[:2] if version else _version(DEFAULT_ENGINE_VERSION)
-    config = compile_config.resolve(
-        compile_config.parse(flags),
+    config = vllm_compile.resolve(
+        vllm_compile.parse(flags),
         (rules[0], rules[1]),
         max_num_batched_tokens=max_num_batched_tokens,
         default_capture_sizes=graphs,
@@ -144,7 +143,7 @@ def predict_startup(
             layers=-(-facts.layers // max(1, pipeline_stages)) if facts is not None else 0,
             device=device,
             inductor_compiles=config.inductor_compiles,
-            adaptor=compile_config.inductor_adaptor(version or rules, environ)
+            adaptor=vllm_compile.inductor_adaptor(version or rules, environ)
             if config.piecewise
             else None,
             compile_note=config.note,
@@ -164,7 +163,7 @@ def for_plan(
     graphs = 0
     if s.device != "cpu" and not s.enforce_eager:
         version = _version(s.engine_version)
-        graphs = peaks.capture_sizes(
+        graphs = vllm_graphs.capture_sizes(
             s.max_num_seqs,
             version,
             v0_engine=s.v0_engine,
@@ -225,7 +224,7 @@ def _for_command(
     from bringup.core.plan import peaks
 
     seqs = _int(engine_args.get_flag(command.flags, "--max-num-seqs"), 256)
-    graphs = peaks.capture_sizes(seqs, ceiling=peaks.capture_ceiling(facts.architecture))
+    graphs = vllm_graphs.capture_sizes(seqs, ceiling=peaks.capture_ceiling(facts.architecture))
     prediction = predict_startup(
         facts,
         command.flags,

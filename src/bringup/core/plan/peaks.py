@@ -78,6 +78,8 @@ from __future__ import annotations
 from bringup.core.plan.activation import forward_peak_bytes
 from bringup.core.plan.arch import Architecture
 from bringup.core.plan.settings import NEWEST_KNOWN
+from bringup.core.vllm_compile import GraphCapture
+from bringup.core.vllm_graphs import capture_sizes, largest_capture_size
 from bringup.units import MiB
 
 SAMPLER_BYTES_PER_ELEMENT = 28  # the V1 runner's sampler pass (profile and warmup alike)
@@ -194,83 +196,12 @@ def activation_peak_bytes(
     return forward + KERNEL_WORKSPACE_BYTES
 
 
-def capture_sizes(
-    max_num_seqs: int,
-    version: tuple[int, int] = (0, 33),
-    *,
-    v0_engine: bool = False,
-    max_num_batched_tokens: int | None = None,
-    ceiling: int | None = None,
-) -> int:
-    """How many batch sizes vLLM captures CUDA graphs for (the PIECEWISE list), per version.
-
-    - **V0 engine** (``vllm/worker/model_runner.py``, ``_BATCH_SIZES_TO_CAPTURE``): 1, 2, 4,
-      then steps of 8 to 256, up to ``max_num_seqs`` rounded up to that list;
-    - **V1 before 0.10**: 1, 2, 4, then steps of 8 to 512 (67 sizes), whatever
-      ``max_num_seqs`` (``[1, 2, 4] + [8 * i for i in range(1, 65)]``, vLLM PR #18698);
-    - **0.10 and 0.11**: the scheduler's ``cuda_graph_sizes = [min(max_num_seqs * 2, 512)]``
-      ("avoids OOM in tight memory scenarios with small max_num_seqs"): 1, 2 and 4, then
-      steps of 8 up to it;
-    - **0.12 on** (``vllm/config/vllm.py::_set_cudagraph_sizes``, 0.32): up to
-      ``min(2 x max_num_seqs, 512)``, the sizes 1, 2, 4 not above it, steps of 8 below 256
-      and of 16 from 256.
-
-    - **a model's own ceiling** (``ceiling``, from 0.10: :func:`capture_ceiling`): 1, 2, 4,
-      steps of 8 below 256 and of 16 up to it, whatever ``max_num_seqs``.
-
-    Every list is cut at ``max_num_batched_tokens``. The startups of the corpus print these
-    lists (or count them in "Capturing CUDA graphs ... n/N"): 67 at 0.8.3 with max_num_seqs 1,
-    3 at 0.10.2 with 1, 35 at 0.11.0 with 128, 51 from 0.13 at the default 256;
-    ``bench/bench_plan_memory.py`` checks each. Not modelled: the decode sizes 0.32 appends
-    off-stride, and the 992 ceiling an older gpt-oss override used with FA3.
-    """
-    cap = max_num_batched_tokens if max_num_batched_tokens else 1 << 30
-    if ceiling is not None and not v0_engine and version >= (0, 10):
-        ladder = [1, 2, 4, *range(8, 256, 8), *range(256, ceiling + 1, 16)]
-        return sum(1 for s in ladder if s <= cap)
-    if v0_engine:
-        ladder = [1, 2, 4, *range(8, 257, 8)]
-        top = next((s for s in ladder if s >= max_num_seqs), ladder[-1])
-        return sum(1 for s in ladder if s <= min(top, cap))
-    if version < (0, 10):
-        return sum(1 for s in (1, 2, 4, *range(8, 513, 8)) if s <= cap)
-    top = min(2 * max_num_seqs, 512, cap)
-    if version < (0, 12):  # 1, 2 and 4 always (0.10.2 with max_num_seqs 1: [4, 2, 1])
-        return sum(1 for s in (1, 2, 4, *range(8, top + 1, 8)) if s <= cap)
-    sizes = [s for s in (1, 2, 4) if s <= top]
-    sizes += list(range(8, min(top, 255) + 1, 8))
-    sizes += list(range(256, top + 1, 16)) if top >= 256 else []
-    return len(sizes)
-
-
 def capture_ceiling(arch: Architecture) -> int | None:
     """A model's own largest capture size, where vLLM sets one: 1024 for gpt-oss
     (``vllm/model_executor/models/config.py::GptOssForCausalLMConfig``: "Increase the max
     capture size from 512 to 1024 for performance ... from 67 to 83" graphs), unless the
     user sets capture sizes; None for the others."""
     return 1024 if arch.name == "GptOssForCausalLM" else None
-
-
-def largest_capture_size(
-    max_num_seqs: int,
-    version: tuple[int, int] = (0, 33),
-    *,
-    v0_engine: bool = False,
-    ceiling: int | None = None,
-) -> int:
-    """The largest batch size captured (the graph pool's static buffers are this large)."""
-    if ceiling is not None and not v0_engine and version >= (0, 10):
-        return ceiling
-    if v0_engine:
-        ladder: list[int] = [1, 2, 4, *range(8, 257, 8)]
-        return next((s for s in ladder if s >= max_num_seqs), ladder[-1])
-    if version < (0, 10):
-        return 512
-    top = min(2 * max_num_seqs, 512)
-    if version < (0, 12):
-        return max(4, top // 8 * 8)
-    sizes: list[int] = [s for s in (1, 2, 4, *range(8, top + 1, 8)) if s <= max(top, 1)]
-    return max(sizes)
 
 
 def cuda_graph_bytes(
@@ -282,26 +213,32 @@ def cuda_graph_bytes(
     version: tuple[int, int] = (0, 33),
     v0_engine: bool = False,
     max_num_batched_tokens: int | None = None,
+    capture: GraphCapture | None = None,
 ) -> int:
     """The CUDA graph pool on one rank: a per-layer, per-captured-size cost (fixed numbers
     from two public figures, module docstring) over the sizes this version captures, plus
-    static buffers at the largest size."""
-    if enforce_eager:
+    static buffers at the largest size. ``capture`` (``vllm_compile.graph_capture``): the
+    sizes and mode the engine flags set; mode NONE is no pool, and sizes the flags fix (an
+    explicit list, a ``max_cudagraph_capture_size``, FULL_DECODE_ONLY's decode sizes) are
+    counted as they are, their largest setting the buffers."""
+    if enforce_eager or (capture is not None and capture.mode == "NONE"):
         return 0
     per = GRAPH_BYTES_PER_LAYER_PER_SIZE_MOE if arch.moe else GRAPH_BYTES_PER_LAYER_PER_SIZE_DENSE
-    ceiling = capture_ceiling(arch)
-    largest = largest_capture_size(max_num_seqs, version, v0_engine=v0_engine, ceiling=ceiling)
-    if max_num_batched_tokens:
-        largest = min(largest, max_num_batched_tokens)
-    buffers = largest * (6 * arch.hidden_size) * arch.dtype_bytes
-    sizes = capture_sizes(
-        max_num_seqs,
-        version,
-        v0_engine=v0_engine,
-        max_num_batched_tokens=max_num_batched_tokens,
-        ceiling=ceiling,
-    )
-    return layers_on_rank * sizes * per + buffers
+    if capture is not None and capture.from_flags:
+        sizes, largest = len(capture.sizes), max(capture.sizes, default=0)
+    else:
+        ceiling = capture_ceiling(arch)
+        largest = largest_capture_size(max_num_seqs, version, v0_engine=v0_engine, ceiling=ceiling)
+        if max_num_batched_tokens:
+            largest = min(largest, max_num_batched_tokens)
+        sizes = capture_sizes(
+            max_num_seqs,
+            version,
+            v0_engine=v0_engine,
+            max_num_batched_tokens=max_num_batched_tokens,
+            ceiling=ceiling,
+        )
+    return layers_on_rank * sizes * per + largest * (6 * arch.hidden_size) * arch.dtype_bytes
 
 
 def context_bytes(world_size: int) -> int:

@@ -55,7 +55,7 @@ COMPILE_WARM_PER_LAYER = Band(
 # one Inductor compile of every piece, cold: the cold logs' own "Compiling a graph for dynamic
 # shape / general shape / compile range (...) takes N s" (``CompilerManager.compile`` logs it
 # after the last piece, ``vllm/compilation/backends.py``); each compile range or size beyond
-# the first costs this again (``compile_config``)
+# the first costs this again (``core.vllm_compile``)
 INDUCTOR_PER_COMPILE = Band(
     29.91, 6.54, 48.39, f"{_CORPUS}: 'Compiling a graph for ... takes', cold cache, 10 startups"
 )

@@ -14,7 +14,7 @@ The phases follow a vLLM startup in order (``core.vocab.Phase``):
 - ``torch_compile``: absent with ``--enforce-eager`` or ``-O0``; cold or warm from the
   engine's compile cache; a warm one per layer (Dynamo traces each), a cold one a constant
   (Inductor compiles the distinct pieces) never below the warm one; each Inductor compile
-  beyond the first (a compile range or size, ``compile_config``) adds the logs' median
+  beyond the first (a compile range or size, ``core.vllm_compile``) adds the logs' median
   Inductor compile when cold, their median load of compiled graphs when warm;
 - ``memory_profiling``: the profile run, the KV cache allocation and the sampler warmup;
 - ``cuda_graph_capture``: the sizes the plan counts x the model's layers x the seconds per
@@ -78,10 +78,10 @@ class StartupSetup:
     layers: int = 0  # decoder layers (0: unknown; the compile and capture fall back to constants)
     device: str = "cuda"
     # Inductor compiles of every piecewise subgraph: the compile ranges (one before 0.13)
-    # plus each extra compile size (``compile_config.resolve``); a warm start loads as many
+    # plus each extra compile size (``vllm_compile.resolve``); a warm start loads as many
     inductor_compiles: int = 1
     # "standalone", "legacy" (the AOTAutograd cache off) or None: unknown
-    # (``compile_config.inductor_adaptor``)
+    # (``vllm_compile.inductor_adaptor``)
     adaptor: str | None = None
     compile_note: str = ""  # what the flags change in the compile (for the basis)
     capture_note: str = ""  # what they change in the capture (for the basis)

@@ -1,5 +1,7 @@
-"""What a vLLM command line tells the startup prediction about torch.compile and the CUDA-graph
-capture, read as vLLM reads it (the versions named are the wheels' own code).
+"""What a vLLM command line says about torch.compile and the CUDA-graph capture, read as vLLM
+reads it (the versions named are the wheels' own code): the startup prediction
+(``core.startup_time``) reads the compiles and the captured sizes, the plan
+(``core.plan.peaks``) the graph pool's sizes and mode (:func:`graph_capture`).
 
 **Where the compilation config comes from.** ``--compilation-config``/``-cc`` with JSON, the
 dotted form (``-cc.compile_sizes=[1,2]``, ``--compilation-config.mode=3``, and up to 0.11
@@ -49,6 +51,24 @@ Inductor's compiled graph. The variable's default is "1" in 0.9.2 to 0.10.2 and 
 but "0" in 0.11.0 (``vllm/envs.py``); the wheels pin torch 2.7.x up to 0.10.1.1 and 2.8.0
 from 0.10.2. So the standalone adaptor is the default in 0.10.2 and from 0.11.1 on.
 
+**The graph pool's sizes and mode** (:func:`graph_capture`, for the plan): ``--enforce-eager``,
+``cudagraph_mode`` NONE, ``-O0`` and compilation modes 0-2 capture nothing (above). The mode
+vLLM runs with otherwise: the one given (``cudagraph_mode`` exists from 0.10; before it the V1
+engine captured PIECEWISE graphs only), ``-O1`` PIECEWISE (0.12 on), else the version's default:
+PIECEWISE in 0.10 (vLLM PR #20059, which added the mode in 0.10.1) and FULL_AND_PIECEWISE
+from 0.11 (PR #25444, "Change default CUDAGraphMode from PIECEWISE to FULL_AND_PIECEWISE";
+``OPTIMIZATION_LEVEL_02``/``_03``, 0.12.0 to 0.32.0).
+Explicit sizes: de-duplicated, sorted and cut at ``max_num_batched_tokens``, not at
+``max_num_seqs`` (``VllmConfig._set_cudagraph_sizes``: ``[i for i in dedup_sizes if i <=
+max_num_tokens]``, 0.32.0), and ``max_cudagraph_capture_size`` the ladder up to it, cut the
+same way. Which graphs each mode captures (``CudagraphDispatcher.initialize_cudagraph_keys``,
+``vllm/v1/cudagraph_dispatcher.py``, 0.32.0): the mixed-batch graphs (PIECEWISE, FULL, the
+PIECEWISE half of FULL_AND_PIECEWISE) at every size; FULL_DECODE_ONLY only the uniform-decode
+FULL graphs, at the sizes up to ``max_num_seqs`` (``x <= uniform_decode_query_len *
+max_num_seqs``, one query token without speculative decoding). The V0 engine reads none of
+this (its ``CUDAGraphRunner`` captures whole-model graphs, ``vllm/worker/model_runner.py``):
+only ``--enforce-eager`` turns its capture off.
+
 Pure: flags and versions in, facts out.
 """
 
@@ -56,12 +76,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from bringup.core import engine_args
+from bringup.core import engine_args, vllm_graphs
 
 _CONFIG_FLAGS = ("--compilation-config", "-cc")
+_PARSED_FLAGS = frozenset(
+    {
+        *_CONFIG_FLAGS,
+        "--optimization-level",
+        "--cudagraph-capture-sizes",
+        "--cuda-graph-sizes",
+        "--max-cudagraph-capture-size",
+    }
+)
 _DOTTED = ("-cc.", "--compilation-config.", "--compilation_config.", "-O.")
 _MODE_NAMES = {
     "NONE": 0,
@@ -87,6 +116,7 @@ class CompileConfig:
     cudagraph_mode: str | None = None  # NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, ...
     capture_sizes: tuple[int, ...] | None = None  # an explicit list
     max_capture_size: int | None = None
+    problem: str | None = None  # a compilation config that is not JSON (vLLM refuses it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +135,11 @@ class CompilePlan:
 def parse(flags: Sequence[str]) -> CompileConfig:
     """The compilation settings in ``flags`` (the engine flags after ``--``)."""
     config: dict[str, Any] = {}
+    problem = None
     for text in _config_texts(flags):
         value = _json(text)
+        if value is None and problem is None:
+            problem = _not_json(text)
         if isinstance(value, dict):
             config.update(value)
         elif isinstance(value, int) and not isinstance(value, bool):
@@ -137,6 +170,19 @@ def parse(flags: Sequence[str]) -> CompileConfig:
         cudagraph_mode=_graph_mode(config.get("cudagraph_mode")),
         capture_sizes=None if explicit is None else tuple(sorted(set(explicit))),
         max_capture_size=top,
+        problem=problem,
+    )
+
+
+def is_compilation_flag(word: str) -> bool:
+    """Whether a flag word (``--x=1`` cut at ``=``) is one :func:`parse` reads: ``-cc`` and
+    ``--compilation-config`` (dotted forms too), ``-O`` in each spelling, the capture sizes'
+    flags (``--cuda-graph-sizes``: 0.10 and 0.11)."""
+    flag = engine_args.canonical_flag(word)
+    return (
+        flag in _PARSED_FLAGS
+        or word.startswith(_DOTTED)
+        or (word.startswith("-O") and not word.startswith("--"))
     )
 
 
@@ -149,21 +195,10 @@ def resolve(
 ) -> CompilePlan:
     """The compile and capture of one startup: ``version`` decides what ``-O N`` means and
     whether compile ranges exist; ``default_capture_sizes``: the count vLLM's default list
-    gives (``peaks.capture_sizes``), used for ``"cudagraph_capture_sizes"`` in the sizes."""
+    gives (``vllm_graphs.capture_sizes``), used for ``"cudagraph_capture_sizes"`` in the sizes."""
     notes: list[str] = []
-    capture_notes: list[str] = []
-    mode = config.mode
-    graph_mode = config.cudagraph_mode
-    if config.level is not None:
-        if version >= (0, 12):  # the optimization level
-            if config.level == 0:
-                mode = 0 if mode is None else mode
-                graph_mode = graph_mode or "NONE"
-            elif config.level == 1 and graph_mode is None:
-                graph_mode = "PIECEWISE"
-                capture_notes.append("-O1: PIECEWISE graphs only")
-        elif mode is None:  # up to 0.11: the compilation level
-            mode = config.level
+    mode, graph_mode = _modes(config, version)
+    capture_notes = ["-O1: PIECEWISE graphs only"] if _o1_piecewise(config, version) else []
     if mode is not None and mode in (1, 2):
         notes.append(f"compilation mode {mode}: torch.compile's own backend, no vLLM cache")
     compiles = mode != 0
@@ -184,6 +219,84 @@ def resolve(
         capture_sizes=sizes if captures else 0,
         note="; ".join(notes),
         capture_note="; ".join(capture_notes),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCapture:
+    """The CUDA graphs a startup captures, for the plan's graph pool (module docstring)."""
+
+    mode: str  # the cudagraph_mode vLLM runs with ("NONE": nothing is captured)
+    sizes: tuple[int, ...]  # the batch sizes captured, ascending
+    from_flags: bool  # the flags set the sizes (else vLLM's default list for the settings)
+
+
+def graph_capture(
+    config: CompileConfig,
+    version: tuple[int, int],
+    *,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    enforce_eager: bool = False,
+    v0_engine: bool = False,
+    ceiling: int | None = None,
+) -> GraphCapture:
+    """The graphs a V1 startup captures with these flags (module docstring): the mode, and the
+    sizes, explicit ones cut at ``max_num_batched_tokens``, FULL_DECODE_ONLY's at
+    ``max_num_seqs``; ``ceiling``: the model's own largest default size (gpt-oss's)."""
+    default = vllm_graphs.default_capture_sizes(
+        max_num_seqs,
+        version,
+        v0_engine=v0_engine,
+        max_num_batched_tokens=max_num_batched_tokens,
+        ceiling=ceiling,
+    )
+    if enforce_eager:
+        return GraphCapture("NONE", (), from_flags=True)
+    if v0_engine:  # whole-model graphs, the compilation config unread
+        return GraphCapture("FULL", default, from_flags=False)
+    if version < (0, 10):  # no cudagraph_mode yet: PIECEWISE graphs
+        config = replace(config, cudagraph_mode=None)
+    mode, graph_mode = _modes(config, version)
+    if mode not in (None, 3) or graph_mode == "NONE":
+        return GraphCapture("NONE", (), from_flags=True)
+    graph_mode = graph_mode or ("PIECEWISE" if version < (0, 11) else "FULL_AND_PIECEWISE")
+    sizes, from_flags = default, False
+    if config.capture_sizes is not None:
+        sizes = tuple(s for s in config.capture_sizes if 1 <= s <= max_num_batched_tokens)
+        from_flags = True
+    elif config.max_capture_size is not None:
+        sizes, from_flags = _ladder(config.max_capture_size, version, max_num_batched_tokens), True
+    if graph_mode == "FULL_DECODE_ONLY":
+        sizes, from_flags = tuple(s for s in sizes if s <= max_num_seqs), True
+    return GraphCapture(graph_mode, sizes, from_flags=from_flags)
+
+
+def _modes(config: CompileConfig, version: tuple[int, int]) -> tuple[int | None, str | None]:
+    """(the compilation mode, the cudagraph_mode) the config and ``-O N`` give (None: left to
+    vLLM): ``-O N`` is the optimization level from 0.12 and the compilation level before."""
+    mode, graph_mode = config.mode, config.cudagraph_mode
+    if config.level is not None:
+        if version >= (0, 12):  # the optimization level
+            if config.level == 0:
+                mode = 0 if mode is None else mode
+                graph_mode = graph_mode or "NONE"
+            elif config.level == 1 and graph_mode is None:
+                graph_mode = "PIECEWISE"
+        elif mode is None:  # up to 0.11: the compilation level
+            mode = config.level
+    return mode, graph_mode
+
+
+def _o1_piecewise(config: CompileConfig, version: tuple[int, int]) -> bool:
+    return version >= (0, 12) and config.level == 1 and config.cudagraph_mode is None
+
+
+def _not_json(text: str) -> str:
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return (
+        f"--compilation-config {shown!r} is not JSON (vLLM refuses it at startup): "
+        "planned with vLLM's default compilation and CUDA graphs"
     )
 
 
@@ -258,14 +371,19 @@ def _capture_count(
         return sum(1 for s in config.capture_sizes if s <= cap)
     if config.max_capture_size is None:
         return None
-    from bringup.core.plan import peaks
+    return len(_ladder(config.max_capture_size, version, cap))
 
-    # vLLM's ladder with this top: max_num_seqs is what sets the top otherwise (2 x seqs)
-    return peaks.capture_sizes(
-        max(1, -(-config.max_capture_size // 2)),
-        version,
-        max_num_batched_tokens=min(cap, config.max_capture_size),
-    )
+
+def _ladder(top: int, version: tuple[int, int], cap: int) -> tuple[int, ...]:
+    """vLLM's ladder up to a ``max_cudagraph_capture_size`` (or one ``--cuda-graph-sizes``
+    value), cut at ``max_num_batched_tokens``: 0.12 on, ``vllm_graphs.ladder_up_to``; before,
+    1, 2, 4 and steps of 8 up to it (the rule of the default list, whose one
+    ``cuda_graph_sizes`` value is ``min(max_num_seqs * 2, 512)``). The 512 limit is only the
+    default's (``_set_cudagraph_sizes``, 0.32.0: a given top is used as it is)."""
+    top = min(top, cap)
+    if version >= (0, 12):
+        return tuple(vllm_graphs.ladder_up_to(top))
+    return tuple(s for s in (1, 2, 4, *range(8, top + 1, 8)) if s <= top)
 
 
 def _config_texts(flags: Sequence[str]) -> list[str]:
