@@ -70,6 +70,9 @@ def test_json_has_exactly_the_issue_fields() -> None:
         "kv_cache_bytes",
         "sampler_warmup_bytes",
         "headroom_bytes",
+        # the graphs the pool is planned for (issue 25: the flags' capture sizes and mode)
+        "cuda_graph_mode",
+        "cuda_graph_capture_sizes",
     }
     # the issue's three, the DCP group the tokens are counted across (issue 15, -dcp), and
     # the tokens at the low end of the error bar (issue 25, core.plan.confidence)

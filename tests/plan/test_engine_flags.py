@@ -84,7 +84,8 @@ def test_unknown_and_misspelled_flags_are_named_in_one_warning_line() -> None:
     code, _, err = _run(
         "--gpu", "H100", "--", "vllm", "serve", "Llama-3.1-8B", "--max-num-sqs", "64",
         "--host", "0.0.0.0", "--port", "8000", "--served-model-name", "x",
-        "--compilation-config", "{}", "--no-enable-prefix-caching", "--frobnicate",
+        "--enable-lora", "--no-enable-prefix-caching", "--frobnicate",
+        "-cc", "{}", "-O3",
     )  # fmt: skip
     assert code == 0
     lines = [line for line in err.splitlines() if "not planned" in line]
@@ -92,9 +93,10 @@ def test_unknown_and_misspelled_flags_are_named_in_one_warning_line() -> None:
     line = lines[0]
     assert "--max-num-sqs (not a vLLM" in line
     assert "did you mean --max-num-seqs?" in line
-    assert "--compilation-config (a vLLM flag this plan does not model)" in line
+    assert "--enable-lora (a vLLM flag this plan does not model)" in line
     assert "--frobnicate (not a vLLM" in line
-    for quiet in ("--host", "--port", "--served-model-name", "prefix-caching"):
+    # the compilation config is planned (the graph pool: core.vllm_compile)
+    for quiet in ("--host", "--port", "--served-model-name", "prefix-caching", "-cc", "-O3"):
         assert quiet not in line
 
 

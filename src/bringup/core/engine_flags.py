@@ -7,7 +7,9 @@ runs: the layout (``-tp``, ``-pp``, ``-dp``, ``--data-parallel-size-local``,
 (``--dtype``, ``--quantization``, ``--cpu-offload-gb``), the KV cache (``--kv-cache-dtype``,
 ``--block-size``, ``--max-model-len``), the batch (``--max-num-seqs``,
 ``--max-num-batched-tokens``), the budget (``--gpu-memory-utilization``), CUDA graphs
-(``--enforce-eager``), the collectives (``--disable-custom-all-reduce``, ``--nnodes``) and
+(``--enforce-eager``, and the compilation config's capture sizes and mode: ``-cc``, ``-O``,
+``--cudagraph-capture-sizes``, ``--max-cudagraph-capture-size``; ``core.vllm_compile``), the
+collectives (``--disable-custom-all-reduce``, ``--nnodes``) and
 speculative decoding (``--speculative-config``). The front end's
 flags (host, port, API keys, chat templates, tool parsers) and the engine's naming, logging and
 download flags cannot. Any other flag is named in the warning: a vLLM flag this plan does not
@@ -28,6 +30,7 @@ from typing import Any
 
 from bringup.core.checkpoint import TensorInfo
 from bringup.core.engine_args import canonical_flag
+from bringup.core.vllm_compile import is_compilation_flag
 from bringup.errors import UsageError
 
 # flags plan reads from the server command (canonical long names)
@@ -52,6 +55,10 @@ PLANNED: frozenset[str] = frozenset(
         "--block-size",
         "--cpu-offload-gb",
         "--enforce-eager",
+        "--compilation-config",
+        "--optimization-level",
+        "--cudagraph-capture-sizes",
+        "--max-cudagraph-capture-size",
         "--disable-custom-all-reduce",
         "--nnodes",
         "--speculative-config",
@@ -133,6 +140,8 @@ def unplanned_warning(
         flag = canonical_flag(word)
         base = "--" + flag[5:] if flag.startswith("--no-") else flag
         if flag in PLANNED or base in PLANNED or flag in NO_EFFECT or base in NO_EFFECT:
+            continue
+        if is_compilation_flag(word):  # -cc, -O3, -cc.cudagraph_mode=... (vllm_compile)
             continue
         if flag in frontend or base in frontend:
             continue

@@ -18,7 +18,7 @@ from bringup.cli import report_flags
 from bringup.cli.commands import plan_decode
 from bringup.cli.commands.plan_shared import cpu_processor, parse_memory, parse_rate
 from bringup.cli.main import Context
-from bringup.core import engine_args, engine_flags, fit_search, gpu_catalog, wrappers
+from bringup.core import engine_args, engine_flags, fit_search, gpu_catalog, vllm_compile, wrappers
 from bringup.core.checkpoint import Checkpoint, TensorInfo
 from bringup.core.gpu import select_visible
 from bringup.core.plan import (
@@ -517,6 +517,7 @@ def _requested(
         allow_long_max_model_len=env_flag((environ or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")),
         device=args.device or "cuda",
         decode_context_parallel_size=plan_decode.dcp_size(args, flags),
+        compilation=vllm_compile.parse(flags),
     )
 
 

@@ -96,6 +96,8 @@ def warnings_for(req: Requested, arch: Architecture) -> tuple[str, ...]:
     arch_warning = architecture_warning(arch)
     if arch_warning:
         out.append(arch_warning)
+    if req.compilation.problem:
+        out.append(req.compilation.problem)
     if (
         req.allow_long_max_model_len
         and req.max_model_len

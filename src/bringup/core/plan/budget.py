@@ -59,6 +59,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from bringup.core import vllm_compile
 from bringup.core.checkpoint import TensorInfo
 from bringup.core.plan import kv as kvmod
 from bringup.core.plan import peaks
@@ -112,6 +113,7 @@ class RankBudget:
     sampler: int
     spec: kvmod.KvSpec
     vocab: int = 0  # the padded vocabulary the sampler runs over (last stage; else 0)
+    capture: vllm_compile.GraphCapture | None = None  # the graphs ``graphs`` is for
 
     @property
     def headroom(self) -> int:
@@ -197,6 +199,7 @@ def _rank(
         release=parse_release(s.engine_version),
     )
     activation = max(0, activation + c.overhead_delta_bytes)
+    capture = graph_capture(arch, s)
     graphs = peaks.cuda_graph_bytes(
         arch,
         st.layers[1] - st.layers[0],
@@ -205,8 +208,9 @@ def _rank(
         version=parse_version(s.engine_version),
         v0_engine=s.v0_engine,
         max_num_batched_tokens=s.max_num_batched_tokens,
+        capture=capture,
     )
-    if c.cuda_graph_bytes is not None and not s.enforce_eager:
+    if c.cuda_graph_bytes is not None and capture.mode != "NONE":
         graphs = c.cuda_graph_bytes
     in_budget = s.cuda_graphs_in_budget
     requested = math.ceil(gpus.total_bytes * s.gpu_memory_utilization)
@@ -245,6 +249,21 @@ def _rank(
         sampler,
         spec,
         peaks.padded_vocab(arch) if last else 0,
+        capture,
+    )
+
+
+def graph_capture(arch: Architecture, s: Settings) -> vllm_compile.GraphCapture:
+    """The CUDA graphs these settings capture: the flags' compilation config read with the
+    version's rules (``core.vllm_compile.graph_capture``), gpt-oss's own ceiling."""
+    return vllm_compile.graph_capture(
+        s.compilation,
+        parse_version(s.engine_version),
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        enforce_eager=s.enforce_eager,
+        v0_engine=s.v0_engine,
+        ceiling=peaks.capture_ceiling(arch),
     )
 
 

@@ -98,6 +98,8 @@ def per_gpu(r: RankBudget) -> PerGpu:
         kv_cache_bytes=max(0, r.kv),
         sampler_warmup_bytes=r.sampler,
         headroom_bytes=r.headroom,
+        cuda_graph_mode=r.capture.mode if r.capture and r.graphs else "NONE",
+        cuda_graph_capture_sizes=r.capture.sizes if r.capture and r.graphs else (),
     )
 
 

@@ -38,6 +38,10 @@ class PerGpu:
     kv_cache_bytes: int
     sampler_warmup_bytes: int
     headroom_bytes: int  # what is still free at the worst moment after the KV pool exists
+    # the CUDA graphs the pool is planned for: vLLM's cudagraph_mode ("NONE": none captured)
+    # and the batch sizes captured, ascending (core.vllm_compile.graph_capture)
+    cuda_graph_mode: str = "NONE"
+    cuda_graph_capture_sizes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,9 @@ before that they are captured after the KV pool, in the memory outside the budge
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from bringup.core.vllm_compile import CompileConfig
 from bringup.errors import UsageError
 from bringup.units import GiB
 
@@ -50,6 +51,7 @@ class Requested:
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the environment
     data_parallel_size: int | None = None  # -dp (None: 1)
     data_parallel_size_local: int | None = None  # --data-parallel-size-local (None: all of -dp)
+    compilation: CompileConfig = field(default_factory=CompileConfig)  # -cc, -O (vllm_compile)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,9 @@ class Settings:
     # over its TP ranks) and its own KV cache; the MoE layers see TP x DP ranks (layout.py)
     data_parallel_size: int = 1
     data_parallel_size_local: int | None = None  # DP ranks on this node (None: all)
+    # the compilation config of the flags: the graph pool's sizes and mode (the plan's JSON
+    # says which in per_gpu.cuda_graph_mode and per_gpu.cuda_graph_capture_sizes)
+    compilation: CompileConfig = field(default_factory=CompileConfig, metadata={"json": None})
 
     @property
     def world_size(self) -> int:
@@ -354,6 +359,7 @@ def resolve(
         allow_long_max_model_len=req.allow_long_max_model_len,
         data_parallel_size=_positive("--data-parallel-size", req.data_parallel_size, 1),
         data_parallel_size_local=_local_dp(req),
+        compilation=req.compilation,
     )
 
 
