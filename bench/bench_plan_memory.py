@@ -266,19 +266,9 @@ def _says_v1_engine(corpus_file: str) -> bool:
 
 
 def planned_capture_sizes(plan: dict[str, Any]) -> int:
-    """The capture sizes the plan counts for its settings (``core.plan.peaks``)."""
-    from bringup.core.plan.peaks import capture_sizes
-    from bringup.core.plan.settings import parse_version
-
-    s = plan["settings"]
-    gpt_oss = plan["model"]["architecture"] == "GptOssForCausalLM"
-    return capture_sizes(
-        int(s["max_num_seqs"]),
-        parse_version(str(s["engine_version"])),
-        v0_engine=bool(s["v0_engine"]),
-        max_num_batched_tokens=int(s["max_num_batched_tokens"]),
-        ceiling=1024 if gpt_oss else None,  # peaks.capture_ceiling
-    )
+    """The capture sizes the plan's graph pool is for (``per_gpu.cuda_graph_capture_sizes``:
+    ``core.vllm_compile.graph_capture``, the engine flags' sizes and mode read per version)."""
+    return len(plan["per_gpu"]["cuda_graph_capture_sizes"])
 
 
 def _plan(argv: list[str], environ: dict[str, str]) -> tuple[int, dict[str, Any] | None, str]:
