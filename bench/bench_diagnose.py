@@ -35,7 +35,7 @@ from pathlib import Path
 from bringup.adapters import files
 from bringup.core.analyzer import LogAnalyzer, diagnose_bytes
 from bringup.core.logfeed import diagnose_chunks
-from bringup.core.packs import vllm
+from bringup.core.packs.vllm.signatures import SIGNATURES
 
 ROOT = Path(__file__).resolve().parents[1]
 FAILED_LOG = ROOT / "tests/fixtures/logs/vllm_0.33_minimax_sampler_oom.log"
@@ -210,7 +210,7 @@ def main() -> int:
         feed_s = time_best(feed_all, 1)
         lines.clear()
 
-        eres = [to_ere(sig.pattern.pattern) for sig in vllm.SIGNATURES]
+        eres = [to_ere(sig.pattern.pattern) for sig in SIGNATURES]
         grep = shutil.which("grep")
         grep_s, grep_count = float("nan"), -1
         if grep:
