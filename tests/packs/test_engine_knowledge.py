@@ -9,7 +9,7 @@ from bringup.adapters import openai_stream
 from bringup.core import engine_args, packs, retry_policy
 from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Failure
-from bringup.core.packs import remedies
+from bringup.core.packs import memory_remedies, remedies
 from bringup.core.packs.types import Pack, RemedyContext
 from bringup.core.vocab import Engine, Phase
 from bringup.follow.retry import wanted_share
@@ -196,7 +196,7 @@ def test_sglang_memory_taken_asks_for_the_free_share_with_its_own_flag():
         Phase.DISTRIBUTED_INIT,
         pack.flags,
     )
-    flags = [r.flag for r in remedies.free_memory(ctx) if r.flag]
+    flags = [r.flag for r in memory_remedies.free_memory(ctx) if r.flag]
     assert flags == ["--mem-fraction-static"]
 
 

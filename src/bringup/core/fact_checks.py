@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from bringup.core.packs import memory_remedies as mem
 from bringup.core.packs import remedies as r
 from bringup.core.packs.types import RemedyBuilder
 from bringup.core.vocab import FailureClass, Phase
@@ -60,7 +61,7 @@ CHECKS: tuple[FactCheck, ...] = (
         FailureClass.KV_CACHE_INSUFFICIENT,
         "The engine has {available_kv_gib} GiB left for the KV cache: weights and activations "
         "took all the memory it may use.",
-        r.no_kv_memory,
+        mem.no_kv_memory,
         Phase.KV_CACHE_ALLOC,
     ),
     FactCheck(
@@ -70,7 +71,7 @@ CHECKS: tuple[FactCheck, ...] = (
         FailureClass.KV_CACHE_INSUFFICIENT,
         "The engine profiled room for {profiled_max_tokens} KV cache tokens (below zero): the "
         "weights and activations took all the memory it may use.",
-        r.no_kv_memory,
+        mem.no_kv_memory,
         Phase.KV_CACHE_ALLOC,
     ),
     FactCheck(
@@ -80,7 +81,7 @@ CHECKS: tuple[FactCheck, ...] = (
         FailureClass.GPU_MEMORY_UTILIZATION,
         "Only {free_gib_at_start} of {total_gib} GiB were free at start, below the "
         "{gpu_memory_utilization} share the engine was told to take.",
-        r.free_memory,
+        mem.free_memory,
         Phase.DISTRIBUTED_INIT,
     ),
     FactCheck(

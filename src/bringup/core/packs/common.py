@@ -7,6 +7,7 @@ what bringup reads when the engine is not (yet) known (``packs.generic()``).
 
 from __future__ import annotations
 
+from bringup.core.packs import memory_remedies as mem
 from bringup.core.packs import remedies as r
 from bringup.core.packs.torch import ACCELERATOR_OOM
 from bringup.core.packs.types import FactRule, Signature, rx
@@ -61,7 +62,7 @@ SIGNATURES = (
         rx(ACCELERATOR_OOM),
         F.CUDA_OOM,
         "The GPU ran out of memory.",
-        r.cuda_oom,
+        mem.cuda_oom,
     ),
     Signature(
         "nccl",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from bringup.core.diagnosis import Remedy
+from bringup.core.packs import memory_remedies as mem
 from bringup.core.packs import remedies as r
 from bringup.core.packs.types import RemedyBuilder, RemedyContext
 
@@ -41,7 +42,7 @@ def _kv_space(gib: int, why: str) -> Remedy:
 def kv_max_len(ctx: RemedyContext) -> tuple[Remedy, ...]:
     """one max-length request does not fit: cap --max-model-len, or a larger VLLM_CPU_KVCACHE_SPACE"""
     out: list[Remedy] = [
-        r.cap_max_model_len(
+        mem.cap_max_model_len(
             ctx, "Lower --max-model-len so one full-length request fits in the KV cache."
         )
     ]

@@ -21,6 +21,7 @@ from importlib import resources
 from typing import cast
 
 from bringup.core.diagnosis import Remedy
+from bringup.core.packs import memory_remedies as mem
 from bringup.core.packs import remedies as r
 from bringup.core.packs.types import RemedyBuilder, RemedyContext, Signature
 from bringup.core.vocab import Engine, FailureClass, Phase
@@ -45,11 +46,11 @@ _MEANING: dict[FailureClass, tuple[str, RemedyBuilder]] = {
         "this device, platform or build cannot do what was asked",
         r.wrong_build,
     ),
-    F.CUDA_OOM: ("GPU memory ran out", r.cuda_oom),
-    F.KV_CACHE_INSUFFICIENT: ("the KV cache is too small for what was asked", r.no_kv_memory),
+    F.CUDA_OOM: ("GPU memory ran out", mem.cuda_oom),
+    F.KV_CACHE_INSUFFICIENT: ("the KV cache is too small for what was asked", mem.no_kv_memory),
     F.GPU_MEMORY_UTILIZATION: (
         "the memory it may take does not match the memory that is free",
-        r.free_memory,
+        mem.free_memory,
     ),
     F.NCCL_ERROR: ("communication between its processes or GPUs failed", r.nccl),
     F.PORT_IN_USE: ("a port it needs is taken", r.port_in_use),

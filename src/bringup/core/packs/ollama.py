@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from bringup.core.diagnosis import Remedy
 from bringup.core.packs import llamacpp
 from bringup.core.packs import remedies as r
 from bringup.core.packs.types import (
@@ -27,6 +28,7 @@ from bringup.core.packs.types import (
     Pack,
     PhaseMarker,
     ProgressRule,
+    RemedyContext,
     Signature,
     rx,
     to_float,
@@ -37,6 +39,45 @@ from bringup.core.vocab import Engine, FailureClass, Phase
 F = FailureClass
 P = Phase
 
+
+def ollama_gpu_layers(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """Ollama put more layers on the GPU than fit."""
+    layers = r.number(ctx, "layers_offloaded")
+    fewer = f" (it offloaded {int(layers)})" if layers else ""
+    return (
+        Remedy(
+            f"Put fewer layers on the GPU{fewer}: set the model's num_gpu parameter lower "
+            "(a Modelfile `PARAMETER num_gpu N`, or options.num_gpu in the request)."
+        ),
+        Remedy(
+            "Or free the GPU (another process may hold its memory), use a smaller quant, or "
+            "a smaller context (OLLAMA_CONTEXT_LENGTH).",
+        ),
+    )
+
+
+def ollama_pull(_: RemedyContext) -> tuple[Remedy, ...]:
+    """The model is not in Ollama's store."""
+    return (Remedy("Pull the model first: `ollama pull <model>`."),)
+
+
+def ollama_port(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """Ollama's port is taken, most often by an Ollama server already running."""
+    port = ctx.groups.get("port") or "11434"
+    host = ctx.groups.get("host") or "127.0.0.1"
+    nxt = str(int(port) + 1) if port.isdigit() else "11435"
+    return (
+        Remedy(
+            f"An Ollama server is probably running already (`systemctl status ollama`, "
+            f"`ss -ltnp | grep :{port}`): use it, or stop it before starting another."
+        ),
+        Remedy(
+            f"Or serve on another address: OLLAMA_HOST={host or '127.0.0.1'}:{nxt}.",
+            env=f"OLLAMA_HOST={host or '127.0.0.1'}:{nxt}",
+        ),
+    )
+
+
 _RUNNER_START = r"starting llama server|msg=\"?starting (?:go )?runner|^starting (?:go )?runner"
 
 SIGNATURES = (
@@ -46,7 +87,7 @@ SIGNATURES = (
         rx(r"listen tcp (?P<host>[^\s:]*):(?P<port>\d+): bind: address already in use"),
         F.PORT_IN_USE,
         "Port {port} is already in use: another Ollama server (or another program) holds it.",
-        r.ollama_port,
+        ollama_port,
         P.START,
     ),
     Signature(
@@ -54,7 +95,7 @@ SIGNATURES = (
         rx(r"unable to allocate (?P<device>CUDA\d*|ROCm\d*|Metal|Vulkan\d*) buffer"),
         F.CUDA_OOM,
         "The runner could not allocate its {device} buffer: the layers Ollama put on the GPU do not fit.",
-        r.ollama_gpu_layers,
+        ollama_gpu_layers,
         P.WEIGHTS_LOADING,
     ),
     Signature(
@@ -62,7 +103,7 @@ SIGNATURES = (
         rx(r"pull model manifest: file does not exist|model \S+ not found, try pulling it first"),
         F.MISSING_OR_CORRUPT_WEIGHTS,
         "The model is not in Ollama's store; pull it first.",
-        r.ollama_pull,
+        ollama_pull,
         P.CONFIG,
     ),
     # consequences: the runner died; the line above it says why, when one does

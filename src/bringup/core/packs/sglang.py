@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from types import MappingProxyType
 
+from bringup.core.diagnosis import Remedy
+from bringup.core.packs import memory_remedies as mem
 from bringup.core.packs import remedies as r
 from bringup.core.packs.torch import TORCH_OOM
 from bringup.core.packs.types import (
@@ -15,6 +18,7 @@ from bringup.core.packs.types import (
     Pack,
     PhaseMarker,
     ProgressRule,
+    RemedyContext,
     Signature,
     TokenizeSpec,
     rx,
@@ -25,6 +29,38 @@ from bringup.core.vocab import Engine, FailureClass, Phase
 
 F = FailureClass
 P = Phase
+
+
+def mem_fraction_lower(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """SGLang: OOM or graph-capture failure: less static memory, smaller graphs."""
+    frac = r.number(ctx, "mem_fraction_static")
+    value = f"{round(frac - 0.05, 2):g}" if frac else "0.8"
+    return (
+        Remedy(f"Lower --mem-fraction-static to {value}.", "--mem-fraction-static", value),
+        Remedy("Capture fewer CUDA graphs: --cuda-graph-max-bs 64.", "--cuda-graph-max-bs", "64"),
+        Remedy(
+            "Shrink prefill chunks: --chunked-prefill-size 4096.", "--chunked-prefill-size", "4096"
+        ),
+    )
+
+
+def mem_fraction_raise(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """SGLang: the weights left nothing for the KV pool."""
+    low = r.number(ctx, "minimum")
+    frac = r.number(ctx, "mem_fraction_static")
+    if low is not None:
+        value = f"{math.ceil((low + 0.02) * 100) / 100:g}"
+    else:
+        value = f"{min(0.95, round(frac + 0.05, 2)):g}" if frac else "0.9"
+    return (
+        Remedy(
+            f"Raise --mem-fraction-static to {value} so the KV pool gets memory.",
+            "--mem-fraction-static",
+            value,
+        ),
+        mem.more_tp(ctx),
+    )
+
 
 _OOM = TORCH_OOM
 
@@ -198,7 +234,7 @@ PACK = Pack(
             rx(r"Capture cuda graph failed: .*out of memory"),
             F.CUDA_OOM,
             "CUDA graph capture ran out of memory.",
-            r.mem_fraction_lower,
+            mem_fraction_lower,
             P.CUDA_GRAPH_CAPTURE,
             priority=2,
             refines=("cuda_oom", "accelerator_oom"),  # the torch OOM capture() raised
@@ -210,7 +246,7 @@ PACK = Pack(
             ),
             F.KV_CACHE_INSUFFICIENT,
             "The weights leave no memory for the KV cache at --mem-fraction-static {mem_fraction_static}.",
-            r.mem_fraction_raise,
+            mem_fraction_raise,
             P.KV_CACHE_ALLOC,
             priority=2,
         ),
@@ -219,7 +255,7 @@ PACK = Pack(
             rx(r"Not enough memory\. Please try to increase --mem-fraction-static"),
             F.KV_CACHE_INSUFFICIENT,
             "The static memory fraction leaves no room for the KV cache.",
-            r.mem_fraction_raise,
+            mem_fraction_raise,
             P.KV_CACHE_ALLOC,
             priority=2,
         ),
@@ -228,7 +264,7 @@ PACK = Pack(
             rx(r"The memory capacity is unbalanced"),
             F.GPU_MEMORY_UTILIZATION,
             "GPUs have different free memory: another process holds memory on some of them.",
-            r.free_memory,
+            mem.free_memory,
             P.DISTRIBUTED_INIT,
             priority=2,
         ),
@@ -237,10 +273,10 @@ PACK = Pack(
             rx(r"(?:Prefill|Decode) out of memory"),
             F.CUDA_OOM,
             "The GPU ran out of memory running a batch.",
-            r.mem_fraction_lower,
+            mem_fraction_lower,
         ),
         Signature(
-            "cuda_oom", rx(_OOM), F.CUDA_OOM, "The GPU ran out of memory.", r.mem_fraction_lower
+            "cuda_oom", rx(_OOM), F.CUDA_OOM, "The GPU ran out of memory.", mem_fraction_lower
         ),
         Signature(
             "nccl_error",

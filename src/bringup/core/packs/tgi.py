@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from bringup.core.diagnosis import Remedy
 from bringup.core.packs import remedies as r
 from bringup.core.packs.torch import TORCH_OOM
 from bringup.core.packs.types import (
@@ -14,6 +15,7 @@ from bringup.core.packs.types import (
     HttpSpec,
     Pack,
     PhaseMarker,
+    RemedyContext,
     Signature,
     rx,
     to_float,
@@ -23,6 +25,21 @@ from bringup.core.vocab import Engine, FailureClass, Phase
 
 F = FailureClass
 P = Phase
+
+
+def tgi_prefill(ctx: RemedyContext) -> tuple[Remedy, ...]:
+    """TGI: the warmup prefill batch did not fit."""
+    tokens = r.number(ctx, "tokens")
+    value = str(max(256, int(tokens) // 2)) if tokens else "2048"
+    return (
+        Remedy(
+            f"Lower --max-batch-prefill-tokens to {value}.", "--max-batch-prefill-tokens", value
+        ),
+        Remedy(
+            "Or lower --max-total-tokens / --max-input-tokens, or use more shards (--num-shard)."
+        ),
+    )
+
 
 _OOM = TORCH_OOM
 
@@ -123,7 +140,7 @@ PACK = Pack(
             rx(r"Not enough memory to handle (?P<tokens>\d+) prefill tokens"),
             F.CUDA_OOM,
             "The warmup batch of {tokens} prefill tokens did not fit in GPU memory.",
-            r.tgi_prefill,
+            tgi_prefill,
             P.WARMUP,  # TGI's warmup is this prefill
             priority=2,
             refines=("cuda_oom", "accelerator_oom"),  # the shard's torch OOM it catches
@@ -133,11 +150,11 @@ PACK = Pack(
             rx(r"Not enough memory to handle .max_total_tokens=(?P<tokens>\d+)"),
             F.KV_CACHE_INSUFFICIENT,
             "The KV cache cannot hold max_total_tokens={tokens}.",
-            r.tgi_prefill,
+            tgi_prefill,
             P.KV_CACHE_ALLOC,
             priority=2,
         ),
-        Signature("cuda_oom", rx(_OOM), F.CUDA_OOM, "The GPU ran out of memory.", r.tgi_prefill),
+        Signature("cuda_oom", rx(_OOM), F.CUDA_OOM, "The GPU ran out of memory.", tgi_prefill),
         Signature(
             "bind",
             rx(

@@ -1,7 +1,7 @@
 """vLLM, 0.6 (V0) through 0.33 (V1): the pack. This module puts it together (detection, HTTP,
 the line screen, heartbeats, restarts, multi-node and Ray); the tables are in its modules:
-``log`` (phases, progress, facts, exclusions, frames), ``signatures`` (failure signatures) and
-``flags`` (entry points and flags).
+``log`` (phases, progress, facts, exclusions, frames), ``signatures`` (failure signatures),
+``remedies`` (the remedies only vLLM has) and ``flags`` (entry points and flags).
 """
 
 from __future__ import annotations

@@ -8,9 +8,11 @@ in the bare message (process prefixes and logging header already removed).
 from __future__ import annotations
 
 from bringup.core.packs import cpu_remedies as cpu
+from bringup.core.packs import memory_remedies as mem
 from bringup.core.packs import remedies as r
 from bringup.core.packs.torch import TORCH_OOM
 from bringup.core.packs.types import Signature, rx
+from bringup.core.packs.vllm import remedies as vr
 from bringup.core.vocab import FailureClass, Phase
 
 F = FailureClass
@@ -44,7 +46,7 @@ SIGNATURES = (
         ),
         F.CUDA_OOM,
         "The GPU ran out of memory warming up the sampler with {requests} dummy requests (max_num_seqs).",
-        r.sampler_oom,
+        mem.sampler_oom,
         priority=3,
         refines=("cuda_oom", "accelerator_oom"),  # the worker's torch OOM just before it
     ),
@@ -53,12 +55,12 @@ SIGNATURES = (
         rx(r"Failed to load model - not enough GPU memory"),
         F.CUDA_OOM,
         "The weights do not fit in GPU memory.",
-        r.cuda_oom,
+        mem.cuda_oom,
         P.WEIGHTS_LOADING,
         is_wrapper=True,  # vLLM's explanation; the torch OOM it explains follows
         priority=2,
     ),
-    Signature("cuda_oom", rx(_OOM), F.CUDA_OOM, "The GPU ran out of memory.", r.cuda_oom),
+    Signature("cuda_oom", rx(_OOM), F.CUDA_OOM, "The GPU ran out of memory.", mem.cuda_oom),
     Signature(
         "kv_max_len",
         rx(
@@ -66,7 +68,7 @@ SIGNATURES = (
         ),
         F.KV_CACHE_INSUFFICIENT,
         "One request of {max_len} tokens needs {needed} GiB of KV cache, but only {available} GiB is available.",
-        cpu.by_platform(r.max_model_len, cpu.kv_max_len),
+        cpu.by_platform(mem.max_model_len, cpu.kv_max_len),
         P.KV_CACHE_ALLOC,
         priority=2,
     ),
@@ -77,7 +79,7 @@ SIGNATURES = (
         ),
         F.KV_CACHE_INSUFFICIENT,
         "The KV cache holds {kv_tokens} tokens, fewer than one request of {max_len}.",
-        r.max_model_len,
+        mem.max_model_len,
         P.KV_CACHE_ALLOC,
         priority=2,
     ),
@@ -86,7 +88,7 @@ SIGNATURES = (
         rx(r"No available memory for the cache blocks"),
         F.KV_CACHE_INSUFFICIENT,
         "Weights and activations left no memory for the KV cache.",
-        cpu.by_platform(r.no_kv_memory, cpu.no_kv_memory),
+        cpu.by_platform(mem.no_kv_memory, cpu.no_kv_memory),
         P.KV_CACHE_ALLOC,
         priority=2,
     ),
@@ -97,7 +99,7 @@ SIGNATURES = (
         ),
         F.GPU_MEMORY_UTILIZATION,
         "Only {free_gib} of {total_gib} GiB were free at start; --gpu-memory-utilization {util} asks for {wanted_gib} GiB.",
-        r.free_memory,
+        mem.free_memory,
         P.DISTRIBUTED_INIT,
         priority=2,
     ),
@@ -126,7 +128,7 @@ SIGNATURES = (
         rx(r"Error in memory profiling\. Initial free memory"),
         F.GPU_MEMORY_UTILIZATION,
         "Another process changed GPU memory while vLLM was profiling.",
-        r.free_memory,
+        mem.free_memory,
         P.MEMORY_PROFILING,
     ),
     Signature(
@@ -171,7 +173,7 @@ SIGNATURES = (
         rx(r"Error happened when batch testing peer-to-peer access"),
         F.NCCL_ERROR,
         "vLLM's GPU peer-to-peer probe failed.",
-        r.p2p,
+        vr.p2p,
         P.DISTRIBUTED_INIT,
         priority=2,
     ),
@@ -182,7 +184,7 @@ SIGNATURES = (
         ),
         F.CONFIG_ERROR,
         "Ray cannot give this engine the GPUs it needs: fewer are visible than tensor x pipeline parallel asks for.",
-        r.ray_gpus,
+        vr.ray_gpus,
         P.DISTRIBUTED_INIT,
     ),
     Signature(
@@ -252,7 +254,7 @@ SIGNATURES = (
         ),
         F.CONFIG_ERROR,
         "This node's parallel sizes make a world size of {world}, which --nnodes {nnodes} does not divide: the nodes were not started with the same -tp/-pp/-dp.",
-        r.parallel_sizes_differ,
+        vr.parallel_sizes_differ,
         P.CONFIG,
     ),
     Signature(
@@ -262,7 +264,7 @@ SIGNATURES = (
         rx(r"current platform (?P<platform>\w+) does not support ray"),
         F.CONFIG_ERROR,
         "vLLM's {platform} platform cannot run its workers on Ray (it has no Ray device to ask for).",
-        r.ray_unsupported_platform,
+        vr.ray_unsupported_platform,
         P.CONFIG,
     ),
     Signature(
@@ -282,7 +284,7 @@ SIGNATURES = (
         ),
         F.CONFIG_ERROR,
         "--max-model-len {wanted} is above the model's limit of {derived}.",
-        r.config_len,
+        vr.config_len,
         P.CONFIG,
     ),
     Signature(
@@ -311,7 +313,7 @@ SIGNATURES = (
         ),
         F.TIMEOUTS,
         "vLLM's own startup timeout fired before the engine was ready.",
-        r.engine_timeout,
+        vr.engine_timeout,
     ),
     Signature(
         "crash",
