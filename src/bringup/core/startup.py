@@ -21,17 +21,19 @@ The rules (issue 5):
   phase's expected gap between progress lines, ``stall_seconds`` its floor
   (``core.startup_time.live``), and a phase past its predicted high end is said once;
 - stalled when ``deadline_seconds`` have passed without ready.
+
+The failures the machine states itself (no log line says them) are worded in
+``core.startup_failures``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from bringup import exit_codes
+from bringup.core import startup_failures as failures
 from bringup.core import verdict
 from bringup.core.diagnosis import (
     Event,
@@ -39,7 +41,6 @@ from bringup.core.diagnosis import (
     FailureEvent,
     PhaseEvent,
     ProgressEvent,
-    Remedy,
 )
 from bringup.core.gpu import GpuReading
 from bringup.core.live import (
@@ -59,7 +60,7 @@ from bringup.core.probes import ProbeKind, ProbeObservation
 from bringup.core.startup_time import StartupPrediction
 from bringup.core.startup_time.live import Expectation
 from bringup.core.verdict import State, Verdict
-from bringup.core.vocab import FailureClass, Outcome, Phase
+from bringup.core.vocab import Outcome, Phase
 
 GPU_CHANGE_BYTES = 16 * 1024 * 1024  # smaller moves are jitter, not progress
 
@@ -308,32 +309,13 @@ class StartupMachine:
         if self.is_terminal:
             return out
         if obs.status in AUTH_REFUSED:
-            return out + self._fail(self._auth_failure(obs), now, State.FAILED)
+            failure = failures.auth_refused(
+                obs, self.phase, self.line_count, probe_has_key=self.policy.probe_has_key
+            )
+            return out + self._fail(failure, now, State.FAILED)
         if self.state is State.READY:
             return out + self._on_liveness(obs, now)
         return out + self._advance_readiness(obs, now)
-
-    def _auth_failure(self, obs: ProbeObservation) -> Failure:
-        """401/403: the server is up but refuses bringup's requests. Waiting cannot help, so
-        this is the verdict at once (never a stall), with where the key comes from."""
-        sent = "the API key bringup sent" if self.policy.probe_has_key else "no API key"
-        return Failure(
-            failure_class=FailureClass.CONFIG_ERROR,
-            phase=self.phase,
-            line=f"HTTP {obs.status} from {obs.url}: {obs.error or 'refused'}",
-            line_number=self.line_count,
-            summary=(
-                f"authentication failed: the server answers, but refused bringup's {obs.kind} "
-                f"request with HTTP {obs.status} ({sent}); it was started with an API key"
-            ),
-            remedy=(
-                Remedy(
-                    "Give bringup the server's key: --api-key KEY, or VLLM_API_KEY/OPENAI_API_KEY "
-                    "in its environment. bringup run reads it from the server's own --api-key; "
-                    "up and status from the unit's command line and its EnvironmentFile=."
-                ),
-            ),
-        )
 
     def on_exit(
         self, exit_code: int | None, failure: Failure | None, now: float
@@ -350,7 +332,13 @@ class StartupMachine:
         if chosen is None and self._pending is not None:
             chosen = self._pending[0]
         if chosen is None:
-            chosen = failure or self._exit_failure(exit_code)
+            chosen = failure or failures.process_exit(
+                exit_code,
+                self.phase,
+                after_ready=self.ready_at is not None,
+                last_line=self.last_line,
+                line_count=self.line_count,
+            )
         return exited + self._fail(chosen, now, State.FAILED)
 
     def stop(self, now: float) -> None:
@@ -391,22 +379,18 @@ class StartupMachine:
         if stall is not None and now - self._last_activity >= stall:
             failure = self._stall_failure(stall, "no new phase, progress line or GPU memory change")
             if stopped:
-                names = ", ".join(f"{pid} ({name})" for pid, name in stopped)
-                failure = dataclasses.replace(
-                    failure,
-                    summary=f"{failure.summary}; the server's process {names} is stopped (SIGSTOP or a debugger), so it cannot progress",
-                    remedy=(
-                        Remedy(
-                            f"Resume it with `kill -CONT {stopped[0][0]}` (or detach the debugger); "
-                            "a stopped process never makes progress."
-                        ),
-                        *failure.remedy,
-                    ),
-                )
+                failure = failures.stopped_processes(failure, stopped)
             return self._fail(failure, now, State.STALLED)
         deadline = self.policy.deadline_seconds
         if deadline is not None and now - self.start >= deadline:
-            return self._fail(self._deadline_failure(deadline, now), now, State.STALLED)
+            failure = failures.deadline(
+                deadline,
+                self.seconds_idle(now),
+                self.policy.stall_seconds,
+                self.phase,
+                self.line_count,
+            )
+            return self._fail(failure, now, State.STALLED)
         return self._slow(now)
 
     def _slow(self, now: float) -> list[LiveEvent]:
@@ -504,27 +488,15 @@ class StartupMachine:
             self._schedule(ProbeKind.HEALTH, now, self.policy.liveness_interval_seconds)
             return [Ready(now - self.start, now - self.start, obs.model, obs.url)]
         elif self.policy.model_on_request and obs.status == 404:
-            return self._fail(self._missing_model(obs), now, State.FAILED)
+            model = obs.model or self.probe_model() or "?"
+            failure = failures.missing_model(
+                obs, model, self.policy.missing_model, self.phase, self.line_count
+            )
+            return self._fail(failure, now, State.FAILED)
         else:
             first = ProbeKind.HEALTH if self.policy.has_health else ProbeKind.MODELS
             self._schedule(first, now, self.policy.smoke_retry_seconds)
         return []
-
-    def _missing_model(self, obs: ProbeObservation) -> Failure:
-        """404 to the smoke request of a server that loads models on request: it has no such
-        model (Ollama: "model ... not found, try pulling it first"); waiting cannot help."""
-        model = obs.model or self.probe_model() or "?"
-        hint = (self.policy.missing_model or "Name a model the server has.").replace(
-            "{model}", model
-        )
-        return Failure(
-            failure_class=FailureClass.MISSING_OR_CORRUPT_WEIGHTS,
-            phase=self.phase,
-            line=f"HTTP 404 from {obs.url}: {obs.error or 'not found'}",
-            line_number=self.line_count,
-            summary=f"the server has no model {model!r} to load for the smoke request",
-            remedy=(Remedy(hint),),
-        )
 
     def _on_liveness(self, obs: ProbeObservation, now: float) -> list[LiveEvent]:
         self._schedule(ProbeKind.HEALTH, now, self.policy.liveness_interval_seconds)
@@ -534,18 +506,8 @@ class StartupMachine:
         self._liveness_failures += 1
         if self._liveness_failures < self.policy.liveness_failures:
             return []
-        why = f"HTTP {obs.status}" if obs.status is not None else (obs.error or "no answer")
-        failure = Failure(
-            failure_class=FailureClass.ENGINE_CORE_DIED,
-            phase=Phase.READY,
-            line=self.last_line,
-            line_number=self.line_count,
-            summary=f"the server stopped answering its health check after it was ready ({why}, {self._liveness_failures} times in a row)",
-            remedy=(
-                Remedy(
-                    "Read the server log above the last line for the error that stopped the engine, then restart it."
-                ),
-            ),
+        failure = failures.health_lost(
+            obs, self._liveness_failures, self.last_line, self.line_count
         )
         return self._fail(failure, now, State.FAILED)
 
@@ -576,84 +538,8 @@ class StartupMachine:
         usual = recent[len(recent) // 2]
         return latency > max(4 * usual, usual + 0.25)
 
-    def _exit_failure(self, exit_code: int | None) -> Failure:
-        after = self.ready_at is not None
-        when = "after it was ready" if after else f"during {self.phase}"
-        code = "with an unknown status" if exit_code is None else f"with status {exit_code}"
-        killed = exit_code in exit_codes.KILLED_EXIT_CODES
-        cls = FailureClass.HOST_OOM if killed else FailureClass.ENGINE_CORE_DIED
-        summary = f"the server process exited {code} {when}"
-        if killed:
-            summary += "; SIGKILL usually means the kernel's OOM killer (see `journalctl -k | grep -i oom`)"
-        return Failure(
-            failure_class=cls,
-            phase=self.phase,
-            line=self.last_line,
-            line_number=self.line_count,
-            summary=summary,
-            remedy=(
-                Remedy(
-                    "Read the last lines of the server log for the error; no root-cause line was recognised."
-                ),
-            ),
-        )
-
     def _stall_failure(self, limit_seconds: float, why: str) -> Failure:
-        """No progress: no line says why, so none is named (the last line is where it stopped)."""
-        hint = _STALL_HINTS.get(
-            self.phase,
-            "Check what the engine is waiting for, or raise --stall if this phase is legitimately slow.",
-        )
-        last = f"; its last line was line {self.line_count}" if self.line_count else ""
-        return Failure(
-            failure_class=FailureClass.TIMEOUTS,
-            phase=self.phase,
-            line="",
-            line_number=0,
-            summary=f"{why} for {limit_seconds:g}s, in phase {self.phase}{last}",
-            remedy=(Remedy(hint),),
-        )
-
-    def _deadline_failure(self, deadline_seconds: float, now: float) -> Failure:
-        """Past --deadline: a deadline, not a stall, when the startup was still progressing."""
-        idle = self.seconds_idle(now)
-        stall = self.policy.stall_seconds
-        if stall is not None and idle >= stall:
-            return self._stall_failure(deadline_seconds, "not ready within the deadline")
-        return Failure(
-            failure_class=FailureClass.TIMEOUTS,
-            phase=self.phase,
-            line="",
-            line_number=0,
-            summary=(
-                f"the deadline of {deadline_seconds:g}s passed while the startup was still "
-                f"progressing (in phase {self.phase}, last progress {idle:.0f}s ago): a deadline, "
-                "not a stall"
-            ),
-            remedy=(
-                Remedy(
-                    f"It was still making progress: give it longer (--deadline "
-                    f"{int(deadline_seconds * 2)}), or plan a faster start (weights on local disk, "
-                    "fewer CUDA graphs)."
-                ),
-            ),
-        )
-
-
-_STALL_HINTS: dict[Phase, str] = {
-    Phase.DISTRIBUTED_INIT: (
-        "A hang right after NCCL init usually means GPU peer-to-peer or the network fabric: "
-        "rerun with NCCL_DEBUG=INFO, and try NCCL_P2P_DISABLE=1 to confirm."
-    ),
-    Phase.WEIGHTS_LOADING: (
-        "Weight loading stopped moving: check the storage the checkpoint is read from "
-        "(network filesystem, disk) and that no download is stuck."
-    ),
-    Phase.START: (
-        "Nothing came from the engine: check that the command starts the server at all, "
-        "and that imports are not blocked (e.g. waiting on a network filesystem)."
-    ),
-}
+        return failures.stall(limit_seconds, why, self.phase, self.line_count)
 
 
 def timeline_json(spans: Sequence[PhaseSpan], end_t: float) -> list[dict[str, Any]]:
