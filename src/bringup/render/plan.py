@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TextIO
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -11,7 +13,8 @@ from rich.text import Text
 
 from bringup.core.plan.decode import DecodeSpeed
 from bringup.core.plan.result import Plan, Verdict
-from bringup.render.console import fit
+from bringup.render.console import fit, make_console
+from bringup.render.startup_time import print_startup
 from bringup.render.verify import format_parameters
 from bringup.units import format_bytes
 
@@ -221,6 +224,18 @@ def _recommendations(plan: Plan) -> list[Text]:
 def print_plan(plan: Plan, console: Console) -> None:
     """Print the plan (on a terminal, long lines wrap with a hanging indent)."""
     console.print(fit(console, format_plan(plan)))
+
+
+def print_for_people(
+    plan: Plan, stdout: TextIO, stderr: TextIO, environ: Mapping[str, str]
+) -> None:
+    """``bringup plan``'s output without ``--json``: each warning on ``stderr``, then the plan
+    and its startup prediction on ``stdout``."""
+    for warning in plan.warnings:
+        stderr.write(f"warning: {warning}\n")
+    print_plan(plan, make_console(stdout, environ))
+    if plan.startup is not None:
+        print_startup(plan.startup, make_console(stdout, environ))
 
 
 @dataclass(frozen=True, slots=True)

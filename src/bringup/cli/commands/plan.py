@@ -45,9 +45,9 @@ from bringup.core.vocab import Engine
 from bringup.errors import AdapterError, InputError, UsageError
 from bringup.render.busy import Busy, busy, quiet
 from bringup.render.console import make_console
+from bringup.render.gguf_plan import print_gguf_plan
 from bringup.render.json_out import print_json
-from bringup.render.plan import print_plan
-from bringup.render.startup_time import print_startup
+from bringup.render.plan import print_for_people
 from bringup.units import parse_size
 
 # bringup's own flag -> (dest, type) for vLLM flags also read from the server command
@@ -235,15 +235,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.json:
         print_json(made, ctx.stdout)
     elif isinstance(made, Plan):
-        for warning in made.warnings:
-            ctx.stderr.write(f"warning: {warning}\n")
-        print_plan(made, make_console(ctx.stdout, ctx.environ))
-        if made.startup is not None:
-            print_startup(made.startup, make_console(ctx.stdout, ctx.environ))
+        print_for_people(made, ctx.stdout, ctx.stderr, ctx.environ)
     else:
-        from bringup.cli.commands import plan_gguf
-
-        plan_gguf.print_result(made, ctx)
+        print_gguf_plan(made, make_console(ctx.stdout, ctx.environ))
     return 0 if fits(made) else 1
 
 

@@ -16,16 +16,14 @@ from typing import Any
 import psutil
 
 from bringup.cli.commands.plan_shared import cpu_processor, parse_memory, parse_rate
-from bringup.cli.main import Context
 from bringup.core import engine_args
 from bringup.core.checkpoint import Checkpoint
 from bringup.core.gguf_plan import GgufPlan, plan_gguf, read_shape, row_bytes
 from bringup.core.gpu_catalog import lookup
 from bringup.core.plan import decode
-from bringup.core.words import count, count_word
+from bringup.core.words import count_word
 from bringup.errors import UsageError
 from bringup.render.busy import Busy, quiet
-from bringup.render.console import fit, make_console
 from bringup.units import format_bytes
 
 _N_CTX = ("--n-ctx", "--n_ctx", "-c", "--ctx-size")
@@ -201,48 +199,6 @@ def _recommend(
                 {"flag": "-ctk", "value": "q8_0", "why": "a q8_0 K cache halves its bytes and fits"}
             )
     return out
-
-
-def print_result(result: dict[str, Any], ctx: Context) -> None:
-    """The GGUF plan for people."""
-    from rich.text import Text
-
-    made = make_console(ctx.stdout, ctx.environ)
-
-    class _Fitted:  # each line wrapped with a hanging indent on a terminal
-        def print(self, text: str, *, markup: bool = True) -> None:
-            line = Text.from_markup(text) if markup else Text(text)
-            made.print(fit(made, line), crop=False, overflow="ignore")
-
-    console = _Fitted()
-    m, s, v = result["memory"], result["settings"], result["verdict"]
-    console.print(
-        f"{result['model']['architecture']}: {result['model']['parameters']:,} parameters, "
-        f"{format_bytes(m['weights_bytes'])} of weights; llama.cpp, n_ctx {s['n_ctx_padded']}, "
-        f"{count(s['n_parallel'], 'slot')}, KV {s['cache_type_k']}/{s['cache_type_v']}"
-    )
-    for label, key in (
-        ("weights", "weights_bytes"),
-        ("KV cache", "kv_cache_bytes"),
-        ("compute buffer", "compute_buffer_bytes"),
-        ("output buffer", "output_buffer_bytes"),
-        ("needed", "needed_bytes"),
-        (f"available ({m['where']})", "total_bytes"),
-    ):
-        console.print(f"  {label:<22} {format_bytes(m[key]):>12}")
-    console.print(
-        "verdict: FITS"
-        if v["fits"]
-        else f"verdict: DOES NOT FIT - {v['failure_class']} at {v['phase']}: {v['reason']}"
-    )
-    for r in result["recommendations"]:
-        console.print(f"  append {r['flag']} {r['value']}   # {r['why']}")
-    speed = result["decode"]
-    if speed is None:
-        console.print("decode: no memory bandwidth known for this GPU (give --memory-bandwidth)")
-    else:
-        console.print(speed.ceiling_line(), markup=False)
-        console.print(speed.expected_line(), markup=False)
 
 
 def check_not_mixed(args: Any) -> None:
