@@ -65,7 +65,7 @@ def plan_for(
 ) -> tuple[PlanSection, Plan | None]:
     """``bringup plan -- ARGV`` made quietly and offline, as a report section; a command it
     cannot plan gives a section that says why."""
-    from bringup.cli.commands import plan as plan_command
+    from bringup.cli.commands import plan_make as plan_command
     from bringup.cli.main import command_parser
     from bringup.render.report import plan_section
 

@@ -15,6 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bringup.core.printable import printable
+from bringup.errors import InputError
+
 PROBLEM_KINDS: tuple[str, ...] = (
     "missing_shard",  # a file the index, manifest or split set names is not there
     "unreferenced_file",  # a weight file the index does not name
@@ -508,4 +511,33 @@ def build_report(checkpoint: Checkpoint, extra: Sequence[Problem] = ()) -> Verif
         bytes_by_dtype=checkpoint.bytes_by_dtype,
         problems=problems,
         layouts=checkpoint.layouts,
+    )
+
+
+# problems (PROBLEM_KINDS) that leave tensors out of the scan: a plan of what is left would be
+# a plan of a smaller model
+INCOMPLETE: tuple[str, ...] = (
+    "missing_shard",
+    "truncated",
+    "header_invalid",
+    "header_too_large",
+    "lfs_pointer",
+    "index_tensor_missing",
+)
+
+
+def refuse_incomplete(name: str, problems: Sequence[Problem]) -> None:
+    """InputError naming the first problem that leaves weights out, if any (``plan`` of
+    ``name`` without ``--force``)."""
+    found = [p for p in problems if p.kind in INCOMPLETE]
+    if not found:
+        return
+    first = found[0]
+    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    where = f"{first.file}: " if first.file else ""
+    raise InputError(
+        f"{printable(name)}: the checkpoint is incomplete ({first.kind}: {where}{first.detail}"
+        f"{more}); its plan would be a smaller model's",
+        hint=f"{first.fix} (bringup verify {printable(name)} lists them), or add --force to "
+        "plan the tensors that are there",
     )

@@ -225,3 +225,12 @@ def speculative_warning(spec: Speculative) -> str:
         f"{spec.num_speculative_tokens + 1} tokens when drafts are accepted, above the "
         "batch-1 ceiling shown"
     )
+
+
+def offload_warning(cpu_offload_gb: float) -> str:
+    """What ``--cpu-offload-gb`` costs, in one line."""
+    return (
+        f"--cpu-offload-gb {cpu_offload_gb:g}: that much of each GPU's weights stays in "
+        "CPU memory and crosses PCIe in every forward pass (vLLM's UVA offload): decode "
+        "runs far below the speed shown"
+    )

@@ -29,7 +29,7 @@ from bringup.core.plan.checks import dcp_problem, parallel_problem
 from bringup.core.plan.planner import Planner
 from bringup.core.plan.quant import format_from_config
 from bringup.core.plan.recommend import MARGIN_BYTES
-from bringup.core.plan.result import FitChange
+from bringup.core.plan.result import FitChange, Recommendation
 from bringup.core.plan.settings import Settings
 from bringup.core.plan.synth import synthesize
 
@@ -75,6 +75,17 @@ def changes_that_fit(
         if change is not None and change not in out:
             out.append(change)
     return tuple(out)
+
+
+def not_recommended(
+    changes: Sequence[FitChange], recommendations: Sequence[Recommendation]
+) -> tuple[FitChange, ...]:
+    """The changes the plan's recommendations do not already make: a single flag and value
+    the plan says to append is left out (another checkpoint, or more flags, stays)."""
+    appended = {(r.flag, r.value) for r in recommendations}
+    return tuple(
+        c for c in changes if c.model or tuple(c.flags[:2]) not in appended or len(c.flags) != 2
+    )
 
 
 def _fits(planner: Planner, s: Settings) -> bool:

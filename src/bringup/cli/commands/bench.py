@@ -225,7 +225,7 @@ def predict(
 ) -> tuple[decode.DecodeSpeed | None, str]:
     """The plan's decode prediction for the checkpoint, or None and the reason why not
     (``spinner``: shown while this CPU's bandwidth is measured)."""
-    from bringup.cli.commands import plan as plan_cmd
+    from bringup.cli.commands import plan_make as plan_cmd
     from bringup.cli.commands.plan_shared import parse_rate
 
     path = args.checkpoint or (args.model if args.model and _is_local_model(args.model) else None)

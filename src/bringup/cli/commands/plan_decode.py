@@ -1,18 +1,14 @@
-"""``bringup plan``'s decode-speed flags (the "decode speed (batch 1)" group) and the
+"""``bringup plan``'s decode-speed flags (the "decode speed (batch 1)" group); the
 :class:`~bringup.core.plan.decode.DecodeSetup` they make, each engine flag also read from the
-server command after ``--`` (``-dcp``, ``--disable-custom-all-reduce``, ``--nnodes``: vLLM's
-and SGLang's names).
+server command after ``--``, is ``core.plan.flags.decode_setup``'s.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
-from bringup.core import engine_args
 from bringup.core.plan import decode
 from bringup.core.plan.decode_links import DEFAULT_NETWORK, NETWORKS
-from bringup.errors import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,40 +64,3 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"network between the nodes of --nnodes (default {DEFAULT_NETWORK}): InfiniBand, "
         "RoCE, or plain Ethernet (NCCL's TCP sockets)",
     )
-
-
-def decode_setup(args: argparse.Namespace, flags: Sequence[str]) -> decode.DecodeSetup:
-    """The decode flags, each engine flag also read from the server command's ``flags``."""
-    dcp = dcp_size(args, flags)
-    disabled = getattr(args, "disable_custom_all_reduce", None) or engine_args.has_flag(
-        flags, "--disable-custom-all-reduce"
-    )
-    nnodes = getattr(args, "nnodes", None)
-    if nnodes is None:
-        nnodes = _int_flag(flags, "--nnodes")
-    return decode.DecodeSetup(
-        args.interconnect,
-        1 if dcp is None else dcp,
-        args.context_tokens,
-        custom_all_reduce=not disabled,
-        nnodes=1 if nnodes is None else nnodes,
-        network=getattr(args, "node_interconnect", None),
-    )
-
-
-def dcp_size(args: argparse.Namespace, flags: Sequence[str]) -> int | None:
-    """``-dcp`` from the flags, else from the server command; None when neither sets it."""
-    dcp = getattr(args, "decode_context_parallel_size", None)
-    if dcp is None:
-        dcp = _int_flag(flags, "--decode-context-parallel-size", "-dcp")
-    return dcp
-
-
-def _int_flag(flags: Sequence[str], *names: str) -> int | None:
-    text = engine_args.get_flag(flags, *names)
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError as exc:
-        raise UsageError(f"{names[0]}: not a whole number: {text!r}") from exc

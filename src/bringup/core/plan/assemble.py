@@ -30,6 +30,7 @@ from bringup.core.plan.recommend import recommend
 from bringup.core.plan.result import CalibrationReport, Plan
 from bringup.core.plan.settings import Requested, Settings, nearest_known_version, resolve
 from bringup.core.plan.synth import synthesize
+from bringup.errors import UsageError
 
 
 def make_plan(planner: Planner, s: Settings) -> Plan:
@@ -61,6 +62,41 @@ def gpus_from_readings(visible: Sequence[GpuReading], world: int, count: int | N
         treats_as_a100="a100" in used[0].name.lower(),
         compute_capability=model.compute_capability if model else None,
         interconnect=model.interconnect if model else None,
+    )
+
+
+def gpus_of_model(model: gpu_catalog.GpuModel | None, count: int, memory_bytes: int) -> GpuSet:
+    """``count`` GPUs of ``memory_bytes`` each, given by name (``--gpu``) and/or memory
+    (``--gpu-memory``): the catalog model's facts (none for a GPU known by its memory
+    alone, ``model`` None)."""
+    return GpuSet(
+        model.name if model else "GPU",
+        count,
+        memory_bytes,
+        memory_bytes,
+        bool(model and model.vllm_treats_as_a100),
+        model.compute_capability if model else None,
+        model.interconnect if model else None,
+    )
+
+
+def with_free(gpus: GpuSet, free_bytes: int, given: str) -> GpuSet:
+    """The GPUs with ``free_bytes`` free at start (``--gpu-free``, as ``given``); UsageError
+    when that is not between 0 and their memory."""
+    if not 0 <= free_bytes <= gpus.total_bytes:
+        raise UsageError(
+            f"--gpu-free {given} must be between 0 and the GPU's "
+            f"{gpus.total_bytes / 1024**3:.2f} GiB"
+        )
+    return dataclasses.replace(gpus, free_bytes=free_bytes)
+
+
+def unified_memory_warning(gpu: gpu_catalog.GpuModel) -> str:
+    """The caveat of a part whose memory the CPU shares (GB10, MI300A, Strix Halo)."""
+    return (
+        f"{gpu.name}'s memory is shared with the CPU: the OS and every other process hold part "
+        f"of the {gpu.memory_bytes / 2**30:.0f} GiB planned here; give --gpu-free SIZE "
+        "(what is free before the start) for a plan that counts them"
     )
 
 

@@ -146,6 +146,15 @@ _LINE_PHRASES = {
 }
 
 
+# every phrase above: the lines of a log that ``--calibrate`` keeps to cite
+SOURCE_PHRASES = tuple(p for phrases in _LINE_PHRASES.values() for p in phrases)
+
+
+def is_source_line(line: str) -> bool:
+    """Whether a log line may be the source of a calibrated figure (see :func:`source_line`)."""
+    return any(p in line for p in SOURCE_PHRASES)
+
+
 def source_line(log_lines: list[str], what: str) -> str | None:
     """The first log line a calibrated figure came from (stripped, at most 200 characters)."""
     for line in log_lines:

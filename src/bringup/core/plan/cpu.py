@@ -35,6 +35,7 @@ The rules are vLLM 0.32's (the CPU build bringup runs for real), read from its c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,7 +46,8 @@ from bringup.core.plan.result import KvCache, ModelInfo, PerGpu, Plan, Verdict
 from bringup.core.plan.settings import Settings
 from bringup.core.plan.weights import Parallel, layer_of, parameter_count, weights_per_stage
 from bringup.core.vocab import FailureClass, Phase
-from bringup.units import GiB, format_bytes
+from bringup.errors import UsageError
+from bringup.units import GiB, format_bytes, parse_size
 
 DEFAULT_BLOCK_SIZE = 128
 SERVE_MAX_NUM_BATCHED_TOKENS = 2048  # per world rank, `vllm serve`
@@ -148,6 +150,32 @@ def kv_space_from_env(value: str | None) -> int | None:
     if value is None or value.strip() == "":
         return None
     return int(value.strip()) * GiB
+
+
+def kv_pool(
+    arch: Architecture,
+    tensors: Sequence[TensorInfo],
+    s: Settings,
+    *,
+    memory_total_bytes: int,
+    env_value: str | None,
+    explicit: str | None,
+) -> tuple[int, bool]:
+    """(the KV pool's bytes, whether that is an estimate): ``VLLM_CPU_KVCACHE_SPACE``
+    (``env_value``), else ``--kv-cache-memory-bytes`` (``explicit``), else vLLM's own
+    sizing: ceil(total x utilization) - the worker's RSS, which holds at least the weights."""
+    try:
+        pool = kv_space_from_env(env_value)
+    except ValueError as exc:
+        raise UsageError(
+            f"VLLM_CPU_KVCACHE_SPACE must be a whole number of GiB, got {env_value!r}"
+        ) from exc
+    if pool is None and explicit is not None:
+        pool = parse_size(str(explicit))
+    if pool is not None:
+        return pool, False
+    weights = weights_per_rank(arch, tensors, s)
+    return max(0, math.ceil(memory_total_bytes * s.gpu_memory_utilization) - weights), True
 
 
 def weights_per_rank(arch: Architecture, tensors: Sequence[TensorInfo], s: Settings) -> int:

@@ -1,0 +1,152 @@
+"""The vLLM settings ``bringup plan`` reads: each from bringup's own flag, else from the server
+command after ``--`` (and its ``NAME=value`` words for the environment), made into the
+:class:`Requested` settings and the decode setup.
+
+``own`` is bringup's own flags by their dest (``vars(args)`` of ``plan``'s parser).
+
+>>> requested({"max_model_len": "32k"}, ["--tensor-parallel-size", "2"], {}).max_model_len
+32768
+>>> requested({}, ["-tp", "2"], {}).tensor_parallel_size
+2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bringup.core import engine_args, vllm_compile, wrappers
+from bringup.core.plan import decode
+from bringup.core.plan.settings import Requested, env_flag, rules_version, use_v1_from_env
+from bringup.errors import UsageError
+
+# bringup's own flag -> (dest, type) for vLLM flags also read from the server command
+VLLM_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
+    (("--tensor-parallel-size", "-tp"), "tensor_parallel_size", int),
+    (("--pipeline-parallel-size", "-pp"), "pipeline_parallel_size", int),
+    (("--data-parallel-size", "-dp"), "data_parallel_size", int),
+    (("--data-parallel-size-local", "-dpl"), "data_parallel_size_local", int),
+    (("--gpu-memory-utilization",), "gpu_memory_utilization", float),
+    (("--max-model-len",), "max_model_len", str),
+    (("--max-num-seqs",), "max_num_seqs", int),
+    (("--max-num-batched-tokens",), "max_num_batched_tokens", int),
+    (("--kv-cache-dtype",), "kv_cache_dtype", str),
+    (("--quantization", "-q"), "quantization", str),
+    (("--block-size",), "block_size", int),
+    (("--cpu-offload-gb",), "cpu_offload_gb", float),
+    (("--dtype",), "dtype", str),
+    (("--speculative-config",), "speculative_config", str),
+)
+# read by plan itself (the weights' type, speculative decoding), not part of Requested
+NOT_REQUESTED = ("dtype", "speculative_config")
+
+
+def flag_text(own: Mapping[str, Any], flags: Sequence[str], dest: str) -> str | None:
+    """A flag of :data:`VLLM_FLAGS` as text: bringup's own, else the server command's."""
+    names = next(n for n, d, _ in VLLM_FLAGS if d == dest)
+    value = own.get(dest)
+    return str(value) if value is not None else engine_args.get_flag(flags, *names)
+
+
+def requested(
+    own: Mapping[str, Any], flags: Sequence[str], environ: Mapping[str, str] | None = None
+) -> Requested:
+    """The settings asked for: bringup's flags, the server command's, the server's
+    environment (``VLLM_USE_V1``, ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``)."""
+    values: dict[str, Any] = {}
+    for names, dest, kind in VLLM_FLAGS:
+        value = own.get(dest)
+        text = value if value is not None else engine_args.get_flag(flags, *names)
+        if text is not None:
+            values[dest] = convert(names[0], str(text), kind)
+    for dest in NOT_REQUESTED:
+        values.pop(dest, None)
+    max_len = values.pop("max_model_len", None)
+    if max_len is not None:
+        values["max_model_len"] = (
+            -1 if str(max_len) in ("auto", "-1") else convert("--max-model-len", max_len, int)
+        )
+    return Requested(
+        **values,
+        enable_expert_parallel=bool(
+            own.get("enable_expert_parallel")
+            or engine_args.has_flag(flags, "--enable-expert-parallel")
+        ),
+        enforce_eager=bool(
+            own.get("enforce_eager") or engine_args.has_flag(flags, "--enforce-eager")
+        ),
+        engine_version=own.get("engine_version"),
+        use_v1=use_v1_from_env((environ or {}).get("VLLM_USE_V1")),
+        allow_long_max_model_len=env_flag((environ or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")),
+        device=own.get("device") or "cuda",
+        decode_context_parallel_size=dcp(own, flags),
+        compilation=vllm_compile.parse(flags),
+    )
+
+
+def decode_setup(own: Mapping[str, Any], flags: Sequence[str]) -> decode.DecodeSetup:
+    """The decode flags (``plan``'s "decode speed" group), each engine flag also read from the
+    server command's ``flags`` (``-dcp``, ``--disable-custom-all-reduce``, ``--nnodes``: vLLM's
+    and SGLang's names)."""
+    size = dcp(own, flags)
+    disabled = own.get("disable_custom_all_reduce") or engine_args.has_flag(
+        flags, "--disable-custom-all-reduce"
+    )
+    nnodes = own.get("nnodes")
+    if nnodes is None:
+        nnodes = _int_flag(flags, "--nnodes")
+    return decode.DecodeSetup(
+        own.get("interconnect"),
+        1 if size is None else size,
+        own.get("context_tokens", 0),
+        custom_all_reduce=not disabled,
+        nnodes=1 if nnodes is None else nnodes,
+        network=own.get("node_interconnect"),
+    )
+
+
+def dcp(own: Mapping[str, Any], flags: Sequence[str]) -> int | None:
+    """``-dcp`` from the flags, else from the server command; None when neither sets it."""
+    size = own.get("decode_context_parallel_size")
+    if size is None:
+        size = _int_flag(flags, "--decode-context-parallel-size", "-dcp")
+    return size
+
+
+def _int_flag(flags: Sequence[str], *names: str) -> int | None:
+    text = engine_args.get_flag(flags, *names)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise UsageError(f"{names[0]}: not a whole number: {text!r}") from exc
+
+
+def command_environment(entry: Sequence[str]) -> dict[str, str]:
+    """The ``NAME=value`` words before the server's entry point (bare or after ``env``).
+
+    >>> command_environment(["env", "VLLM_USE_V1=0", "vllm"])
+    {'VLLM_USE_V1': '0'}
+    """
+    return dict(w.split("=", 1) for w in entry if wrappers.is_assignment(w))
+
+
+def short_version(text: str) -> str:
+    """``"0.11.1rc3.dev29+g3fa2c1218"`` → ``"0.11"``: the part the rules read (per minor
+    version, and per patch for 0.5 and 0.6: ``settings.rules_version``).
+
+    >>> short_version("0.11.1rc3.dev29+g3fa2c1218")
+    '0.11'
+    """
+    return rules_version(text)
+
+
+def convert(flag: str, text: str, kind: type) -> Any:
+    """``text`` as ``kind`` (``32k`` is 32768 for a whole number); UsageError otherwise."""
+    if kind is int and text.lower().endswith("k") and text[:-1].isdigit():
+        return int(text[:-1]) * 1024
+    try:
+        return kind(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: not a {kind.__name__}: {text!r}") from exc
