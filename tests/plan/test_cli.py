@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from bringup.cli.main import Context, main
+from bringup.core.plan.flags import EXAMPLES, VLLM_FLAGS, convert
+from bringup.errors import UsageError
 from plan.helpers import DECODE_KEYS
 
 from builders.safetensors import write_checkpoint
@@ -158,6 +160,10 @@ def test_folder_uses_exact_header_bytes(tmp_path: Path) -> None:
     assert data["per_gpu"]["weights_bytes"] == data["model"]["weights_bytes_total"]
 
 
+# bringup plan's flags, then a server command after --
+_SERVE = ["Llama-3.1-8B", "--gpu", "H100", "--", "vllm", "serve", "m"]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -169,7 +175,37 @@ def test_folder_uses_exact_header_bytes(tmp_path: Path) -> None:
             ["Llama-3.1-8B", "--gpu", "H100", "--gpu-memory-utilization", "1.5"],
             "gpu-memory-utilization",
         ),
-        (["Llama-3.1-8B", "--gpu", "H100", "--", "vllm", "serve", "m", "-tp", "two"], "not a int"),
+        # an engine flag's number from the server command, and the decode flags' (-dcp,
+        # --nnodes): one converter (core.plan.flags.convert), one wording
+        (
+            [*_SERVE, "-tp", "two"],
+            (
+                "--tensor-parallel-size: 'two' is not a whole number "
+                "(give e.g. --tensor-parallel-size 2)"
+            ),
+        ),
+        (
+            [*_SERVE, "--max-num-seqs", "abc"],
+            "--max-num-seqs: 'abc' is not a whole number (give e.g. --max-num-seqs 64)",
+        ),
+        (
+            [*_SERVE, "--gpu-memory-utilization", "high"],
+            (
+                "--gpu-memory-utilization: 'high' is not a number "
+                "(give e.g. --gpu-memory-utilization 0.9)"
+            ),
+        ),
+        (
+            [*_SERVE, "-dcp", "x"],
+            (
+                "--decode-context-parallel-size: 'x' is not a whole number "
+                "(give e.g. --decode-context-parallel-size 2)"
+            ),
+        ),
+        (
+            [*_SERVE, "--nnodes", "two"],
+            "--nnodes: 'two' is not a whole number (give e.g. --nnodes 2)",
+        ),
         (["Llama-3.1-8B", "--gpu", "H100", "--quantization", "zip"], "unknown quantization"),
     ],
 )
@@ -180,6 +216,24 @@ def test_bad_input_is_one_line_exit_2(argv: list[str], message: str) -> None:
     assert message in err
     assert err.count("\n") == 1
     assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("flag", "kind"),
+    [
+        *((names[0], kind) for names, _, kind in VLLM_FLAGS if kind in (int, float)),
+        ("--max-model-len", int),
+        ("--decode-context-parallel-size", int),
+        ("--nnodes", int),
+    ],
+)
+def test_each_number_flag_hints_a_value_that_reads(flag: str, kind: type) -> None:
+    """Every engine flag read as a number has an example in the error for a value that is
+    not one, and the example reads."""
+    assert isinstance(convert(flag, EXAMPLES[flag], kind), kind)
+    with pytest.raises(UsageError) as caught:
+        convert(flag, "lots", kind)
+    assert str(caught.value).endswith(f"(give e.g. {flag} {EXAMPLES[flag]})")
 
 
 def test_gpus_from_readings_file_counts_other_processes(tmp_path: Path) -> None:

@@ -39,6 +39,23 @@ VLLM_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
 )
 # read by plan itself (the weights' type, speculative decoding), not part of Requested
 NOT_REQUESTED = ("dtype", "speculative_config")
+# a value each number flag takes (VLLM_FLAGS', the decode flags'), for the hint of one that
+# is not a number
+EXAMPLES: dict[str, str] = {
+    "--tensor-parallel-size": "2",
+    "--pipeline-parallel-size": "2",
+    "--data-parallel-size": "2",
+    "--data-parallel-size-local": "1",
+    "--gpu-memory-utilization": "0.9",
+    "--max-model-len": "32k",
+    "--max-num-seqs": "64",
+    "--max-num-batched-tokens": "8192",
+    "--block-size": "16",
+    "--cpu-offload-gb": "4",
+    "--decode-context-parallel-size": "2",
+    "--nnodes": "2",
+}
+_KIND_WORDS: dict[type, str] = {int: "a whole number", float: "a number"}
 
 
 def flag_text(own: Mapping[str, Any], flags: Sequence[str], dest: str) -> str | None:
@@ -94,7 +111,7 @@ def decode_setup(own: Mapping[str, Any], flags: Sequence[str]) -> decode.DecodeS
     )
     nnodes = own.get("nnodes")
     if nnodes is None:
-        nnodes = _int_flag(flags, "--nnodes")
+        nnodes = int_flag(flags, "--nnodes")
     return decode.DecodeSetup(
         own.get("interconnect"),
         1 if size is None else size,
@@ -109,18 +126,20 @@ def dcp(own: Mapping[str, Any], flags: Sequence[str]) -> int | None:
     """``-dcp`` from the flags, else from the server command; None when neither sets it."""
     size = own.get("decode_context_parallel_size")
     if size is None:
-        size = _int_flag(flags, "--decode-context-parallel-size", "-dcp")
+        size = int_flag(flags, "--decode-context-parallel-size", "-dcp")
     return size
 
 
-def _int_flag(flags: Sequence[str], *names: str) -> int | None:
+def int_flag(flags: Sequence[str], *names: str) -> int | None:
+    """The whole number a server command's flag (any of ``names``) gives, None when it is not
+    there; :func:`convert`'s UsageError, named by ``names[0]``, when it is not a whole number
+    (digits only, as the engines read these flags: ``2k`` is not one).
+
+    >>> int_flag(["--nnodes", "2"], "--nnodes")
+    2
+    """
     text = engine_args.get_flag(flags, *names)
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError as exc:
-        raise UsageError(f"{names[0]}: not a whole number: {text!r}") from exc
+    return None if text is None else convert(names[0], text, int, k_suffix=False)
 
 
 def command_environment(entry: Sequence[str]) -> dict[str, str]:
@@ -142,11 +161,26 @@ def short_version(text: str) -> str:
     return rules_version(text)
 
 
-def convert(flag: str, text: str, kind: type) -> Any:
-    """``text`` as ``kind`` (``32k`` is 32768 for a whole number); UsageError otherwise."""
-    if kind is int and text.lower().endswith("k") and text[:-1].isdigit():
+def convert(flag: str, text: str, kind: type, *, k_suffix: bool = True) -> Any:
+    """``text`` as ``kind`` (``32k`` is 32768 for a whole number, unless ``k_suffix`` is
+    False): the one reading of an engine flag's number, whether bringup's own flag or the
+    server command's gives it; a UsageError that names the flag, the value and
+    (:data:`EXAMPLES`) a value that would do.
+
+    >>> convert("--max-model-len", "32k", int)
+    32768
+    >>> convert("--max-num-seqs", "abc", int)
+    Traceback (most recent call last):
+    ...
+    bringup.errors.UsageError: --max-num-seqs: 'abc' is not a whole number (give e.g. --max-num-seqs 64)
+    """
+    if k_suffix and kind is int and text.lower().endswith("k") and text[:-1].isdigit():
         return int(text[:-1]) * 1024
     try:
         return kind(text)
     except ValueError as exc:
-        raise UsageError(f"{flag}: not a {kind.__name__}: {text!r}") from exc
+        example = EXAMPLES.get(flag)
+        raise UsageError(
+            f"{flag}: {text!r} is not {_KIND_WORDS.get(kind, f'a {kind.__name__}')}",
+            hint=f"give e.g. {flag} {example}" if example else None,
+        ) from exc
