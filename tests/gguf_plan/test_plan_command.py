@@ -90,6 +90,26 @@ def test_vllm_layout_flags_are_refused_for_gguf(tiny: Path, layout: list[str], n
 
 
 @pytest.mark.parametrize(
+    ("words", "named"),
+    [
+        (["-c", "lots"], "--n-ctx: 'lots' is not a whole number (give e.g. --n-ctx 4096)"),
+        (["-np", "four"], "-np: 'four' is not a whole number (give e.g. -np 4)"),
+    ],
+)
+def test_a_llamacpp_number_that_is_not_one_is_one_line(
+    tiny: Path, words: list[str], named: str
+) -> None:
+    """-c or -np after -- that is not a whole number: one line naming it, exit 2 (it was an
+    internal error)."""
+    err = io.StringIO()
+    argv = ["plan", str(tiny), "--gpu-memory", "1GiB", "--", "llama-server", "-m", "x", *words]
+    code = main(argv, Context(stdout=io.StringIO(), stderr=err, environ={}))
+    assert code == 2
+    assert named in err.getvalue()
+    assert err.getvalue().count("\n") == 1
+
+
+@pytest.mark.parametrize(
     ("environ", "extra", "spins"),
     [
         ({"FORCE_COLOR": "1"}, (), True),  # a terminal

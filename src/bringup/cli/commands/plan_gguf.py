@@ -21,6 +21,7 @@ from bringup.core.checkpoint import Checkpoint
 from bringup.core.gguf_plan import GgufPlan, plan_gguf, read_shape, row_bytes
 from bringup.core.gpu_catalog import lookup
 from bringup.core.plan import decode
+from bringup.core.plan.flags import int_flag
 from bringup.core.words import count_word
 from bringup.errors import UsageError
 from bringup.render.busy import Busy, quiet
@@ -41,10 +42,11 @@ def build_gguf(
     bandwidth is measured)."""
     metadata = ckpt.gguf_metadata or {}
     words = [*(["--n-ctx", args.n_ctx] if args.n_ctx else []), *passthrough]
-    n_ctx = int(engine_args.get_flag(words, *_N_CTX) or _train_ctx(metadata))
+    n_ctx = int_flag(words, *_N_CTX)
+    n_parallel = int_flag(words, *_PARALLEL)
     settings = {
-        "n_ctx": n_ctx,
-        "n_parallel": int(engine_args.get_flag(words, *_PARALLEL) or 1),
+        "n_ctx": _train_ctx(metadata) if n_ctx is None else n_ctx,
+        "n_parallel": 1 if n_parallel is None else n_parallel,
         "cache_type_k": engine_args.get_flag(words, *_TYPE_K) or "f16",
         "cache_type_v": engine_args.get_flag(words, *_TYPE_V) or "f16",
         "flash_attn": engine_args.has_flag(words, *_FLASH),

@@ -39,8 +39,8 @@ VLLM_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
 )
 # read by plan itself (the weights' type, speculative decoding), not part of Requested
 NOT_REQUESTED = ("dtype", "speculative_config")
-# a value each number flag takes (VLLM_FLAGS', the decode flags'), for the hint of one that
-# is not a number
+# a value each number flag takes (VLLM_FLAGS', the decode flags', llama.cpp's after --), for
+# the hint of one that is not a number
 EXAMPLES: dict[str, str] = {
     "--tensor-parallel-size": "2",
     "--pipeline-parallel-size": "2",
@@ -54,6 +54,8 @@ EXAMPLES: dict[str, str] = {
     "--cpu-offload-gb": "4",
     "--decode-context-parallel-size": "2",
     "--nnodes": "2",
+    "--n-ctx": "4096",
+    "-np": "4",
 }
 _KIND_WORDS: dict[type, str] = {int: "a whole number", float: "a number"}
 
