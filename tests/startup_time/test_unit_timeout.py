@@ -57,3 +57,15 @@ def test_an_explicit_timeout_wins_and_an_unknown_model_keeps_20m(tmp_path: Path)
     assert not any(line.startswith("# TimeoutStartSec:") for line in lines)
     unknown = _unit(tmp_path, model="no-such-model-here")
     assert "TimeoutStartSec=20min" in unknown
+
+
+def test_a_model_whose_weights_are_not_here_keeps_20m(tmp_path: Path) -> None:
+    """A bundled model's id (vLLM would download it) or a folder with a config and no
+    shards: nothing to time the loading of, so no prediction and the 20 minutes."""
+    config_only = write_checkpoint(tmp_path / "c", n_shards=1)
+    (config_only / "model.safetensors").unlink()
+    for model in ("meta-llama/Llama-3.1-8B-Instruct", str(config_only)):
+        assert live_prediction(["vllm", "serve", model], {"VLLM_CACHE_ROOT": str(tmp_path)}) is None
+        lines = _unit(tmp_path, model=model)
+        assert "TimeoutStartSec=20min" in lines, model
+        assert not any(line.startswith("# TimeoutStartSec:") for line in lines)

@@ -214,7 +214,9 @@ def _for_command(
     if command.engine is not Engine.VLLM or not command.model:
         return None
     facts = model_facts(command.model, environ)
-    if facts is None:
+    if facts is None or not facts.shards:
+        # a bundled config or a folder without weights: the weights the server will load are
+        # not here, so what loading them takes (a download first, perhaps) is not known
         return None
     tp = _int(engine_args.get_flag(command.flags, "--tensor-parallel-size", "-tp"), 1)
     pp = _int(engine_args.get_flag(command.flags, "--pipeline-parallel-size", "-pp"), 1)
