@@ -57,6 +57,29 @@ def test_help_ends_with_exit_codes(name: str) -> None:
     assert "exit codes:\n  0" in out
 
 
+@pytest.mark.parametrize("argv", [["--list-models"], ["--list-gpus", "--json"]])
+def test_a_reader_that_goes_away_is_no_internal_error(argv: list[str]) -> None:
+    """``bringup plan --list-models | head -1``: the pipe closes before the output is written
+    (a rich table, or JSON); that ends the command as SIGPIPE would (141), with nothing on
+    stderr, never exit 70 nor rich's own exit 1."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: every write is EPIPE
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "bringup", "plan", *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
 def test_unknown_command_did_you_mean() -> None:
     """``bringup plna``: the command meant, from the parser's own names."""
     code, _, err = _run(["plna"])

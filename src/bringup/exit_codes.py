@@ -9,6 +9,7 @@ EXIT_INCOMPLETE = 3  # diagnose: the log ends mid-startup; status: starting or u
 EXIT_STALLED = 4  # run, watch, up: no progress for --stall, or past --deadline
 SIGNAL_BASE = 128  # 128+N: interrupted by signal N before a verdict
 SIGINT = 2  # Ctrl-C, when no other signal is known
+SIGPIPE = 13  # the reader of stdout went away (`bringup ... | head`)
 
 # A server's status when it was killed with SIGKILL (usually the kernel's OOM killer):
 # -9 as Popen reports it, 137 (128+9) as a shell or container runtime does.

@@ -136,6 +136,11 @@ def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
     except KeyboardInterrupt:
         ctx.stderr.write("bringup: interrupted\n")
         return exit_codes.SIGNAL_BASE + exit_codes.SIGINT
+    except BrokenPipeError:
+        # the reader went away (`bringup plan --list-models | head`): stop without a word,
+        # as a command that SIGPIPE ends does, and drop what Python would flush at exit
+        _silence(ctx.stdout)
+        return exit_codes.SIGNAL_BASE + exit_codes.SIGPIPE
     except Exception as exc:
         if ctx.environ.get("BRINGUP_DEBUG"):
             raise
@@ -144,6 +149,17 @@ def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
             "(set BRINGUP_DEBUG=1 for a traceback, and please report it)\n"
         )
         return 70
+
+
+def _silence(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at /dev/null (a stream without one is left)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _dispatch(args: list[str], ctx: Context) -> int:

@@ -28,8 +28,15 @@ def make_console(
     width (``COLUMNS``) and terminal type come from ``environ`` too, not from os.environ."""
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """The reader went away: rich would exit 1 here; the command line ends it as it
+            ends any other write to a closed pipe (``cli.main``)."""
+            self.quiet = True
+            raise BrokenPipeError
+
     color = wants_color(stream, environ)
-    return Console(
+    return _Console(
         file=stream,
         no_color=not color,
         color_system="auto" if color else None,
