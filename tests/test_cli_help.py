@@ -57,6 +57,18 @@ def test_help_ends_with_exit_codes(name: str) -> None:
     assert "exit codes:\n  0" in out
 
 
+def test_verify_help_lists_the_code_it_exits_with_unchecked(tmp_path: Path) -> None:
+    """``verify --hash`` of a folder with nothing to compare with exits 3: --help says so."""
+    from builders.safetensors import write_checkpoint
+
+    folder = write_checkpoint(tmp_path / "m", n_shards=1)
+    code, _, _ = _run(["verify", "--hash", str(folder)])
+    _, help_out, _ = _run(["verify", "--help"])
+    codes = help_out.split("exit codes:\n", 1)[1].splitlines()
+    assert code == 3
+    assert any(line.split()[0] == str(code) for line in codes), codes
+
+
 @pytest.mark.parametrize("argv", [["--list-models"], ["--list-gpus", "--json"]])
 def test_a_reader_that_goes_away_is_no_internal_error(argv: list[str]) -> None:
     """``bringup plan --list-models | head -1``: the pipe closes before the output is written

@@ -10,7 +10,12 @@ from collections.abc import Iterable, Sequence
 
 # command -> its exit codes, (code, meaning); the same codes as bringup.exit_codes.
 EXIT_CODES: dict[str, tuple[tuple[str, str], ...]] = {
-    "verify": (("0", "no problems"), ("1", "problems found"), ("2", "usage or unreadable input")),
+    "verify": (
+        ("0", "no problems"),
+        ("1", "problems found"),
+        ("3", "no problems, but --hash had nothing to compare the sums with"),
+        ("2", "usage or unreadable input"),
+    ),
     "plan": (
         ("0", "fits (an uncertain fit too)"),
         ("1", "does not fit (an uncertain failure too)"),
