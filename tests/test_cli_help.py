@@ -92,6 +92,18 @@ def test_a_reader_that_goes_away_is_no_internal_error(argv: list[str]) -> None:
     assert (proc.returncode, proc.stderr) == (141, "")
 
 
+def test_top_help_lists_every_command_in_one_column() -> None:
+    """``bringup --help``: each command's line help starts in the same column, after at
+    least two spaces (``completion`` is the longest name; it ran into its text)."""
+    _, out, _ = _run(["--help"])
+    rows = out.split("commands:\n", 1)[1].splitlines()
+    assert [row.split()[0] for row in rows] == list(COMMANDS)
+    starts = {row.index(COMMANDS[row.split()[0]]) for row in rows}
+    assert len(starts) == 1
+    (start,) = starts
+    assert all(row[:start].endswith("  ") for row in rows)
+
+
 def test_unknown_command_did_you_mean() -> None:
     """``bringup plna``: the command meant, from the parser's own names."""
     code, _, err = _run(["plna"])

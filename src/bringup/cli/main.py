@@ -79,7 +79,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _top_parser() -> argparse.ArgumentParser:
-    epilog = "commands:\n" + "\n".join(f"  {n:<9} {h}" for n, h in COMMANDS.items())
+    width = max(len(n) for n in COMMANDS)
+    epilog = "commands:\n" + "\n".join(f"  {n:<{width}}  {h}" for n, h in COMMANDS.items())
     parser = _Parser(
         prog="bringup",
         description="From weights on disk to verified serving, and exactly why not.",
