@@ -192,3 +192,17 @@ def test_wrapped_commands_are_planned_with_their_flags(wrapped: list[str]) -> No
     data = json.loads(out)
     assert data["settings"]["max_num_seqs"] == 64
     assert data["model"]["architecture"] == "LlamaForCausalLM"
+
+
+def test_number_suffixes_are_read_as_vllm_reads_them() -> None:
+    """vLLM's human_readable_int: `k` is 1000 and `K` 1024 for --max-model-len and
+    --max-num-batched-tokens (``32k`` planned 32,768 tokens, where vLLM serves 32,000);
+    other whole numbers are digits only, and a decimal with a binary suffix is refused."""
+    settings = _plan("--max-model-len", "8k", "--max-num-batched-tokens", "4K")["settings"]
+    assert (settings["max_model_len"], settings["max_num_batched_tokens"]) == (8000, 4096)
+    assert _plan("--max-model-len", "2.5k")["settings"]["max_model_len"] == 2500
+    for flags in (("--max-model-len", "2.5K"), ("--max-num-seqs", "1k")):
+        code, _, err = _run("Llama-3.1-8B", "--gpu", "H100", "--", "vllm", "serve", "m", *flags)
+        assert code == 2
+        assert err.count("\n") == 1
+        assert flags[0] in err

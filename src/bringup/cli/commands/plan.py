@@ -38,7 +38,10 @@ _FLAG_HELP: dict[str, tuple[str, str]] = {
     ),
     "max_model_len": (
         "TOKENS",
-        "longest request in tokens, or auto (default: the model's context)",
+        (
+            "longest request in tokens (32k is 32000, 32K 32768, as vLLM reads it), or auto"
+            " (default: the model's context)"
+        ),
     ),
     "max_num_seqs": (
         "N",

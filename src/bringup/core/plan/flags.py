@@ -5,13 +5,14 @@ command after ``--`` (and its ``NAME=value`` words for the environment), made in
 ``own`` is bringup's own flags by their dest (``vars(args)`` of ``plan``'s parser).
 
 >>> requested({"max_model_len": "32k"}, ["--tensor-parallel-size", "2"], {}).max_model_len
-32768
+32000
 >>> requested({}, ["-tp", "2"], {}).tensor_parallel_size
 2
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -135,13 +136,13 @@ def dcp(own: Mapping[str, Any], flags: Sequence[str]) -> int | None:
 def int_flag(flags: Sequence[str], *names: str) -> int | None:
     """The whole number a server command's flag (any of ``names``) gives, None when it is not
     there; :func:`convert`'s UsageError, named by ``names[0]``, when it is not a whole number
-    (digits only, as the engines read these flags: ``2k`` is not one).
+    (digits only, as vLLM reads these flags: ``2k`` is not one).
 
     >>> int_flag(["--nnodes", "2"], "--nnodes")
     2
     """
     text = engine_args.get_flag(flags, *names)
-    return None if text is None else convert(names[0], text, int, k_suffix=False)
+    return None if text is None else convert(names[0], text, int)
 
 
 def command_environment(entry: Sequence[str]) -> dict[str, str]:
@@ -163,21 +164,43 @@ def short_version(text: str) -> str:
     return rules_version(text)
 
 
-def convert(flag: str, text: str, kind: type, *, k_suffix: bool = True) -> Any:
-    """``text`` as ``kind`` (``32k`` is 32768 for a whole number, unless ``k_suffix`` is
-    False): the one reading of an engine flag's number, whether bringup's own flag or the
-    server command's gives it; a UsageError that names the flag, the value and
-    (:data:`EXAMPLES`) a value that would do.
+# the flags vLLM reads with ``human_readable_int`` (``vllm/engine/arg_utils.py``,
+# ``human_readable_int_args`` and ``max_model_len``'s ``human_readable_int_or_auto``, 0.32.0;
+# the function is ``vllm/utils/argparse_utils.py``): ``k``/``m``/``g``/``t`` are powers of
+# 1000 and take decimals, ``K``/``M``/``G``/``T`` powers of 1024 and do not
+HUMAN_INT_FLAGS = frozenset({"--max-model-len", "--max-num-batched-tokens"})
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kmgtKMGT])")
 
-    >>> convert("--max-model-len", "32k", int)
-    32768
+
+def convert(flag: str, text: str, kind: type) -> Any:
+    """``text`` as ``kind``, read as vLLM reads that flag: the one reading of an engine
+    flag's number, whether bringup's own flag or the server command's gives it; a UsageError
+    that names the flag, the value and (:data:`EXAMPLES`) a value that would do. The flags of
+    :data:`HUMAN_INT_FLAGS` take vLLM's suffixes (``32k`` is 32,000, ``32K`` 32,768); every
+    other whole number is digits only, as vLLM's ``type=int``.
+
+    >>> convert("--max-model-len", "32k", int), convert("--max-model-len", "32K", int)
+    (32000, 32768)
+    >>> convert("--max-num-batched-tokens", "2.5k", int)
+    2500
     >>> convert("--max-num-seqs", "abc", int)
     Traceback (most recent call last):
     ...
     bringup.errors.UsageError: --max-num-seqs: 'abc' is not a whole number (give e.g. --max-num-seqs 64)
     """
-    if k_suffix and kind is int and text.lower().endswith("k") and text[:-1].isdigit():
-        return int(text[:-1]) * 1024
+    match = _HUMAN_INT.fullmatch(text.strip()) if flag in HUMAN_INT_FLAGS else None
+    if match is not None and kind is int:
+        number, suffix = match.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        if "." not in number:
+            return int(number) * _BINARY[suffix]
+        raise UsageError(
+            f"{flag}: {text!r} has a decimal with a binary suffix, which vLLM refuses",
+            hint=f"give e.g. {flag} {number}{suffix.lower()} (powers of 1000)",
+        )
     try:
         return kind(text)
     except ValueError as exc:
