@@ -135,6 +135,14 @@ def test_unknown_option_did_you_mean() -> None:
     assert "did you mean --gpu-memory?" in err
 
 
+def test_a_server_flag_before_the_dashes_is_shown_after_them() -> None:
+    """``plan M -O0``: vLLM's own flag, which plan reads in the server command after ``--``."""
+    code, _, err = _run(["plan", "MiniMax-M2.5", "-O0"])
+    assert code == 2
+    assert "-O0 is not a bringup option" in err
+    assert "bringup plan [options] -- vllm serve MODEL -O0" in err
+
+
 def test_server_command_without_dashes() -> None:
     """``bringup run vllm serve x``: the ``--`` it needs, with the command as given."""
     code, _, err = _run(["run", "vllm", "serve", "x"])

@@ -129,4 +129,11 @@ def unrecognized_hint(parser: argparse.ArgumentParser, extras: Sequence[str]) ->
             meant = closest(word.split("=", 1)[0], names)
             if meant is not None:
                 return f"did you mean {meant}? see `{parser.prog} --help`"
+    flags = [w for w in extras if w.startswith("-")]
+    if command in ("plan", "run", "unit") and flags:
+        # `plan M -O0`: a flag of the server's own (vLLM's -O0, -cc ...) is read after `--`
+        return (
+            f"{flags[0]} is not a bringup option; a server flag goes in the server command "
+            f"after `--`: bringup {command} [options] -- vllm serve MODEL {flags[0]} ..."
+        )
     return None
