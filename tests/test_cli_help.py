@@ -104,6 +104,18 @@ def test_top_help_lists_every_command_in_one_column() -> None:
     assert all(row[:start].endswith("  ") for row in rows)
 
 
+def test_every_exit_code_help_names_is_one_of_bringup_exit_codes() -> None:
+    """docs/exit-codes.md: the same codes for every command, from ``bringup.exit_codes``;
+    each command's --help names no other (but 128+N, a signal's)."""
+    from bringup import exit_codes
+    from bringup.cli.help_text import EXIT_CODES
+
+    known = {v for k, v in vars(exit_codes).items() if k.startswith("EXIT_")}
+    for command, rows in EXIT_CODES.items():
+        for code, _ in rows:
+            assert code == "128+N" or int(code) in known, (command, code)
+
+
 def test_unknown_command_did_you_mean() -> None:
     """``bringup plna``: the command meant, from the parser's own names."""
     code, _, err = _run(["plna"])

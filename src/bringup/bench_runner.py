@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bringup import exit_codes
 from bringup.adapters.openai_stream import COMPLETIONS, OpenAIStream, StreamRequest
 from bringup.core.bench_report import (
     BenchReport,
@@ -40,7 +41,7 @@ from bringup.errors import AdapterError, UsageError
 if TYPE_CHECKING:
     import httpx2
 
-EXIT_UNREACHABLE = 3
+EXIT_UNREACHABLE = exit_codes.EXIT_INCOMPLETE  # no verdict: the server could not be asked
 CHARS_PER_TOKEN = 4.0  # English text, when the server cannot count tokens for us
 JOIN_GRACE_SECONDS = 2.0
 _TEXT = (

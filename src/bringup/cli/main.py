@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
             f"bringup: internal error: {type(exc).__name__}: {exc} "
             "(set BRINGUP_DEBUG=1 for a traceback, and please report it)\n"
         )
-        return 70
+        return exit_codes.EXIT_INTERNAL
 
 
 def _silence(stream: TextIO) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
+from bringup import exit_codes
 from bringup.adapters import procinfo
 from bringup.adapters.gpus import GpuSource, open_source
 from bringup.cli.main import Context
@@ -25,8 +26,8 @@ from bringup.render.console import make_console
 from bringup.render.json_out import print_json
 from bringup.units import format_bytes, parse_duration, parse_size
 
-EXIT_FREE = 0
-EXIT_TIMEOUT = 5
+EXIT_FREE = exit_codes.EXIT_READY
+EXIT_TIMEOUT = exit_codes.EXIT_GPUS_HELD
 DEFAULT_MAX_USED = "1000MiB"
 
 
