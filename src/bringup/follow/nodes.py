@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bringup import exit_codes
 from bringup.adapters.clock import Clock
 from bringup.core.analyzer import LogAnalyzer
 from bringup.core.diagnosis import Failure, Remedy
@@ -46,7 +47,11 @@ from bringup.follow.service_notes import ServiceNotes
 from bringup.follow.types import Notify, Prober
 
 TICK_SECONDS = 0.1  # the longest the loop waits for an item before it looks at the clock
-EXIT_READY, EXIT_FAILED, EXIT_STALLED = 0, 1, 4
+EXIT_READY, EXIT_FAILED, EXIT_STALLED = (
+    exit_codes.EXIT_READY,
+    exit_codes.EXIT_FAILED,
+    exit_codes.EXIT_STALLED,
+)
 
 
 class NodeServer(Protocol):

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from bringup import exit_codes
 from bringup.adapters import files
 from bringup.adapters import nodes as node_adapter
 from bringup.adapters.clock import SystemClock
@@ -59,7 +60,7 @@ from bringup.render.nodes import (
 from bringup.units import parse_duration
 
 NODES_FILE_LIMIT = 1 << 20
-EXIT_PREFLIGHT = 1
+EXIT_PREFLIGHT = exit_codes.EXIT_FAILED  # a node cannot serve: the bring-up failed before it began
 
 
 def run_nodes(args: argparse.Namespace, ctx: Context, reporting: Any = None) -> int:
