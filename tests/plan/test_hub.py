@@ -8,6 +8,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from bringup.cli.main import Context, main
 from plan.hub_server import serve
 
@@ -21,9 +23,17 @@ def _run(environ: dict[str, str], *argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def test_a_repo_on_the_hub_is_planned_from_its_headers(tmp_path: Path) -> None:
+def test_a_repo_on_the_hub_is_planned_from_its_headers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An id not on disk and not bundled: its config and every shard's header come over HTTP
-    range requests; the plan equals the plan of the same folder on disk; no weights cross."""
+    range requests; the plan equals the plan of the same folder on disk; no weights cross, and
+    nothing lands in the user's hub cache (huggingface_hub's own default, read at its import:
+    a snapshot with the shard index and no shards would later plan as a broken checkpoint)."""
+    import huggingface_hub.constants
+
+    user_cache = tmp_path / "user-cache"
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(user_cache))
     folder = write_checkpoint(tmp_path / "repo", n_shards=3, hidden=1024)
     env = {"HF_HUB_CACHE": str(tmp_path / "cache"), "HOME": str(tmp_path)}
     _, local, _ = _run(env, str(folder), "--gpu", "H100", "--json")
@@ -44,6 +54,7 @@ def test_a_repo_on_the_hub_is_planned_from_its_headers(tmp_path: Path) -> None:
             if m == "GET" and p.endswith(".safetensors")
         )
     assert not (tmp_path / "cache").exists()  # nothing left in the user's cache
+    assert not user_cache.exists()
 
 
 def test_a_config_only_repo_is_planned_from_its_config(tmp_path: Path) -> None:
