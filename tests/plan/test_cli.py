@@ -219,6 +219,28 @@ def test_bad_input_is_one_line_exit_2(argv: list[str], message: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--max-num-seqs", "abc"),
+        ("-tp", "x"),
+        ("--gpu-memory-utilization", "high"),
+        ("--max-num-batched-tokens", "8x"),
+        ("--max-model-len", "2.5K"),
+        ("-dcp", "x"),
+        ("--nnodes", "two"),
+    ],
+)
+def test_own_number_flag_fails_as_the_server_commands(flag: str, value: str) -> None:
+    """bringup's own engine flag with a bad number prints the line the same flag after
+    ``--`` prints (core.plan.flags.convert's), not argparse's "invalid int value"."""
+    own = _run("Llama-3.1-8B", "--gpu", "H100", flag, value)
+    served = _run(*_SERVE, flag, value)
+    assert own == served
+    assert own[0] == 2
+    assert "invalid" not in own[2]
+
+
+@pytest.mark.parametrize(
     ("flag", "kind"),
     [
         *((names[0], kind) for names, _, kind in VLLM_FLAGS if kind in (int, float)),

@@ -194,6 +194,21 @@ def test_wrapped_commands_are_planned_with_their_flags(wrapped: list[str]) -> No
     assert data["model"]["architecture"] == "LlamaForCausalLM"
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--max-model-len", "32k", "--max-num-batched-tokens", "8k"),
+        ("--max-model-len", "32K", "--max-num-batched-tokens", "8K", "-tp", "1"),
+    ],
+)
+def test_own_number_flags_read_as_the_server_commands(flags: tuple[str, ...]) -> None:
+    """bringup's own --max-model-len/--max-num-batched-tokens/-tp read their values as the
+    same flags after ``--`` do (``8k`` was argparse's "invalid int value" on the own flag)."""
+    code, out, err = _run("Llama-3.1-8B", "--gpu", "H100", "--json", *flags)
+    assert code in (0, 1), err
+    assert json.loads(out)["settings"] == _plan(*flags)["settings"]
+
+
 def test_number_suffixes_are_read_as_vllm_reads_them() -> None:
     """vLLM's human_readable_int: `k` is 1000 and `K` 1024 for --max-model-len and
     --max-num-batched-tokens (``32k`` planned 32,768 tokens, where vLLM serves 32,000);

@@ -16,7 +16,7 @@ from bringup.cli import report_flags
 from bringup.cli.commands import plan_decode
 from bringup.cli.commands.plan_make import make
 from bringup.cli.main import Context
-from bringup.core.plan.flags import VLLM_FLAGS
+from bringup.core.plan.flags import VLLM_FLAGS, reader
 from bringup.core.plan.result import Plan
 from bringup.render.console import make_console
 from bringup.render.gguf_plan import print_gguf_plan
@@ -95,7 +95,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     for names, dest, kind in VLLM_FLAGS:
         metavar, text = _FLAG_HELP.get(dest, (None, None))
-        eng.add_argument(*names, dest=dest, type=kind, default=None, metavar=metavar, help=text)
+        # a number read as the server command's (core.plan.flags.convert): one wording, and
+        # vLLM's suffixes where vLLM takes them (--max-num-batched-tokens 8k)
+        read = reader(names[0], kind) if kind in (int, float) else kind
+        eng.add_argument(*names, dest=dest, type=read, default=None, metavar=metavar, help=text)
     eng.add_argument(
         "--enable-expert-parallel",
         action="store_true",

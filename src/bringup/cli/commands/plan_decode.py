@@ -9,6 +9,7 @@ import argparse
 
 from bringup.core.plan import decode
 from bringup.core.plan.decode_links import DEFAULT_NETWORK, NETWORKS
+from bringup.core.plan.flags import reader
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-dcp",
         "--decode-context-parallel-size",
         dest="decode_context_parallel_size",
-        type=int,
+        type=reader("--decode-context-parallel-size", int),
         default=None,
         metavar="N",
         help="shard the KV cache over N GPUs of the TP group (vLLM's -dcp)",
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     dec.add_argument(
         "--nnodes",
-        type=int,
+        type=reader("--nnodes", int),
         default=None,
         metavar="N",
         help="nodes the instance's GPUs are split over, evenly (vLLM's and SGLang's --nnodes; "

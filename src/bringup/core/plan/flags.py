@@ -13,7 +13,7 @@ command after ``--`` (and its ``NAME=value`` words for the environment), made in
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bringup.core import engine_args, vllm_compile, wrappers
@@ -209,3 +209,20 @@ def convert(flag: str, text: str, kind: type) -> Any:
             f"{flag}: {text!r} is not {_KIND_WORDS.get(kind, f'a {kind.__name__}')}",
             hint=f"give e.g. {flag} {example}" if example else None,
         ) from exc
+
+
+def reader(flag: str, kind: type) -> Callable[[str], Any]:
+    """An argparse ``type=`` for bringup's own flag ``flag``: its value read by
+    :func:`convert`, so bringup's flag and the same flag after ``--`` read alike and fail
+    alike. The UsageError goes past argparse (which wraps only ArgumentTypeError, TypeError
+    and ValueError in its "invalid int value") to be printed as every other, one line.
+
+    >>> reader("--max-num-batched-tokens", int)("8k")
+    8000
+    """
+
+    def read(text: str) -> Any:
+        return convert(flag, text, kind)
+
+    read.__name__ = kind.__name__
+    return read
