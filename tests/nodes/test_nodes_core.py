@@ -15,8 +15,9 @@ from bringup.core.nodes import (
     plan_cluster,
     preflight,
 )
+from bringup.core.plan.flags import convert
 from bringup.core.vocab import Engine
-from bringup.errors import InputError
+from bringup.errors import InputError, UsageError
 
 SPEC = packs.get(Engine.VLLM).multinode
 assert SPEC is not None
@@ -121,6 +122,17 @@ def test_command_problems_are_found_before_anything_runs(argv: list[str], says: 
     plan = _plan(["vllm", "serve", "/m", *argv])
     assert any(says in p.message for p in plan.problems), plan.problems
     assert all(p.where == "the command" and p.fix for p in plan.problems)
+
+
+@pytest.mark.parametrize("ray", [(), ("--distributed-executor-backend", "ray")])
+def test_a_parallel_size_not_a_number_is_told_as_plan_tells_it(ray: tuple[str, ...]) -> None:
+    """-tp two on the nodes' command: the problem in ``bringup plan``'s words
+    (core.plan.flags.convert), one wording for the same flag (it said "is not a number")."""
+    plan = _plan(["vllm", "serve", "/m", "-tp", "two", *ray])
+    with pytest.raises(UsageError) as told:
+        convert("--tensor-parallel-size", "two", int)
+    told_as = (told.value.message, told.value.hint)
+    assert told_as in [(p.message, p.fix) for p in plan.problems], plan.problems
 
 
 def _good(**changes: object) -> NodeFacts:

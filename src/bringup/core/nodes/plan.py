@@ -10,6 +10,8 @@ from typing import Any
 from bringup.core import engine_args
 from bringup.core.nodes.layout import Node, node_ip
 from bringup.core.packs.types import MultiNodeSpec
+from bringup.core.plan.flags import convert
+from bringup.errors import UsageError
 
 DEFAULT_RAY_PORT = 6379  # Ray's own default GCS port
 
@@ -89,10 +91,19 @@ def _command_problem(check: str, message: str, fix: str) -> NodeProblem:
     return NodeProblem(None, "the command", check, message, fix)
 
 
-def _not_a_number(flag: str, value: str | None) -> NodeProblem:
-    return _command_problem(
-        "command", f"{flag} {value!r} is not a number", f"give {flag} an integer"
-    )
+def _parallel_size(words: list[str], flag: str, default: int, problems: list[NodeProblem]) -> int:
+    """``flag``'s whole number on the command, ``default`` when it is not there; read as
+    ``bringup plan`` reads it (``core.plan.flags.convert``), and when it is not a whole number
+    ``default`` and a problem in that converter's words."""
+    value = engine_args.get_flag(words, flag)
+    if value is None:
+        return default
+    try:
+        return int(convert(flag, value, int))
+    except UsageError as exc:
+        fix = exc.hint or f"give {flag} a whole number"
+        problems.append(_command_problem("command", exc.message, fix))
+        return default
 
 
 def _http_port(words: list[str], default: int) -> int:
@@ -156,13 +167,7 @@ def plan_cluster(
     )
     world = 1
     for flag, default in spec.world_flags:
-        value = engine_args.get_flag(words, flag)
-        try:
-            size = int(value) if value is not None else default
-        except ValueError:
-            problems.append(_not_a_number(flag, value))
-            size = default
-        world *= max(size, 1)
+        world *= max(_parallel_size(words, flag, default, problems), 1)
     if world % n:
         problems.append(
             _command_problem(
@@ -251,11 +256,7 @@ def _plan_ray(
     ]
     devices = 1
     for flag, default in ray.parallel_flags:
-        value = engine_args.get_flag(words, flag)
-        try:
-            devices *= max(int(value) if value is not None else default, 1)
-        except ValueError:
-            problems.append(_not_a_number(flag, value))
+        devices *= max(_parallel_size(words, flag, default, problems), 1)
     head_ip = node_ip(nodes[0]) or nodes[0].host
     head = f"[{head_ip}]:{ray_port}" if ":" in head_ip else f"{head_ip}:{ray_port}"
     temp_dirs = tuple(f"/tmp/bringup-ray-{ray_tag}-{node.rank}" for node in nodes)
