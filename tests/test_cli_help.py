@@ -116,6 +116,36 @@ def test_every_exit_code_help_names_is_one_of_bringup_exit_codes() -> None:
             assert code == "128+N" or int(code) in known, (command, code)
 
 
+def test_no_exit_code_is_a_bare_number() -> None:
+    """docs/exit-codes.md: every code comes from ``bringup.exit_codes``; no ``exit_code`` in
+    the source (an attribute or a keyword) is set to a bare number (errors.Interrupted's 130
+    was)."""
+    import ast
+
+    bare = []
+    for path in sorted((ROOT / "src" / "bringup").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            pairs: list[tuple[str | None, ast.expr]] = []
+            if isinstance(node, ast.Assign):
+                pairs = [
+                    (getattr(t, "id", getattr(t, "attr", None)), node.value) for t in node.targets
+                ]
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                pairs = [
+                    (getattr(node.target, "id", getattr(node.target, "attr", None)), node.value)
+                ]
+            elif isinstance(node, ast.keyword):
+                pairs = [(node.arg, node.value)]
+            bare += [
+                f"{path.relative_to(ROOT)}:{value.lineno}"
+                for name, value in pairs
+                if name == "exit_code"
+                and isinstance(value, ast.Constant)
+                and isinstance(value.value, int)
+            ]
+    assert bare == []
+
+
 def test_unknown_command_did_you_mean() -> None:
     """``bringup plna``: the command meant, from the parser's own names."""
     code, _, err = _run(["plna"])

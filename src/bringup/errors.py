@@ -53,4 +53,4 @@ class RemoteError(AdapterError):
 class Interrupted(BringupError):
     """Raised when the user interrupts a long operation."""
 
-    exit_code = 130
+    exit_code = exit_codes.SIGNAL_BASE + exit_codes.SIGINT  # 130, as a shell reports Ctrl-C
