@@ -1,4 +1,5 @@
-"""llama.cpp: native ``llama-server`` and llama-cpp-python's server (engines.md section 4).
+"""llama.cpp: native ``llama-server`` and llama-cpp-python's server (its source as read for the
+shared reference ``../shared/reference/engines.md`` section 4, not in this repository).
 
 Checked against real llama-cpp-python 0.3.36 output (tests/fixtures/logs/llamacpp_real/).
 The two servers print the same llama.cpp lines but differ around them: ``llama-server``

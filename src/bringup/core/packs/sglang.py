@@ -1,4 +1,5 @@
-"""SGLang (``python -m sglang.launch_server``), 0.4.x and 0.5.x (engines.md section 2)."""
+"""SGLang (``python -m sglang.launch_server``), 0.4.x and 0.5.x (its source as read for the
+shared reference ``../shared/reference/engines.md`` section 2, not in this repository)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Hugging Face TGI (``text-generation-launcher``; engines.md section 3)."""
+"""Hugging Face TGI (``text-generation-launcher``; its source as read for the shared reference
+``../shared/reference/engines.md`` section 3, not in this repository)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """vLLM's log, read: the phase markers, progress bars, facts, lines that are not causes, and
 the traceback frames that place a failure in a phase.
 
-Strings are from engines.md section 1 (read from the vLLM sources). Patterns are searched
-in the bare message (process prefixes and logging header already removed).
+Strings are from the vLLM sources (PyPI sdists, 0.33.0 and older), as read for the shared
+reference ``../shared/reference/engines.md`` section 1 (not in this repository). Patterns
+are searched in the bare message (process prefixes and logging header already removed).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """vLLM's failure signatures: the lines that state why a start failed, each with its class,
 summary and remedy builder (wrappers, which a later specific line replaces, last).
 
-Strings are from engines.md section 1 (read from the vLLM sources). Patterns are searched
-in the bare message (process prefixes and logging header already removed).
+Strings are from the vLLM sources (PyPI sdists, 0.33.0 and older), as read for the shared
+reference ``../shared/reference/engines.md`` section 1 (not in this repository). Patterns
+are searched in the bare message (process prefixes and logging header already removed).
 """
 
 from __future__ import annotations
