@@ -13,6 +13,7 @@ the first worker build while the other waits.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import shutil
@@ -95,8 +96,11 @@ def vllm_environ(
         (folder / sub).mkdir(exist_ok=True)
         env[name] = str(folder / sub)
     # ZMQ's ipc:// paths must fit sockaddr_un (107 bytes): a test folder is too deep, so the
-    # sockets get a short private folder of their own, named in the run folder for cleanup.
+    # sockets get a short private folder of their own, named in the run folder for cleanup
+    # (remove_environ), and removed at the latest when the test process ends: most callers
+    # never called remove_environ, and each real-vLLM test left one in /tmp.
     rpc = Path(tempfile.mkdtemp(prefix="bu-rpc-", dir="/tmp"))
+    atexit.register(shutil.rmtree, rpc, ignore_errors=True)
     (folder / "rpc-path").write_text(str(rpc))
     env["VLLM_RPC_BASE_PATH"] = str(rpc)
     env.update(
