@@ -57,7 +57,7 @@ def test_an_explicit_small_capture_list_gives_a_smaller_pool() -> None:
         (["-cc", '{"cudagraph_mode": "NONE"}'], None),
         (["-cc.cudagraph_mode=NONE"], None),
         (["-O0"], None),  # the optimization level (0.12 on)
-        (["--compilation-config", '{"mode": 0}'], None),
+        (["--compilation-config", '{"mode": 0}'], "0.20"),
         (["--enforce-eager"], None),
         (["-O0"], "0.11"),  # the compilation level (up to 0.11)
         (["-O1"], "0.11"),  # torch.compile's own backend: no capture
@@ -67,6 +67,24 @@ def test_no_capture_is_no_pool(flags: list[str], version: str | None) -> None:
     g = _gpu(*flags, version=version)
     assert g["cuda_graph_bytes"] == 0
     assert (g["cuda_graph_mode"], g["cuda_graph_capture_sizes"]) == ("NONE", [])
+
+
+def test_full_graphs_need_no_compile() -> None:
+    """A compilation mode other than 3 drops only the piecewise graphs (0.12 on; 0.32 keeps
+    FULL_AND_PIECEWISE's decode half, ``CUDAGraphMode.without_piecewise``): FULL graphs with
+    mode 0 are still a pool, and the default mode becomes FULL_DECODE_ONLY in 0.32."""
+    full = _gpu("-cc", '{"mode": 0, "cudagraph_mode": "FULL"}', version="0.20")
+    assert full["cuda_graph_mode"] == "FULL"
+    assert full["cuda_graph_bytes"] > 0
+    new = _gpu("-cc", '{"mode": 0}', version="0.32")
+    assert new["cuda_graph_mode"] == "FULL_DECODE_ONLY"
+    assert new["cuda_graph_bytes"] > 0
+    assert (
+        _gpu("-cc", '{"mode": 0, "cudagraph_mode": "PIECEWISE"}', version="0.32")[
+            "cuda_graph_bytes"
+        ]
+        == 0
+    )
 
 
 def test_o1_is_piecewise_from_0_12_with_the_default_sizes() -> None:

@@ -68,7 +68,10 @@ def test_compile_ranges_from_0_13_split_below_max_num_batched_tokens() -> None:
         (["-O2"], OLD, True, False, False),
         (["-O3"], OLD, True, True, True),
         (["-O=2"], NEW, True, True, True),
-        (["-cc", '{"mode": 2}'], NEW, True, False, False),
+        # 0.32: a mode other than 3 keeps FULL_AND_PIECEWISE's decode graphs (without_piecewise)
+        (["-cc", '{"mode": 2}'], NEW, True, False, True),
+        (["-cc", '{"mode": 2}'], (0, 20), True, False, False),  # 0.12-0.31: to NONE
+        (["-cc", '{"mode": 0, "cudagraph_mode": "FULL"}'], (0, 20), False, False, True),
         (["-O", '{"level": 1}'], OLD, True, False, False),
         (["-cc", '{"mode": "VLLM_COMPILE"}'], NEW, True, True, True),
         (["-cc", '{"cudagraph_mode": "NONE"}'], NEW, True, True, False),

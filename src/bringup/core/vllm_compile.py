@@ -15,9 +15,10 @@ compilation *level* up to 0.11 (``-O.level=N``) and the *optimization level* fro
 - ``mode``/``level`` 0 (``NONE``) and optimization level 0: no torch.compile, no capture
   (``OPTIMIZATION_LEVEL_00``: ``cudagraph_mode`` NONE, ``vllm/config/vllm.py``, 0.12.0);
 - ``mode``/``level`` 1 or 2 (torch.compile's own backend, one Dynamo trace): a compile without
-  vLLM's piecewise backend or its cache, and no capture (``cudagraph_mode`` NONE unless the
-  mode is 3: ``vllm/config/__init__.py::VllmConfig.__post_init__``, 0.11.0; "Cudagraph mode
-  ... is not compatible with compilation mode", 0.12.0);
+  vLLM's piecewise backend or its cache, and no capture up to 0.11 (``cudagraph_mode`` NONE
+  unless the mode is 3: ``vllm/config/__init__.py::VllmConfig.__post_init__``, 0.11.0); from
+  0.12 a mode other than 3 keeps FULL graphs ("Cudagraph mode ... is not compatible with
+  compilation mode" touches only the piecewise ones: :func:`_without_vllm_compile`);
 - optimization level 1 (0.12 on): the compile, and PIECEWISE capture only; 2 and 3 the
   compile and FULL_AND_PIECEWISE (``OPTIMIZATION_LEVEL_01``..``_03``, 0.12.0 to 0.32.0). Up
   to 0.11, ``-O1``/``-O2`` are compilation levels 1 and 2 (above);
@@ -52,7 +53,9 @@ but "0" in 0.11.0 (``vllm/envs.py``); the wheels pin torch 2.7.x up to 0.10.1.1 
 from 0.10.2. So the standalone adaptor is the default in 0.10.2 and from 0.11.1 on.
 
 **The graph pool's sizes and mode** (:func:`graph_capture`, for the plan): ``--enforce-eager``,
-``cudagraph_mode`` NONE, ``-O0`` and compilation modes 0-2 capture nothing (above). The mode
+``cudagraph_mode`` NONE and ``-O0`` capture nothing (above); compilation modes 0-2 capture
+nothing up to 0.11, and from 0.12 keep a FULL or FULL_DECODE_ONLY mode (from 0.32 also
+FULL_AND_PIECEWISE's decode half: ``_without_vllm_compile``). The mode
 vLLM runs with otherwise: the one given (``cudagraph_mode`` exists from 0.10; before it the V1
 engine captured PIECEWISE graphs only), ``-O1`` PIECEWISE (0.12 on), else the version's default:
 PIECEWISE in 0.10 (vLLM PR #20059, which added the mode in 0.10.1) and FULL_AND_PIECEWISE
@@ -203,7 +206,10 @@ def resolve(
         notes.append(f"compilation mode {mode}: torch.compile's own backend, no vLLM cache")
     compiles = mode != 0
     piecewise = compiles and mode in (None, 3)
-    captures = piecewise and graph_mode != "NONE"
+    runs = graph_mode or ("PIECEWISE" if version < (0, 11) else "FULL_AND_PIECEWISE")
+    if mode not in (None, 3):  # FULL graphs need no piecewise compile (_without_vllm_compile)
+        runs = _without_vllm_compile(runs, version)
+    captures = runs != "NONE"
     sizes = _capture_count(config, version, max_num_batched_tokens)
     counted = sizes if sizes is not None else default_capture_sizes
     inductor = _inductor_compiles(config, version, max_num_batched_tokens, counted)
@@ -258,9 +264,13 @@ def graph_capture(
     if version < (0, 10):  # no cudagraph_mode yet: PIECEWISE graphs
         config = replace(config, cudagraph_mode=None)
     mode, graph_mode = _modes(config, version)
-    if mode not in (None, 3) or graph_mode == "NONE":
+    if graph_mode == "NONE":
         return GraphCapture("NONE", (), from_flags=True)
     graph_mode = graph_mode or ("PIECEWISE" if version < (0, 11) else "FULL_AND_PIECEWISE")
+    if mode not in (None, 3):
+        graph_mode = _without_vllm_compile(graph_mode, version)
+        if graph_mode == "NONE":
+            return GraphCapture("NONE", (), from_flags=True)
     sizes, from_flags = default, False
     if config.capture_sizes is not None:
         sizes = tuple(s for s in config.capture_sizes if 1 <= s <= max_num_batched_tokens)
@@ -270,6 +280,30 @@ def graph_capture(
     if graph_mode == "FULL_DECODE_ONLY":
         sizes, from_flags = tuple(s for s in sizes if s <= max_num_seqs), True
     return GraphCapture(graph_mode, sizes, from_flags=from_flags)
+
+
+def _without_vllm_compile(graph_mode: str, version: tuple[int, int]) -> str:
+    """The graphs captured when the compilation mode is not 3 (vLLM's piecewise backend): none
+    up to 0.11 (``VllmConfig.__post_init__``, 0.11.0); from 0.12 only a mode that needs
+    piecewise compilation is touched ("Cudagraph mode ... is not compatible with compilation
+    mode"), to NONE, and from 0.32 to its part without piecewise graphs
+    (``VllmConfig._normalize_piecewise_cudagraph_mode``, ``CUDAGraphMode.without_piecewise``,
+    0.32.0: FULL_AND_PIECEWISE to FULL_DECODE_ONLY); FULL and FULL_DECODE_ONLY are kept.
+    ``VLLM_USE_BREAKABLE_CUDAGRAPH``, which lifts the rule, is not read. Releases 0.21-0.31
+    were not read: planned as 0.12's rule.
+
+    >>> [_without_vllm_compile(m, (0, 32)) for m in ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL")]
+    ['FULL_DECODE_ONLY', 'NONE', 'FULL']
+    >>> _without_vllm_compile("FULL_AND_PIECEWISE", (0, 20)), _without_vllm_compile("FULL", (0, 11))
+    ('NONE', 'NONE')
+    """
+    if version < (0, 12):
+        return "NONE"
+    if graph_mode not in ("PIECEWISE", "FULL_AND_PIECEWISE"):
+        return graph_mode
+    if version >= (0, 32):
+        return "FULL_DECODE_ONLY" if graph_mode == "FULL_AND_PIECEWISE" else "NONE"
+    return "NONE"
 
 
 def _modes(config: CompileConfig, version: tuple[int, int]) -> tuple[int | None, str | None]:
