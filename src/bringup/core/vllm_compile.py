@@ -206,10 +206,7 @@ def resolve(
         notes.append(f"compilation mode {mode}: torch.compile's own backend, no vLLM cache")
     compiles = mode != 0
     piecewise = compiles and mode in (None, 3)
-    runs = graph_mode or ("PIECEWISE" if version < (0, 11) else "FULL_AND_PIECEWISE")
-    if mode not in (None, 3):  # FULL graphs need no piecewise compile (_without_vllm_compile)
-        runs = _without_vllm_compile(runs, version)
-    captures = runs != "NONE"
+    captures = _graph_mode_run(mode, graph_mode, version) != "NONE"
     sizes = _capture_count(config, version, max_num_batched_tokens)
     counted = sizes if sizes is not None else default_capture_sizes
     inductor = _inductor_compiles(config, version, max_num_batched_tokens, counted)
@@ -263,14 +260,9 @@ def graph_capture(
         return GraphCapture("FULL", default, from_flags=False)
     if version < (0, 10):  # no cudagraph_mode yet: PIECEWISE graphs
         config = replace(config, cudagraph_mode=None)
-    mode, graph_mode = _modes(config, version)
+    graph_mode = _graph_mode_run(*_modes(config, version), version)
     if graph_mode == "NONE":
         return GraphCapture("NONE", (), from_flags=True)
-    graph_mode = graph_mode or ("PIECEWISE" if version < (0, 11) else "FULL_AND_PIECEWISE")
-    if mode not in (None, 3):
-        graph_mode = _without_vllm_compile(graph_mode, version)
-        if graph_mode == "NONE":
-            return GraphCapture("NONE", (), from_flags=True)
     sizes, from_flags = default, False
     if config.capture_sizes is not None:
         sizes = tuple(s for s in config.capture_sizes if 1 <= s <= max_num_batched_tokens)
@@ -280,6 +272,14 @@ def graph_capture(
     if graph_mode == "FULL_DECODE_ONLY":
         sizes, from_flags = tuple(s for s in sizes if s <= max_num_seqs), True
     return GraphCapture(graph_mode, sizes, from_flags=from_flags)
+
+
+def _graph_mode_run(mode: int | None, graph_mode: str | None, version: tuple[int, int]) -> str:
+    """The cudagraph_mode vLLM runs with: the one given, else the version's default
+    (PIECEWISE before 0.11, FULL_AND_PIECEWISE from 0.11), less what a compilation mode other
+    than 3 takes away (:func:`_without_vllm_compile`)."""
+    graph_mode = graph_mode or ("PIECEWISE" if version < (0, 11) else "FULL_AND_PIECEWISE")
+    return graph_mode if mode in (None, 3) else _without_vllm_compile(graph_mode, version)
 
 
 def _without_vllm_compile(graph_mode: str, version: tuple[int, int]) -> str:
