@@ -118,6 +118,26 @@ def test_the_logs_ready_line_sends_the_waiting_health_probe_at_once():
     assert m.probe_due_in(100.2) is None  # ready, no liveness probes asked for
 
 
+def test_an_answer_before_the_logs_ready_line_still_reaches_the_ready_phase():
+    """The smoke answer can come before the follower reads "Application startup complete."
+    (a loaded machine): the phase ready is reached with the answer, as it is when the line
+    comes first, and the late line adds nothing. Consumers that follow phases (the metrics'
+    ``bringup_startup_phase``, the timeline) see one sequence whichever comes first."""
+    m = machine()
+    m.on_event(phase(Phase.API_SERVER_STARTING), 101.0)
+    events = [e for e in drive_to_ready(m, 102.0) if e != "probe"]
+    assert events == ["phase", "ready"]
+    assert m.phase is Phase.READY
+    assert [s.phase for s in m.spans][-1] is Phase.READY
+    assert m.on_event(phase(Phase.READY, line=40), 102.5) == []
+    assert [s.phase for s in m.spans].count(Phase.READY) == 1
+    # the line first: the answer adds no second phase event
+    m = machine()
+    m.on_event(phase(Phase.API_SERVER_STARTING), 101.0)
+    assert [e.event for e in m.on_event(phase(Phase.READY, line=40), 101.5)] == ["phase"]
+    assert [e for e in drive_to_ready(m, 102.0) if e != "probe"] == ["ready"]
+
+
 def test_final_failure_fails_immediately():
     """A final root cause ends the startup at once, with its class and line."""
     m = machine()

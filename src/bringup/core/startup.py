@@ -413,21 +413,22 @@ class StartupMachine:
             phase = mapped
         elif phase.order <= self.phase.order:
             return []
-        self.phase = phase
-        self.progress = None
-        self.spans.append(PhaseSpan(phase, now - self.start, event.entry.line_number))
-        est = self.expect.on_phase(phase, now - self.start) if self.expect else None
         if phase is Phase.READY and self._next_probe is ProbeKind.HEALTH:
             # the log says the server listens ("Application startup complete."): the health
             # probe that waits for a refused connect's interval goes now
             self._next_probe_at = min(self._next_probe_at, now)
+        return [self._reach(phase, now, event.entry.line_number)]
+
+    def _reach(self, phase: Phase, now: float, line: int) -> PhaseReached:
+        """The startup is in ``phase`` from ``now`` (``line``: the log line that said so, 0
+        for none): the span, the prediction's estimate and the event."""
+        self.phase = phase
+        self.progress = None
+        self.spans.append(PhaseSpan(phase, now - self.start, line))
+        est = self.expect.on_phase(phase, now - self.start) if self.expect else None
         if est is not None:
-            return [
-                PhaseReached(
-                    now - self.start, phase, event.entry.line_number, est.seconds, est.high
-                )
-            ]
-        return [PhaseReached(now - self.start, phase, event.entry.line_number)]
+            return PhaseReached(now - self.start, phase, line, est.seconds, est.high)
+        return PhaseReached(now - self.start, phase, line)
 
     def _on_failure(self, failure: Failure, now: float, *, tentative: bool) -> list[LiveEvent]:
         if self.is_terminal:
@@ -482,11 +483,11 @@ class StartupMachine:
             self._schedule(ProbeKind.SMOKE, now, 0.0)
         elif obs.ok:
             self.ready_at = now
-            if self.phase is not Phase.READY:
-                self.phase = Phase.READY
-                self.spans.append(PhaseSpan(Phase.READY, now - self.start, 0))
+            # the answer came before the log's ready line (or from a log that has none): the
+            # phase is reached all the same, so every consumer sees one sequence of events
+            reached = [] if self.phase is Phase.READY else [self._reach(Phase.READY, now, 0)]
             self._schedule(ProbeKind.HEALTH, now, self.policy.liveness_interval_seconds)
-            return [Ready(now - self.start, now - self.start, obs.model, obs.url)]
+            return [*reached, Ready(now - self.start, now - self.start, obs.model, obs.url)]
         elif self.policy.model_on_request and obs.status == 404:
             model = obs.model or self.probe_model() or "?"
             failure = failures.missing_model(

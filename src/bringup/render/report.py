@@ -156,7 +156,8 @@ def _live_timeline(
     rows: Sequence[Mapping[str, Any]], recording: Recording
 ) -> tuple[TimelineRow, ...]:
     lane = recording.lanes.get("")
-    first_line = {p: n for _t, p, n in reversed(lane.phases)} if lane else {}
+    # line 0: a phase no log line said (ready from the model's answer)
+    first_line = {p: n for _t, p, n in reversed(lane.phases) if n} if lane else {}
     return tuple(
         TimelineRow(
             str(t["phase"]),

@@ -120,7 +120,8 @@ def _phases(lane: Lane, top: int, scale: _Scale) -> list[str]:
     for i, ((t, phase, line), stop) in enumerate(zip(lane.phases, ends, strict=True)):
         x0, x1 = scale.x(t), scale.x(max(stop, t))
         colour = _COLOURS[i % len(_COLOURS)]
-        tip = f"{phase}: from {format_seconds(t)}, {format_seconds(max(0.0, stop - t))} (log line {line})"
+        said = f"log line {line}" if line else "no log line: the model's answer"
+        tip = f"{phase}: from {format_seconds(t)}, {format_seconds(max(0.0, stop - t))} ({said})"
         out.append(
             f'<rect class="phase" x="{x0}" y="{top}" width="{max(1.0, round(x1 - x0, 1))}" '
             f'height="{PHASE_BAR}" fill="{colour}" stroke="#333" stroke-width="0.5">'
