@@ -17,6 +17,7 @@ Needs root (namespaces); elsewhere it says so in one line and exits 0.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,14 +67,17 @@ def main(time_scale: str = "0.02") -> int:
         return 0
     work = Path(tempfile.mkdtemp(prefix="bringup-demo-service-"))
     try:
-        sd = SystemdNamespace.start(work / "systemd", name="bringup-demo-service")
-    except BootError as exc:
-        say(f"demo-service: a real systemd cannot boot here ({exc}); try `make demo` instead")
-        return 0
-    try:
-        return story(sd, work, time_scale)
+        try:
+            sd = SystemdNamespace.start(work / "systemd", name="bringup-demo-service")
+        except BootError as exc:
+            say(f"demo-service: a real systemd cannot boot here ({exc}); try `make demo` instead")
+            return 0
+        try:
+            return story(sd, work, time_scale)
+        finally:
+            sd.close()
     finally:
-        sd.close()
+        shutil.rmtree(work, ignore_errors=True)  # the demo's unit, journal and readings
 
 
 def story(sd: SystemdNamespace, work: Path, time_scale: str) -> int:
