@@ -89,6 +89,6 @@ def test_startup_excerpt_is_what_plan_prints(tmp_path: Path) -> None:
     printed = out.getvalue().splitlines()
     start = printed.index("time to ready (predicted):")
     assert code == 0
-    assert len(shown) == 8
+    assert len(shown) == 9  # the heading, 6 phases, the total, the start timeout
     for want, got in zip(shown, printed[start : start + len(shown)], strict=True):
         assert got.startswith(want), (want, got)

@@ -28,7 +28,7 @@ def test_json_startup_has_the_issue_fields(tmp_path: Path) -> None:
     code, out = _plan(str(_model(tmp_path)), "--gpu", "H100", "--json", tmp_path=tmp_path)
     startup = json.loads(out)["startup"]
     assert code == 0
-    assert set(startup) == {"phases", "total_seconds", "bound_by"}
+    assert set(startup) == {"phases", "total_seconds", "bound_by", "service"}
     for phase in startup["phases"]:
         assert set(phase) == {"phase", "seconds", "low", "high", "basis"}
         assert phase["low"] <= phase["seconds"] <= phase["high"]
@@ -58,7 +58,7 @@ def test_enforce_eager_drops_compile_and_capture(tmp_path: Path) -> None:
     assert "cuda_graph_capture" not in names
 
 
-def test_human_output_is_one_line_per_phase_and_the_total(tmp_path: Path) -> None:
+def test_human_output_is_one_line_per_phase_the_total_and_the_timeout(tmp_path: Path) -> None:
     _, out = _plan(str(_model(tmp_path)), "--gpu", "H100", tmp_path=tmp_path)
     block = out[out.index("time to ready (predicted):") :].splitlines()
     assert [line.split()[0] for line in block[1:]] == [
@@ -69,8 +69,10 @@ def test_human_output_is_one_line_per_phase_and_the_total(tmp_path: Path) -> Non
         "cuda_graph_capture",
         "api_server_starting",
         "total",
+        "start",  # start timeout: what a service manager should allow (test_service_timeout)
     ]
-    assert "bound by" in block[-1]
+    assert "bound by" in block[-2]
+    assert block[-1].startswith("  start timeout ")
 
 
 def _capture_layers(out: str) -> int:

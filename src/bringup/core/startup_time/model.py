@@ -32,6 +32,7 @@ from enum import StrEnum
 
 from bringup.core.startup_time import constants as c
 from bringup.core.startup_time.constants import Band
+from bringup.core.startup_time.service import ServiceTimeout, service_timeout
 from bringup.core.vocab import Phase
 
 
@@ -111,6 +112,12 @@ class StartupPrediction:
     phases: tuple[PhaseEstimate, ...]
     total_seconds: float
     bound_by: Phase  # the longest phase
+    # the start timeout a service manager, a container or Kubernetes should allow (from the
+    # phases' high ends: ``service.service_timeout``, the one rule ``bringup unit`` writes)
+    service: ServiceTimeout = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "service", service_timeout(self.high_seconds))
 
     @property
     def low_seconds(self) -> float:
