@@ -179,6 +179,14 @@ def test_install_under_root_writes_there_and_never_touches_the_live_manager(
         "installed": True,
         "daemon_reload": False,
         "user": False,
+        # "m" is not a model here: no prediction, the 20 minutes
+        "timeout_start": {
+            "seconds": 1200.0,
+            "source": "default",
+            "guard_seconds": 0.0,
+            "note": "",
+            "service": None,
+        },
         "text": text,
     }
 

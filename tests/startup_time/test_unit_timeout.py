@@ -1,16 +1,27 @@
-"""``bringup unit`` sizes TimeoutStartSec= from the startup prediction, and says so."""
+"""``bringup unit`` sizes TimeoutStartSec= from the startup prediction, says so, and says it in
+``--json`` (``timeout_start``)."""
 
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from bringup.cli.main import Context, main
 from bringup.core import systemd_unit as su
-from bringup.core.startup_time.service import FLOOR_SECONDS, MARGIN, start_timeout
+from bringup.core.startup_time.service import (
+    FLOOR_SECONDS,
+    MARGIN,
+    service_timeout,
+    start_timeout,
+)
 from bringup.follow.startup_time import live_prediction
+from bringup.render.json_out import to_jsonable
 
 from builders.safetensors import write_checkpoint
 
@@ -69,3 +80,38 @@ def test_a_model_whose_weights_are_not_here_keeps_20m(tmp_path: Path) -> None:
         lines = _unit(tmp_path, model=model)
         assert "TimeoutStartSec=20min" in lines, model
         assert not any(line.startswith("# TimeoutStartSec:") for line in lines)
+
+
+def _unit_json(tmp_path: Path, *extra: str, model: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads("\n".join(_unit(tmp_path, "--json", *extra, model=model)))
+    return loaded
+
+
+def _written(obj: dict[str, Any]) -> str:
+    line = next(ln for ln in obj["text"].splitlines() if ln.startswith("TimeoutStartSec="))
+    return line.split("=", 1)[1]
+
+
+def test_unit_json_says_the_timeout_it_wrote_and_where_from(tmp_path: Path) -> None:
+    model = str(write_checkpoint(tmp_path / "m", n_shards=2, hidden=8192))
+    found = live_prediction(["vllm", "serve", model], {"VLLM_CACHE_ROOT": str(tmp_path / "cache")})
+    assert found is not None
+    written = _unit_json(tmp_path, "--guard-timeout", "2m", model=model)
+    timeout = written["timeout_start"]
+    assert timeout["source"] == "prediction"
+    assert timeout["guard_seconds"] == 120.0
+    service = timeout["service"]
+    # the plan's rule on the unit's own prediction (measured again: the read rate may move)
+    assert service == to_jsonable(service_timeout(service["high_seconds"]))
+    assert service["high_seconds"] == pytest.approx(found[0].high_seconds, rel=0.25)
+    assert timeout["seconds"] == timeout["service"]["timeout_start_seconds"] + 120.0
+    assert timeout["note"].startswith("TimeoutStartSec: 1.5 x the predicted startup's high end")
+    assert _written(written) == su.format_seconds(timeout["seconds"])
+
+
+def test_unit_json_names_an_option_and_the_default(tmp_path: Path) -> None:
+    model = str(write_checkpoint(tmp_path / "m", n_shards=1))
+    given = _unit_json(tmp_path, "--timeout-start", "7m", model=model)["timeout_start"]
+    assert (given["seconds"], given["source"], given["service"]) == (420.0, "option", None)
+    unknown = _unit_json(tmp_path, model="no-such-model-here")["timeout_start"]
+    assert (unknown["seconds"], unknown["source"], unknown["service"]) == (1200.0, "default", None)

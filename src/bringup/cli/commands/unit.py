@@ -14,6 +14,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bringup.adapters.commands import Runner, check, system_runner, write_local
 from bringup.cli.commands import unit_files, unit_service
@@ -27,6 +28,9 @@ from bringup.render.console import make_console
 from bringup.render.json_out import print_json
 from bringup.units import parse_duration, parse_size
 
+if TYPE_CHECKING:
+    from bringup.core.startup_time.service import ServiceTimeout
+
 
 @dataclass(frozen=True)
 class Written:
@@ -39,7 +43,19 @@ class Written:
     installed: bool
     daemon_reload: bool
     user: bool
+    timeout_start: TimeoutStart
     text: str
+
+
+@dataclass(frozen=True)
+class TimeoutStart:
+    """The ``TimeoutStartSec=`` written and where it came from (``timeout_start`` in ``--json``)."""
+
+    seconds: float
+    source: str  # "option" (--timeout-start), "prediction" (bringup plan's), "default" (20m)
+    guard_seconds: float  # of ``seconds``, the guard's part (with the prediction)
+    note: str  # the unit's comment over TimeoutStartSec= ("" when none)
+    service: ServiceTimeout | None  # the prediction's numbers (plan's ``startup.service``)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -150,7 +166,10 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
     service = unit_service.settings(args, argv, public)
     unit_dir = unit_files.install_dir(args, ctx) if args.install else None
     env_file = unit_files.env_file_paths(args, ctx, name, bool(secret))
-    spec = _spec(args, ctx, name, argv, public, secret, env_file.named if env_file else None)
+    timeout = _timeout_start(args, ctx, argv)
+    spec = _spec(
+        args, ctx, name, argv, public, secret, env_file.named if env_file else None, timeout
+    )
     spec = dataclasses.replace(
         spec,
         run_as_user=service.user,
@@ -161,7 +180,9 @@ def run(args: argparse.Namespace, ctx: Context, runner: Runner | None = None) ->
     )
     text = su.render_unit(spec)
     unit_files.check_no_secret_in(text, secret)
-    written = _write(args, ctx, name, text, unit_dir, env_file, secret, service.owner, runner)
+    written = _write(
+        args, ctx, name, text, unit_dir, env_file, secret, service.owner, timeout, runner
+    )
     if args.json:
         print_json(written, ctx.stdout)
     elif written.unit_path is None:
@@ -301,11 +322,11 @@ def _spec(
     public: tuple[tuple[str, str], ...],
     secret: dict[str, str],
     env_file: str | None,
+    timeout: TimeoutStart,
 ) -> su.UnitSpec:
     bringup = _bringup_path(args, ctx)
-    timeout_start, timeout_note = _timeout_start(args, ctx, argv)
     guard_timeout = parse_duration(args.guard_timeout)
-    if guard_timeout >= timeout_start:
+    if guard_timeout >= timeout.seconds:
         raise UsageError(
             "--guard-timeout must be shorter than --timeout-start (the guard runs inside it)"
         )
@@ -331,8 +352,8 @@ def _spec(
         secret_names=tuple(secret),
         user=args.user,
         restart_seconds=parse_duration(args.restart_sec),
-        timeout_start_seconds=timeout_start,
-        timeout_start_note=timeout_note,
+        timeout_start_seconds=timeout.seconds,
+        timeout_start_note=timeout.note,
         timeout_stop_seconds=parse_duration(args.timeout_stop),
         watchdog_seconds=parse_duration(args.watchdog_sec) if args.watchdog_sec else None,
         start_limit_interval_seconds=parse_duration(args.start_limit_interval),
@@ -340,20 +361,20 @@ def _spec(
     )
 
 
-def _timeout_start(
-    args: argparse.Namespace, ctx: Context, argv: list[su.Word]
-) -> tuple[float, str]:
+def _timeout_start(args: argparse.Namespace, ctx: Context, argv: list[su.Word]) -> TimeoutStart:
     """--timeout-start, else from the startup prediction of the server command, else 20m."""
     if args.timeout_start:
-        return parse_duration(args.timeout_start), ""
+        return TimeoutStart(parse_duration(args.timeout_start), "option", 0.0, "", None)
     from bringup.core.startup_time.service import start_timeout
     from bringup.follow.startup_time import live_prediction
 
     start = wrappers.command_start(argv) or 0
     found = live_prediction([w for w in argv[start:] if isinstance(w, str)], ctx.environ)
     if found is None:
-        return DEFAULT_TIMEOUT_START, ""
-    return start_timeout(found[0], parse_duration(args.guard_timeout))
+        return TimeoutStart(DEFAULT_TIMEOUT_START, "default", 0.0, "", None)
+    guard = parse_duration(args.guard_timeout)
+    seconds, note = start_timeout(found[0], guard)
+    return TimeoutStart(seconds, "prediction", guard, note, found[0].service)
 
 
 DEFAULT_TIMEOUT_START = 1200.0  # 20 minutes: no prediction for the command
@@ -389,6 +410,7 @@ def _write(
     env_file: unit_files.EnvFile | None,
     secret: dict[str, str],
     owner: str | None,
+    timeout: TimeoutStart,
     runner: Runner | None,
 ) -> Written:
     """Write the files. ``--install`` writes through the command runner, where the service
@@ -423,6 +445,7 @@ def _write(
         installed=unit_dir is not None,
         daemon_reload=system is not None,
         user=args.user,
+        timeout_start=timeout,
         text=text,
     )
 
