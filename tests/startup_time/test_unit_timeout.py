@@ -14,12 +14,8 @@ import pytest
 
 from bringup.cli.main import Context, main
 from bringup.core import systemd_unit as su
-from bringup.core.startup_time.service import (
-    FLOOR_SECONDS,
-    MARGIN,
-    service_timeout,
-    start_timeout,
-)
+from bringup.core.startup_time.service import FLOOR_SECONDS, MARGIN, service_timeout
+from bringup.core.startup_time.systemd import start_timeout
 from bringup.follow.startup_time import live_prediction
 from bringup.render.json_out import to_jsonable
 

@@ -365,7 +365,7 @@ def _timeout_start(args: argparse.Namespace, ctx: Context, argv: list[su.Word]) 
     """--timeout-start, else from the startup prediction of the server command, else 20m."""
     if args.timeout_start:
         return TimeoutStart(parse_duration(args.timeout_start), "option", 0.0, "", None)
-    from bringup.core.startup_time.service import start_timeout
+    from bringup.core.startup_time.systemd import start_timeout
     from bringup.follow.startup_time import live_prediction
 
     start = wrappers.command_start(argv) or 0

@@ -8,19 +8,13 @@ all of them at once, with half again on top, leaves room for a busy machine with
 hung start sit for the old fixed 20 minutes.
 
 :func:`service_timeout` is the one rule: ``plan`` shows it (``startup.service``) and
-``bringup unit`` writes it (:func:`start_timeout`, with the guard's part on top).
+``bringup unit`` writes it (``systemd.start_timeout``, with the guard's part on top).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from bringup.units import format_seconds
-
-if TYPE_CHECKING:
-    from bringup.core.startup_time.model import StartupPrediction
 
 MARGIN = 1.5
 FLOOR_SECONDS = 300.0
@@ -71,18 +65,3 @@ def service_timeout(high_seconds: float) -> ServiceTimeout:
         container_start_period_seconds=seconds,
         kubernetes_startup_probe=probe,
     )
-
-
-def start_timeout(prediction: StartupPrediction, before_seconds: float = 0.0) -> tuple[float, str]:
-    """(seconds, the comment that says where they come from); ``before_seconds``: what runs
-    inside the same timeout before the server starts (the unit's guard, at most)."""
-    seconds = prediction.service.timeout_start_seconds + before_seconds
-    before = f", plus {format_seconds(before_seconds)} for the guard" if before_seconds else ""
-    note = (
-        f"TimeoutStartSec: {MARGIN:g} x the predicted startup's high end "
-        f"({format_seconds(prediction.high_seconds)}; typical "
-        f"{format_seconds(prediction.total_seconds)}, bound by {prediction.bound_by}), rounded up "
-        f"to a minute, at least {format_seconds(FLOOR_SECONDS)}{before} (bringup plan; "
-        "--timeout-start overrides it)"
-    )
-    return seconds, note
