@@ -25,8 +25,9 @@ range or size, cold and warm).
 (``--which compile``: torch.compile with an empty ``VLLM_CACHE_ROOT`` and Inductor cache, then
 the same again). ``--which live`` starts the eager pair through ``bringup run --json
 --exit-when-ready``: the follower's own phase events and ETA. Before each start the
-prediction is made twice on one storage measurement: ``after`` (the model as it is) and
-``before`` (without the CPU build's copies into fresh memory).
+prediction is made twice on one storage measurement: ``after`` (the model as it is, the
+repack measured in the engine's python) and ``before`` (the repack at a fresh copy's rate
+plus the corpus's model-init band).
 
 Writes bench/results/startup_time.md (the machine's load average beside every figure). A
 measurement, not a test: nothing here asserts a time.
@@ -593,18 +594,23 @@ COMPILE_LAYERS = 4  # the compile-cache pair: a shorter model, so a cold compile
 
 def predictions(argv: list[str], env: dict[str, str]) -> tuple[Any, Any]:
     """(before, after) for one command from one storage measurement: ``after`` is the model
-    as it is now (``run``'s prediction), ``before`` the same without the parameters'
-    first-touch copy (the model before issue 26's second round)."""
-    import dataclasses
-
+    as it is now (``run``'s prediction: the repack measured in the engine's python),
+    ``before`` the same without that measurement (the model before issue 26's fourth round:
+    the corpus's model-init band plus the repack at a plain fresh copy's rate)."""
     from bringup.core import engine_args
-    from bringup.follow.startup_time import measure_storage, model_facts, predict_startup
+    from bringup.follow.startup_time import (
+        measure_cpu_repack,
+        measure_storage,
+        model_facts,
+        predict_startup,
+    )
 
     command = engine_args.parse_server_command(argv)
     facts = model_facts(command.model or "", env)
     assert facts is not None
     storage = measure_storage(facts.shards)
     assert storage is not None
+    repack = measure_cpu_repack(argv, env, facts)
     out = [
         predict_startup(
             facts,
@@ -614,9 +620,10 @@ def predictions(argv: list[str], env: dict[str, str]) -> tuple[Any, Any]:
             world_size=1,
             graphs=0,
             device="cpu",
-            storage=st,
+            storage=storage,
+            repack_bytes_per_s=rate,
         )
-        for st in (dataclasses.replace(storage, fill_bytes_per_s=None), storage)
+        for rate in (None, repack)
     ]
     return out[0], out[1]
 

@@ -25,6 +25,7 @@ from bringup.core.startup_time import flags as startup_flags
 from bringup.errors import BringupError
 
 if TYPE_CHECKING:
+    from bringup.adapters.repack import RepackMeter
     from bringup.core.plan.result import Plan
 
 SHARD_SUFFIXES = (".safetensors", ".bin", ".pt")
@@ -93,6 +94,7 @@ def predict_startup(
     pipeline_stages: int = 1,
     engine_version: str | None = None,
     max_num_batched_tokens: int | None = None,
+    repack_bytes_per_s: float | None = None,
 ) -> StartupPrediction:
     """The prediction for this model and command (``storage`` given, or measured now;
     ``checkpoint_bytes``: the whole checkpoint when its shards are not here). With
@@ -148,8 +150,34 @@ def predict_startup(
             else None,
             compile_note=config.note,
             capture_note=config.capture_note,
+            repack_bytes_per_s=repack_bytes_per_s if device == "cpu" else None,
         )
     )
+
+
+def measure_cpu_repack(
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    facts: ModelFacts,
+    meter: RepackMeter | None = None,
+) -> float | None:
+    """vLLM's CPU build: the repack rate of one of this model's layer weights, measured in the
+    interpreter the command runs in (``adapters.repack``); None when it cannot be measured
+    (the prediction then falls back to a plain copy's rate)."""
+    from bringup.adapters import membw, repack
+
+    python = repack.engine_python(argv)
+    if python is None:
+        return None
+    cache = membw.last_level_cache_bytes()
+    rows, cols = repack.probe_shape(
+        facts.hidden_size, int(getattr(facts.architecture, "intermediate_size", 0) or 0), cache
+    )
+    try:
+        measure = meter or repack.measure_repack
+        return measure(python, rows, cols, repack.omp_threads(environ), cache_bytes=cache)
+    except OSError:
+        return None
 
 
 def for_plan(
@@ -187,26 +215,30 @@ def for_plan(
 
 
 def live_prediction(
-    argv: Sequence[str], environ: Mapping[str, str]
+    argv: Sequence[str], environ: Mapping[str, str], meter: RepackMeter | None = None
 ) -> tuple[StartupPrediction, int] | None:
     """``for_command`` for the follower: (the prediction, the shards' bytes), or None when
     there is none; a model that cannot be read here gives none (the start goes on)."""
     try:
-        found = _for_command(argv, environ)
+        found = _for_command(argv, environ, meter)
     except (BringupError, OSError, ValueError):
         return None
     return None if found is None else (found[0], found[1].checkpoint_bytes)
 
 
-def for_command(argv: Sequence[str], environ: Mapping[str, str]) -> StartupPrediction | None:
+def for_command(
+    argv: Sequence[str], environ: Mapping[str, str], meter: RepackMeter | None = None
+) -> StartupPrediction | None:
     """The startup of a vLLM server command (``run``, ``up``): None for another engine or
-    a model not found here. Weights per rank are the checkpoint over tp x pp."""
-    found = _for_command(argv, environ)
+    a model not found here. Weights per rank are the checkpoint over tp x pp. On vLLM's CPU
+    build the weights' repack is measured in the command's own python (``meter``: a fake
+    in tests)."""
+    found = _for_command(argv, environ, meter)
     return None if found is None else found[0]
 
 
 def _for_command(
-    argv: Sequence[str], environ: Mapping[str, str]
+    argv: Sequence[str], environ: Mapping[str, str], meter: RepackMeter | None = None
 ) -> tuple[StartupPrediction, ModelFacts] | None:
     from bringup.core.vocab import Engine
 
@@ -240,6 +272,9 @@ def _for_command(
             engine_args.get_flag(command.flags, "--max-num-batched-tokens"), 0
         )
         or None,
+        repack_bytes_per_s=measure_cpu_repack(argv, environ, facts, meter)
+        if device == "cpu"
+        else None,
     )
     return prediction, facts
 

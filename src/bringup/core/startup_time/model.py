@@ -86,6 +86,9 @@ class StartupSetup:
     adaptor: str | None = None
     compile_note: str = ""  # what the flags change in the compile (for the basis)
     capture_note: str = ""  # what they change in the capture (for the basis)
+    # vLLM's CPU build: oneDNN's reorder of a layer-sized weight into its blocked layout,
+    # bytes per second, measured in the engine's python (``adapters.repack``); None: not measured
+    repack_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +174,7 @@ def _band(phase: Phase, band: Band, basis: str | None = None, why: str = "") -> 
 
 def weights(setup: StartupSetup) -> PhaseEstimate:
     """The weights phase: model init + cold bytes from storage + cached bytes from the cache."""
-    init = c.MODEL_INIT
+    init = _model_init(setup)
     read_bytes = _bytes_read_per_rank(setup)
     st = setup.storage
     if st is None or (st.read_bytes_per_s is None and st.cached_bytes < st.total_bytes):
@@ -187,7 +190,14 @@ def weights(setup: StartupSetup) -> PhaseEstimate:
     # the measurement is a few hundred MB: the band is a third either way around the reads
     low_io = (storage_s + cache_s) / _streaming_gain(setup) * (2 / 3) + fill * (2 / 3)
     basis = _weights_basis(setup, st, read_bytes, cold)
-    if fill and st.fill_bytes_per_s:
+    if fill and setup.device == "cpu" and setup.repack_bytes_per_s:
+        basis += (
+            f"; {_gb(setup.weights_bytes_per_rank)} copied into fresh parameters (first touch "
+            f"at {_fill_rate(st) / 1e9:.2f} GB/s), then repacked for the CPU GEMM at "
+            f"{setup.repack_bytes_per_s / 1e9:.2f} GB/s (oneDNN's reorder, measured in the "
+            f"engine's python); model init: {init.source}"
+        )
+    elif fill and st.fill_bytes_per_s:
         basis += (
             f"; {_gb(setup.weights_bytes_per_rank)} copied twice into fresh memory (the "
             f"parameters, then the CPU GEMM's packed weights), measured at "
@@ -203,6 +213,30 @@ def weights(setup: StartupSetup) -> PhaseEstimate:
         _weights_slow_reason(st, cold / read_bytes if read_bytes else 0.0),
         cpu_prepack_seconds(setup),
     )
+
+
+def _model_init(setup: StartupSetup) -> Band:
+    """Building the modules and post-processing the weights, outside the reads.
+
+    On a GPU (and on the CPU build when the repack was not measured): the corpus's band,
+    "Model loading took" less "Loading weights took", which holds ``create_model`` and
+    ``process_weights_after_loading``. On the CPU build with the repack measured, that
+    post-processing is :func:`cpu_prepack_seconds` itself, and ``create_model`` only makes
+    modules whose parameters ``torch.empty`` left untouched (their first touch is
+    :func:`param_fill_seconds`): nothing is added for it, so the post-processing is not
+    counted twice."""
+    if setup.device == "cpu" and setup.repack_bytes_per_s:
+        return CPU_MODULES
+    return c.MODEL_INIT
+
+
+CPU_MODULES = Band(
+    0.0,
+    0.0,
+    0.0,
+    "the CPU build's modules (torch.empty: untouched memory, its first touch counted with the "
+    "copies)",
+)
 
 
 def _fill_rate(st: Storage) -> float:
@@ -250,13 +284,17 @@ def cpu_prepack_seconds(setup: StartupSetup) -> float:
     matmul handler built from it (``create_onednn_mm``, which reorders the weight into
     oneDNN's blocked layout; a linear layer's own weight is then dropped), or an sgl-kernel
     packed copy (``convert_weight_packed``) for small bf16 GEMMs. Either way every weight is
-    read once more and written into memory nothing touched: the measured copy rate into
-    fresh pages (``Storage.fill_bytes_per_s``), for each rank's own weights. Not on a GPU.
+    read once more and written into memory nothing touched. The reorder's own rate, measured
+    in the engine's python on a layer-sized weight (``StartupSetup.repack_bytes_per_s``,
+    ``adapters.repack``: about half a plain copy's, its writes strided); without it, the
+    copy rate into fresh pages (``Storage.fill_bytes_per_s``), a lower bound. For each rank's
+    own weights. Not on a GPU.
     """
     st = setup.storage
-    if setup.device != "cpu" or st is None or not st.fill_bytes_per_s:
+    if setup.device != "cpu" or st is None:
         return 0.0
-    return setup.weights_bytes_per_rank / st.fill_bytes_per_s
+    rate = setup.repack_bytes_per_s or st.fill_bytes_per_s
+    return setup.weights_bytes_per_rank / rate if rate else 0.0
 
 
 SLOW_STORAGE_BYTES_PER_S = 0.5e9  # below a SATA SSD's sequential read
