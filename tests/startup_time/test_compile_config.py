@@ -139,3 +139,30 @@ def test_version_parts() -> None:
     assert cc.version_parts("0.11") == (0, 11)
     assert cc.version_parts("0.8.5.post1") == (0, 8, 5)
     assert cc.version_parts("latest") is None
+
+
+def test_full_decode_only_captures_the_decode_sizes_the_plan_pools() -> None:
+    """FULL_DECODE_ONLY captures only the uniform-decode sizes up to max_num_seqs
+    (``CudagraphDispatcher.initialize_cudagraph_keys``, 0.32.0): the startup counts the sizes
+    the plan's graph pool has (``graph_capture``), not every size of the list."""
+    flags = ["-cc", '{"cudagraph_mode": "FULL_DECODE_ONLY"}']
+    p = _plan(flags, max_num_seqs=16)
+    pool = cc.graph_capture(cc.parse(flags), NEW, max_num_seqs=16, max_num_batched_tokens=8192)
+    assert p.capture_sizes == len(pool.sizes) == 5  # 1, 2, 4, 8, 16
+    assert "FULL_DECODE_ONLY" in p.capture_note
+    explicit = [*flags, "--cudagraph-capture-sizes", "1", "8", "64", "128"]
+    assert _plan(explicit, max_num_seqs=64).capture_sizes == 3
+    # compile sizes' "cudagraph_capture_sizes" is the whole list, not its decode part
+    both = [
+        "-cc",
+        '{"cudagraph_mode": "FULL_DECODE_ONLY", "compile_sizes": ["cudagraph_capture_sizes"]}',
+    ]
+    assert (
+        _plan(
+            [*both, "--cudagraph-capture-sizes", "1", "8", "64"], max_num_seqs=4
+        ).inductor_compiles
+        == 4
+    )
+    # 0.32: mode 2 keeps FULL_AND_PIECEWISE's decode graphs only (without_piecewise)
+    assert _plan(["-cc", '{"mode": 2}'], max_num_seqs=16).capture_sizes == 5
+    assert _plan([], max_num_seqs=16).capture_sizes is None  # the default list: the caller's

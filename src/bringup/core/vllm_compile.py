@@ -195,24 +195,33 @@ def resolve(
     *,
     max_num_batched_tokens: int | None,
     default_capture_sizes: int,
+    max_num_seqs: int = 256,
 ) -> CompilePlan:
     """The compile and capture of one startup: ``version`` decides what ``-O N`` means and
     whether compile ranges exist; ``default_capture_sizes``: the count vLLM's default list
-    gives (``vllm_graphs.capture_sizes``), used for ``"cudagraph_capture_sizes"`` in the sizes."""
+    gives (``vllm_graphs.capture_sizes``), used for ``"cudagraph_capture_sizes"`` in the sizes.
+    What is captured, and how many sizes, is :func:`graph_capture`'s (the plan's graph pool
+    reads the same): FULL_DECODE_ONLY captures only the decode sizes up to ``max_num_seqs``."""
     notes: list[str] = []
-    mode, graph_mode = _modes(config, version)
+    mode, _ = _modes(config, version)
     capture_notes = ["-O1: PIECEWISE graphs only"] if _o1_piecewise(config, version) else []
     if mode is not None and mode in (1, 2):
         notes.append(f"compilation mode {mode}: torch.compile's own backend, no vLLM cache")
     compiles = mode != 0
     piecewise = compiles and mode in (None, 3)
-    captures = _graph_mode_run(mode, graph_mode, version) != "NONE"
-    sizes = _capture_count(config, version, max_num_batched_tokens)
-    counted = sizes if sizes is not None else default_capture_sizes
+    capture = graph_capture(
+        config, version, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
+    )
+    captures = capture.mode != "NONE"
+    listed = _flag_sizes(config, version, max_num_batched_tokens)
+    counted = len(listed) if listed is not None else default_capture_sizes
+    sizes = len(capture.sizes) if capture.from_flags else None
+    if capture.mode == "FULL_DECODE_ONLY":
+        capture_notes.append("FULL_DECODE_ONLY: the decode sizes up to --max-num-seqs")
     inductor = _inductor_compiles(config, version, max_num_batched_tokens, counted)
     if inductor > 1:
         notes.append(f"{inductor} Inductor compiles of every piece ({_why_compiles(config)})")
-    if captures and sizes is not None:
+    if captures and listed is not None:
         capture_notes.append("the sizes from the flags")
     return CompilePlan(
         compiles=compiles,
@@ -239,7 +248,7 @@ def graph_capture(
     version: tuple[int, int],
     *,
     max_num_seqs: int,
-    max_num_batched_tokens: int,
+    max_num_batched_tokens: int | None,
     enforce_eager: bool = False,
     v0_engine: bool = False,
     ceiling: int | None = None,
@@ -263,12 +272,8 @@ def graph_capture(
     graph_mode = _graph_mode_run(*_modes(config, version), version)
     if graph_mode == "NONE":
         return GraphCapture("NONE", (), from_flags=True)
-    sizes, from_flags = default, False
-    if config.capture_sizes is not None:
-        sizes = tuple(s for s in config.capture_sizes if 1 <= s <= max_num_batched_tokens)
-        from_flags = True
-    elif config.max_capture_size is not None:
-        sizes, from_flags = _ladder(config.max_capture_size, version, max_num_batched_tokens), True
+    listed = _flag_sizes(config, version, max_num_batched_tokens)
+    sizes, from_flags = (default, False) if listed is None else (listed, True)
     if graph_mode == "FULL_DECODE_ONLY":
         sizes, from_flags = tuple(s for s in sizes if s <= max_num_seqs), True
     return GraphCapture(graph_mode, sizes, from_flags=from_flags)
@@ -397,15 +402,18 @@ def _why_compiles(config: CompileConfig) -> str:
     return "; ".join(parts)
 
 
-def _capture_count(
+def _flag_sizes(
     config: CompileConfig, version: tuple[int, int], batched: int | None
-) -> int | None:
+) -> tuple[int, ...] | None:
+    """The sizes the flags fix (None: vLLM's default list): an explicit list cut at
+    ``max_num_batched_tokens`` (``_set_cudagraph_sizes``, 0.32.0), or the ladder up to a
+    ``max_cudagraph_capture_size``, cut the same way."""
     cap = batched if batched else 1 << 30
     if config.capture_sizes is not None:
-        return sum(1 for s in config.capture_sizes if s <= cap)
+        return tuple(s for s in config.capture_sizes if 1 <= s <= cap)
     if config.max_capture_size is None:
         return None
-    return len(_ladder(config.max_capture_size, version, cap))
+    return _ladder(config.max_capture_size, version, cap)
 
 
 def _ladder(top: int, version: tuple[int, int], cap: int) -> tuple[int, ...]:

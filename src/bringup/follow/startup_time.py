@@ -95,6 +95,7 @@ def predict_startup(
     engine_version: str | None = None,
     max_num_batched_tokens: int | None = None,
     repack_bytes_per_s: float | None = None,
+    max_num_seqs: int = 256,
 ) -> StartupPrediction:
     """The prediction for this model and command (``storage`` given, or measured now;
     ``checkpoint_bytes``: the whole checkpoint when its shards are not here). With
@@ -112,6 +113,7 @@ def predict_startup(
         (rules[0], rules[1]),
         max_num_batched_tokens=max_num_batched_tokens,
         default_capture_sizes=graphs,
+        max_num_seqs=max_num_seqs,
     )
     off = startup_flags.compile_off(flags, enforce_eager)
     if off is None and not config.compiles:
@@ -211,6 +213,7 @@ def for_plan(
         pipeline_stages=s.pipeline_parallel_size,
         engine_version=s.engine_version,
         max_num_batched_tokens=s.max_num_batched_tokens,
+        max_num_seqs=s.max_num_seqs,
     )
 
 
@@ -275,6 +278,7 @@ def _for_command(
         repack_bytes_per_s=measure_cpu_repack(argv, environ, facts, meter)
         if device == "cpu"
         else None,
+        max_num_seqs=seqs,
     )
     return prediction, facts
 
