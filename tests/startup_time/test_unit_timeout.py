@@ -16,6 +16,7 @@ from bringup.cli.main import Context, main
 from bringup.core import systemd_unit as su
 from bringup.core.startup_time.service import FLOOR_SECONDS, MARGIN, service_timeout
 from bringup.core.startup_time.systemd import start_timeout
+from bringup.core.vocab import Phase
 from bringup.follow.startup_time import live_prediction
 from bringup.render.json_out import to_jsonable
 
@@ -111,3 +112,24 @@ def test_unit_json_names_an_option_and_the_default(tmp_path: Path) -> None:
     assert (given["seconds"], given["source"], given["service"]) == (420.0, "option", None)
     unknown = _unit_json(tmp_path, model="no-such-model-here")["timeout_start"]
     assert (unknown["seconds"], unknown["source"], unknown["service"]) == (1200.0, "default", None)
+
+
+def test_a_commands_capture_follows_its_batched_tokens_as_vllm_reads_them(tmp_path: Path) -> None:
+    """``run``/``up``/``unit`` predict the capture from the command: vLLM cuts its default
+    capture list at --max-num-batched-tokens (``_set_cudagraph_sizes``, 0.32.0), and reads
+    that flag with ``human_readable_int`` (``8k`` is 8,000), as ``plan`` does."""
+    model = write_checkpoint(tmp_path / "m", n_shards=1, hidden=64)
+    env = {"VLLM_CACHE_ROOT": str(tmp_path)}
+
+    def capture_basis(*flags: str) -> str:
+        found = live_prediction(["vllm", "serve", str(model), "--device", "cuda", *flags], env)
+        assert found is not None
+        phase = found[0].phase(Phase.CUDA_GRAPH_CAPTURE)
+        assert phase is not None
+        return phase.basis
+
+    assert capture_basis().startswith("51 graph sizes")
+    # 1, 2, 4 and 8..64 in steps of 8: the sizes up to 64 batched tokens
+    assert capture_basis("--max-num-batched-tokens", "64").startswith("11 graph sizes")
+    assert capture_basis("--max-num-batched-tokens", "8k").startswith("51 graph sizes")
+    assert capture_basis("--max-num-seqs", "16").startswith("7 graph sizes")  # up to 32

@@ -259,9 +259,15 @@ def _for_command(
     if device != "cuda" and _cpu_build(environ):
         device = "cpu"
     from bringup.core.plan import peaks
+    from bringup.core.plan.flags import int_flag
 
-    seqs = _int(engine_args.get_flag(command.flags, "--max-num-seqs"), 256)
-    graphs = vllm_graphs.capture_sizes(seqs, ceiling=peaks.capture_ceiling(facts.architecture))
+    # read as vLLM reads them (``32k`` batched tokens is 32,000); the default list is cut at
+    # max_num_batched_tokens as the plan's is (``vllm_graphs.default_capture_sizes``)
+    seqs = int_flag(command.flags, "--max-num-seqs") or 256
+    batched = int_flag(command.flags, "--max-num-batched-tokens")
+    graphs = vllm_graphs.capture_sizes(
+        seqs, max_num_batched_tokens=batched, ceiling=peaks.capture_ceiling(facts.architecture)
+    )
     prediction = predict_startup(
         facts,
         command.flags,
@@ -271,10 +277,7 @@ def _for_command(
         graphs=0 if device == "cpu" else graphs,
         device=device or "cuda",
         pipeline_stages=max(1, pp),
-        max_num_batched_tokens=_int(
-            engine_args.get_flag(command.flags, "--max-num-batched-tokens"), 0
-        )
-        or None,
+        max_num_batched_tokens=batched,
         repack_bytes_per_s=measure_cpu_repack(argv, environ, facts, meter)
         if device == "cpu"
         else None,
