@@ -25,9 +25,9 @@ range or size, cold and warm).
 (``--which compile``: torch.compile with an empty ``VLLM_CACHE_ROOT`` and Inductor cache, then
 the same again). ``--which live`` starts the eager pair through ``bringup run --json
 --exit-when-ready``: the follower's own phase events and ETA. Before each start the
-prediction is made twice on one storage measurement: ``after`` (the model as it is, the
-repack measured in the engine's python) and ``before`` (the repack at a fresh copy's rate
-plus the corpus's model-init band).
+prediction is made twice on one storage measurement: ``after`` (the repack measured in the
+engine's python, no model-init band: the fourth round's form, which ``run`` does not use)
+and ``before`` (``run``'s: the repack at a fresh copy's rate plus the corpus's band).
 
 Writes bench/results/startup_time.md (the machine's load average beside every figure). A
 measurement, not a test: nothing here asserts a time.
@@ -593,10 +593,10 @@ COMPILE_LAYERS = 4  # the compile-cache pair: a shorter model, so a cold compile
 
 
 def predictions(argv: list[str], env: dict[str, str]) -> tuple[Any, Any]:
-    """(before, after) for one command from one storage measurement: ``after`` is the model
-    as it is now (``run``'s prediction: the repack measured in the engine's python),
-    ``before`` the same without that measurement (the model before issue 26's fourth round:
-    the corpus's model-init band plus the repack at a plain fresh copy's rate)."""
+    """(before, after) for one command from one storage measurement: ``after`` with the
+    repack measured in the engine's python (issue 26's fourth round), ``before`` without it
+    (``run``'s prediction: the corpus's model-init band plus the repack at a plain fresh
+    copy's rate)."""
     from bringup.core import engine_args
     from bringup.follow.startup_time import (
         measure_cpu_repack,

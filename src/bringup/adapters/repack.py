@@ -8,8 +8,9 @@ library's ``torch.ops._C.create_onednn_mm_handler``, whose
 ``DNNLMatMulPrimitiveHandler::prepack_weight`` (vllm-project/vllm
 ``csrc/cpu/dnnl_helper.cpp``) runs ``dnnl::reorder`` from the plain weight into a new
 ``dnnl::memory`` in the blocked layout the matmul wants: every byte read and written, with
-a strided pattern, into memory nothing has touched. That costs more than a plain copy into
-fresh pages (about twice, on this project's machine), so it is timed itself:
+a strided pattern, into memory nothing has touched. It is timed itself rather than taken as a
+plain copy into fresh pages (on this project's machine it ran at 1.0-1.3 times the fresh-copy
+rate; bench/RESULTS.md, fourth round):
 
 - the probe (:data:`REPACK_PROBE`, a few seconds at most) runs in the engine's interpreter,
   loads the CPU kernel library vLLM's ``CpuPlatform.import_kernels`` would pick (``_C``,

@@ -164,8 +164,11 @@ def measure_cpu_repack(
     meter: RepackMeter | None = None,
 ) -> float | None:
     """vLLM's CPU build: the repack rate of one of this model's layer weights, measured in the
-    interpreter the command runs in (``adapters.repack``); None when it cannot be measured
-    (the prediction then falls back to a plain copy's rate)."""
+    interpreter the command runs in (``adapters.repack``); None when it cannot be measured.
+    An instrument for now (``bench/bench_startup_time.py --real`` scores the prediction with
+    it): the reorder alone ran 2.5-6 x faster than the engine's own post-processing after the
+    reads, so ``run`` keeps the corpus's band and the fresh-copy rate (bench/RESULTS.md,
+    fourth round)."""
     from bringup.adapters import membw, repack
 
     python = repack.engine_python(argv)
@@ -218,30 +221,28 @@ def for_plan(
 
 
 def live_prediction(
-    argv: Sequence[str], environ: Mapping[str, str], meter: RepackMeter | None = None
+    argv: Sequence[str], environ: Mapping[str, str]
 ) -> tuple[StartupPrediction, int] | None:
     """``for_command`` for the follower: (the prediction, the shards' bytes), or None when
     there is none; a model that cannot be read here gives none (the start goes on)."""
     try:
-        found = _for_command(argv, environ, meter)
+        found = _for_command(argv, environ)
     except (BringupError, OSError, ValueError):
         return None
     return None if found is None else (found[0], found[1].checkpoint_bytes)
 
 
-def for_command(
-    argv: Sequence[str], environ: Mapping[str, str], meter: RepackMeter | None = None
-) -> StartupPrediction | None:
+def for_command(argv: Sequence[str], environ: Mapping[str, str]) -> StartupPrediction | None:
     """The startup of a vLLM server command (``run``, ``up``): None for another engine or
-    a model not found here. Weights per rank are the checkpoint over tp x pp. On vLLM's CPU
-    build the weights' repack is measured in the command's own python (``meter``: a fake
-    in tests)."""
-    found = _for_command(argv, environ, meter)
+    a model not found here. Weights per rank are the checkpoint over tp x pp. The CPU
+    build's repack is not measured here (:func:`measure_cpu_repack`: bench/RESULTS.md,
+    fourth round: its rate predicted the phase worse than the fresh-copy rate)."""
+    found = _for_command(argv, environ)
     return None if found is None else found[0]
 
 
 def _for_command(
-    argv: Sequence[str], environ: Mapping[str, str], meter: RepackMeter | None = None
+    argv: Sequence[str], environ: Mapping[str, str]
 ) -> tuple[StartupPrediction, ModelFacts] | None:
     from bringup.core.vocab import Engine
 
@@ -278,9 +279,6 @@ def _for_command(
         device=device or "cuda",
         pipeline_stages=max(1, pp),
         max_num_batched_tokens=batched,
-        repack_bytes_per_s=measure_cpu_repack(argv, environ, facts, meter)
-        if device == "cpu"
-        else None,
         max_num_seqs=seqs,
     )
     return prediction, facts

@@ -285,10 +285,9 @@ def cpu_prepack_seconds(setup: StartupSetup) -> float:
     oneDNN's blocked layout; a linear layer's own weight is then dropped), or an sgl-kernel
     packed copy (``convert_weight_packed``) for small bf16 GEMMs. Either way every weight is
     read once more and written into memory nothing touched. The reorder's own rate, measured
-    in the engine's python on a layer-sized weight (``StartupSetup.repack_bytes_per_s``,
-    ``adapters.repack``: about half a plain copy's, its writes strided); without it, the
-    copy rate into fresh pages (``Storage.fill_bytes_per_s``), a lower bound. For each rank's
-    own weights. Not on a GPU.
+    in the engine's python on layer-sized weights (``StartupSetup.repack_bytes_per_s``,
+    ``adapters.repack``), when given; otherwise the copy rate into fresh pages
+    (``Storage.fill_bytes_per_s``). For each rank's own weights. Not on a GPU.
     """
     st = setup.storage
     if setup.device != "cpu" or st is None:
