@@ -118,16 +118,31 @@ def measure_torch_linear_bandwidth(
     threads, in the interpreter ``python`` (the engine's own, with its torch): over float32
     matrices of 4096 x 1024 totalling at least 1 GiB and four times the last-level cache, the
     best of ``passes``. OSError when that interpreter cannot run it (no torch, not found)."""
-    import subprocess
-
     size = buffer_bytes or max(DEFAULT_BUFFER_BYTES, 4 * last_level_cache_bytes())
     argv = [python, "-c", TORCH_PROBE, str(threads), str(size), str(max(1, passes))]
+    return run_probe(argv, "the PyTorch probe", timeout=600)
+
+
+def run_probe(argv: list[str], what: str, timeout: float) -> float:
+    """The positive number a probe in an engine's interpreter (``argv[0]``) prints last;
+    OSError naming ``what`` when it cannot run, fails (its last error line), prints no number
+    or measures nothing. ``subprocess.run`` kills a probe that outlives ``timeout``: nothing
+    is left behind."""
+    import subprocess
+
+    python = argv[0]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise OSError(f"{python}: the PyTorch probe did not run ({exc})") from exc
+        raise OSError(f"{python}: {what} did not run ({exc})") from exc
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise OSError(f"{python}: the PyTorch probe failed: {last[:200]}")
-    return float(lines[-1])
+        raise OSError(f"{python}: {what} failed: {last[:200]}")
+    try:
+        rate = float(lines[-1])
+    except ValueError as exc:
+        raise OSError(f"{python}: {what} printed {lines[-1][:80]!r}") from exc
+    if rate <= 0:
+        raise OSError(f"{python}: {what} measured nothing")
+    return rate

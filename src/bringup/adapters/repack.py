@@ -31,11 +31,12 @@ rate; bench/RESULTS.md, fourth round):
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+from bringup.adapters import membw
 
 PROBE_BYTES = 32 * 1024 * 1024  # one layer-sized weight at most: a fraction of a second
 PASSES = 3
@@ -90,21 +91,7 @@ def measure_repack(
     count = max(1, -(-total // max(1, rows * cols * 4)))
     argv = [python, "-c", REPACK_PROBE, str(rows), str(cols), str(threads), str(max(1, passes))]
     argv.append(str(count))
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise OSError(f"{python}: the repack probe did not run ({exc})") from exc
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise OSError(f"{python}: the repack probe failed: {last[:200]}")
-    try:
-        rate = float(lines[-1])
-    except ValueError as exc:
-        raise OSError(f"{python}: the repack probe printed {lines[-1][:80]!r}") from exc
-    if rate <= 0:
-        raise OSError(f"{python}: the repack probe measured nothing")
-    return rate
+    return membw.run_probe(argv, "the repack probe", timeout=TIMEOUT_S)
 
 
 def probe_shape(
