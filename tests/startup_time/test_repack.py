@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bringup.adapters import repack
+from bringup.adapters.report_env import engine_interpreter
 from bringup.follow.startup_time import ModelFacts, measure_cpu_repack
 
 
@@ -70,14 +71,15 @@ def test_threads_follow_vllm_s_core_binding(bind: str, threads: int | None) -> N
 
 def test_the_engine_python_is_the_console_script_s_interpreter(tmp_path: Path) -> None:
     vllm = _script(tmp_path, "vllm", "pass")
-    assert repack.engine_python([vllm, "serve", "m"]) == sys.executable
+    assert engine_interpreter([vllm, "serve", "m"], {}) == sys.executable
     py = tmp_path / "python3.11"
     py.write_text("")
-    assert repack.engine_python([str(py), "-m", "vllm.entrypoints.openai.api_server"]) == str(py)
+    py.chmod(0o755)  # an interpreter that can run
+    assert engine_interpreter([str(py), "-m", "vllm.entrypoints.openai.api_server"], {}) == str(py)
     binary = tmp_path / "server"
     binary.write_bytes(b"\x7fELF...")
-    assert repack.engine_python([str(binary)]) is None
-    assert repack.engine_python([]) is None
+    assert engine_interpreter([str(binary)], {}) is None
+    assert engine_interpreter([], {}) is None
 
 
 def test_the_probe_weight_is_the_stacked_mlp_weight_cut_to_a_few_dozen_mb() -> None:

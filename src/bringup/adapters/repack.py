@@ -31,9 +31,8 @@ rate; bench/RESULTS.md, fourth round):
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from bringup.adapters import membw
@@ -121,32 +120,6 @@ def omp_threads(environ: Mapping[str, str]) -> int:
             return usable
         cores.update(range(int(lo), int(hi or lo) + 1))
     return len(cores) or usable
-
-
-def engine_python(argv: Sequence[str]) -> str | None:
-    """The interpreter a server command runs in: the command itself when it is a python
-    (``python -m vllm...``), else the one its console script's ``#!`` line names (``vllm
-    serve``); None when neither is readable."""
-    if not argv:
-        return None
-    import shutil
-
-    exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0])
-    if exe is None:
-        return None
-    if Path(exe).name.startswith("python"):
-        return exe
-    try:
-        with open(exe, "rb") as fh:
-            first = fh.readline(512).decode("utf-8", "replace")
-    except OSError:
-        return None
-    if not first.startswith("#!"):
-        return None
-    words = first[2:].split()
-    if words and Path(words[0]).name == "env" and len(words) > 1:
-        return shutil.which(words[1])
-    return words[0] if words and "python" in Path(words[0]).name else None
 
 
 @dataclass

@@ -170,8 +170,9 @@ def measure_cpu_repack(
     reads, so ``run`` keeps the corpus's band and the fresh-copy rate (bench/RESULTS.md,
     fourth round)."""
     from bringup.adapters import membw, repack
+    from bringup.adapters.report_env import engine_interpreter
 
-    python = repack.engine_python(argv)
+    python = engine_interpreter(argv, environ)
     if python is None:
         return None
     cache = membw.last_level_cache_bytes()
